@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Create .venv (if missing) and install swe with everything needed to build, evaluate and test.
+# CPU-only machines get the CPU build of torch (a few hundred MB instead of several GB of CUDA wheels).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+. .venv/bin/activate
+python -m pip install -q --upgrade pip
+if ! python -c "import torch" 2>/dev/null; then
+  if command -v nvidia-smi >/dev/null 2>&1; then
+    python -m pip install -q torch
+  else
+    python -m pip install -q torch --index-url https://download.pytorch.org/whl/cpu
+  fi
+fi
+python -m pip install -q -e ".[build,eval,test]"
+echo "swe installed in .venv ($(python -c 'import swe; print(swe.__version__)'))"

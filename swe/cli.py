@@ -1,0 +1,192 @@
+"""The `swe` command: thin wrappers that parse flags, call the library and print."""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+EXIT_BAD_INPUT = 2
+
+
+def _add_build(sub) -> None:
+    p = sub.add_parser("build", help="distil a static word table from a sentence-embedding teacher")
+    p.add_argument("--recipe", help="a TOML recipe (see pipelines/); flags given here override it")
+    p.add_argument("--teacher", help="short name (minilm, mpnet, gte-base, bge-base, nomic, ...), folder or hub id")
+    p.add_argument("--dim", type=int, help="output dimension d' (default 256)")
+    p.add_argument("--out", help="model folder to write (default models/minilm-256)")
+    p.add_argument("--corpus", nargs="+", help="files, folders, globs, hf:<dataset>[:config][:split] or "
+                   "builtin:wikitext2 (the default)")
+    p.add_argument("--text-column", help="text field of .jsonl/.parquet/hf: corpora (default text)")
+    p.add_argument("--min-words", type=int, help="shortest sentence kept, in words (default 3)")
+    p.add_argument("--max-words", type=int, help="longest sentence kept, in words (default 40)")
+    p.add_argument("--max-sentences", type=int, help="stop reading the corpus after this many sentences")
+    p.add_argument("--vocab-size", type=int, help="vocabulary cap (default 150000)")
+    p.add_argument("--min-count", type=int, help="keep words seen at least this often (default 1)")
+    p.add_argument("--no-teacher-words", action="store_true", help="do not add the teacher's whole-word tokens")
+    p.add_argument("--sentences-per-word", type=int, help="contexts per word N (default 30)")
+    p.add_argument("--batch-size", type=int, help="teacher batch size (default 64)")
+    p.add_argument("--pca-sentences", type=int, help="sentences M for the sentence-level PCA (default 100000)")
+    p.add_argument("--abtt-drop", type=int, help="top components dropped (default floor(teacher_dim/100))")
+    p.add_argument("--pca-level", choices=["sentence", "word"], help="fit PCA on sentences (default) or words")
+    p.add_argument("--no-distill", action="store_true", help="stop after PCA")
+    p.add_argument("--distill-steps", type=int, help="maximum distillation steps (default 30000)")
+    p.add_argument("--eval-every", type=int, help="distillation steps between validation rounds (default 250)")
+    p.add_argument("--unit-sentences", type=int, help="extract checkpoint unit, in sentences (default 8192)")
+    p.add_argument("--checkpoint-seconds", type=float, help="least time between distill checkpoints (default 60)")
+    p.add_argument("--dtype", choices=["float32", "float16"], help="table dtype (default float32)")
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="where the teacher runs (default auto)")
+    p.add_argument("--work-dir", help="stage cache (default <out>.work)")
+    p.add_argument("--seed", type=int, help="seed for every sampling step (default 0)")
+    p.add_argument("--force", action="store_true", help="recompute every stage")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+
+
+def _build_config(args):
+    from swe.pipeline.build import BuildConfig, load_recipe
+
+    config = load_recipe(args.recipe) if args.recipe else BuildConfig()
+    top = {"teacher": args.teacher, "out": args.out, "work_dir": args.work_dir, "device": args.device,
+           "dtype": args.dtype, "seed": args.seed, "checkpoint_seconds": args.checkpoint_seconds}
+    for key, value in top.items():
+        if value is not None:
+            setattr(config, key, value)
+    section_flags = {
+        "corpus": {"sources": args.corpus, "text_column": args.text_column, "min_words": args.min_words,
+                   "max_words": args.max_words, "max_sentences": args.max_sentences},
+        "vocab": {"max_size": args.vocab_size, "min_count": args.min_count},
+        "extract": {"sentences_per_word": args.sentences_per_word, "batch_size": args.batch_size,
+                    "unit_sentences": args.unit_sentences},
+        "pca": {"dim": args.dim, "sentences": args.pca_sentences, "drop": args.abtt_drop, "level": args.pca_level},
+        "distill": {"max_steps": args.distill_steps, "eval_every": args.eval_every},
+    }
+    for section, values in section_flags.items():
+        for key, value in values.items():
+            if value is not None:
+                setattr(getattr(config, section), key, value)
+    if args.no_teacher_words:
+        config.vocab.teacher_words = False
+    if args.no_distill:
+        config.distill_enabled = False
+    return config
+
+
+def cmd_build(args) -> int:
+    from swe.pipeline.build import build
+
+    config = _build_config(args)
+    report = build(config, force=args.force, quiet=args.quiet)
+    stages = report["build"]["stages"]
+    print(f"\nmodel written to {config.out}  (dim {report['dim']}, teacher {report['teacher']['name']})")
+    print(f"{'stage':<10}{'wall s':>10}{'peak MB':>10}  note")
+    for name, info in stages.items():
+        note = "cached" if info.get("cached") else ""
+        print(f"{name:<10}{info.get('wall_s') or 0:>10.1f}{info.get('peak_rss_mb') or 0:>10.0f}  {note}")
+    print(f"{'total':<10}{report['build']['total_wall_s']:>10.1f}")
+    return 0
+
+
+def cmd_encode(args) -> int:
+    import numpy as np
+
+    from swe import load
+    from swe.runtime.folder import atomic_save_npy
+
+    model = load(args.model)
+    source = sys.stdin if args.input == "-" else open(args.input, encoding="utf-8")
+    with source:
+        texts = source.read().split("\n")
+    if texts and texts[-1] == "":
+        texts.pop()
+    vectors = model.encode(texts)
+    atomic_save_npy(Path(args.output), vectors.astype(np.float32))
+    print(f"{len(texts)} texts -> {args.output} {vectors.shape}", file=sys.stderr)
+    return 0
+
+
+def cmd_eval(args) -> int:
+    from swe.eval.models import load_encoder
+    from swe.eval.sts import EN_SETS, evaluate_sts
+
+    kind, encode = load_encoder(args.model, device=args.device)
+    scores = evaluate_sts(encode, args.data, EN_SETS)
+    print(f"{args.model} ({kind})")
+    for name, value in scores.items():
+        print(f"  {name:<14}{value:7.2f}")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"model": args.model, "kind": kind, "scores": scores}, indent=2))
+    return 0
+
+
+def cmd_report_stages(args) -> int:
+    from swe.eval.stage_table import write_stage_report
+
+    work = Path(args.work_dir or f"{args.model.rstrip('/')}.work")
+    command = "swe " + " ".join(sys.argv[1:]) if sys.argv[1:] else "swe report-stages"
+    rows = write_stage_report(Path(args.model), work, Path(args.data), Path(args.out), command)
+    for label, scores in rows.items():
+        print(f"{label:<28}avg {scores['avg']:6.2f}  STS-B dev {scores['STSBenchmark-dev']:6.2f}")
+    print(f"written to {args.out}")
+    return 0
+
+
+def cmd_bench_extract(args) -> int:
+    from swe.eval.extract_bench import bench_extract
+    from swe.pipeline.sources import expand_sources, read_source
+    from swe.teachers import load_teacher
+
+    teacher = load_teacher(args.teacher, device=args.device)
+    sentences = []
+    for spec in expand_sources(args.corpus):
+        for line in read_source(spec):
+            if line.strip():
+                sentences.append(line.strip())
+            if len(sentences) >= args.sentences:
+                break
+        if len(sentences) >= args.sentences:
+            break
+    result = bench_extract(teacher, sentences, args.batch_size)
+    print(json.dumps(result))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="swe", description=__doc__)
+    parser.add_argument("-v", "--verbose", action="store_true")
+    sub = parser.add_subparsers(dest="command", required=True)
+    _add_build(sub)
+    p = sub.add_parser("encode", help="encode lines of text into an .npy matrix")
+    p.add_argument("model")
+    p.add_argument("--input", required=True, help="text file, one text per line ('-' for stdin)")
+    p.add_argument("--output", required=True, help=".npy file to write")
+    p = sub.add_parser("eval", help="English STS (STS12-16, STS-B test, SICK-R), Spearman x100")
+    p.add_argument("model", help="a swe model folder, or a teacher (short name, folder, hub id)")
+    p.add_argument("--data", default="../shared/data/eval", help="folder with sts12..sts16, stsb, sick")
+    p.add_argument("--json", help="also write the scores here")
+    p.add_argument("--device", default="auto")
+    p = sub.add_parser("report-stages", help="STS after each stage of a build (the paper's Table 6)")
+    p.add_argument("model")
+    p.add_argument("--work-dir", help="the build's stage cache (default <model>.work)")
+    p.add_argument("--data", default="../shared/data/eval")
+    p.add_argument("--out", required=True, help="Markdown file to write")
+    p = sub.add_parser("bench-extract", help="extract-stage throughput vs a bare teacher forward pass")
+    p.add_argument("--teacher", default="minilm")
+    p.add_argument("--corpus", nargs="+", required=True)
+    p.add_argument("--sentences", type=int, default=4000)
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--device", default="auto")
+    args = parser.parse_args(argv)
+    level = logging.DEBUG if args.verbose else logging.WARNING if getattr(args, "quiet", False) else logging.INFO
+    logging.basicConfig(level=level, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+    handlers = {"build": cmd_build, "encode": cmd_encode, "eval": cmd_eval, "report-stages": cmd_report_stages,
+                "bench-extract": cmd_bench_extract}
+    try:
+        return handlers[args.command](args)
+    except (ValueError, FileNotFoundError, PermissionError, IsADirectoryError, UnicodeDecodeError) as exc:
+        print(f"swe {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Evaluation: dataset loaders, metrics as MTEB computes them, model loading for comparison."""

@@ -1,0 +1,135 @@
+"""`swe build`: run the stages in order, each cached under the work directory, then export."""
+from __future__ import annotations
+
+import logging
+import time
+import tomllib
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+import numpy as np
+
+from swe.pipeline.corpus import CorpusConfig, run_corpus
+from swe.pipeline.distill import DistillConfig, run_distill
+from swe.pipeline.export import DTYPES, export_model
+from swe.pipeline.extract import ExtractConfig, run_extract
+from swe.pipeline.pca import PCA_FILE, TABLE_FILE, PCAConfig, run_pca
+from swe.pipeline.sources import CorpusError
+from swe.pipeline.stage import StageResult
+from swe.pipeline.vocab import VocabConfig, read_vocab, run_vocab
+from swe.runtime.folder import update_config
+from swe.runtime.tokenizer import TokenizationRules, WordTokenizer
+
+logger = logging.getLogger(__name__)
+
+
+class BuildError(ValueError):
+    """The build cannot run as configured."""
+
+
+@dataclass
+class BuildConfig:
+    teacher: str = "minilm"
+    out: str = "models/minilm-256"
+    work_dir: str | None = None  # default: <out>.work
+    device: str = "auto"
+    dtype: str = "float32"
+    seed: int = 0
+    distill_enabled: bool = True
+    checkpoint_seconds: float = 60.0
+    corpus: CorpusConfig = field(default_factory=CorpusConfig)
+    vocab: VocabConfig = field(default_factory=VocabConfig)
+    extract: ExtractConfig = field(default_factory=ExtractConfig)
+    pca: PCAConfig = field(default_factory=PCAConfig)
+    distill: DistillConfig = field(default_factory=DistillConfig)
+
+    @property
+    def work_path(self) -> Path:
+        return Path(self.work_dir) if self.work_dir else Path(f"{self.out}.work")
+
+    def seeded(self) -> BuildConfig:
+        """Propagate the build seed to every stage that samples."""
+        self.extract.seed = self.pca.seed = self.distill.seed = self.seed
+        return self
+
+
+_SECTIONS = {"corpus": CorpusConfig, "vocab": VocabConfig, "extract": ExtractConfig, "pca": PCAConfig,
+             "distill": DistillConfig}
+
+
+def load_recipe(path: str | Path) -> BuildConfig:
+    """A build from a TOML recipe in ``pipelines/``: top-level keys and one table per stage."""
+    data = tomllib.loads(Path(path).read_text())
+    config = BuildConfig()
+    for key, value in data.items():
+        if key in _SECTIONS:
+            section = getattr(config, key)
+            names = {f.name for f in fields(section)}
+            unknown = set(value) - names
+            if unknown:
+                raise BuildError(f"{path}: unknown keys in [{key}]: {sorted(unknown)}")
+            for name, item in value.items():
+                setattr(section, name, item)
+        elif key in {f.name for f in fields(BuildConfig)}:
+            setattr(config, key, value)
+        elif key not in ("name", "description"):
+            raise BuildError(f"{path}: unknown key {key!r}")
+    return config
+
+
+def _peak_summary(results: list[StageResult]) -> dict:
+    return {r.name: {"wall_s": r.manifest.get("wall_s"), "peak_rss_mb": r.manifest.get("peak_rss_mb"),
+                     "cached": r.cached, **({"stats": r.stats} if r.stats else {})} for r in results}
+
+
+def build(config: BuildConfig, force: bool = False, quiet: bool = False) -> dict:
+    """Run the whole pipeline; returns the build report (also saved in the model's config.json)."""
+    from swe.teachers import load_teacher
+
+    config.seeded()
+    if config.dtype not in DTYPES:
+        raise BuildError(f"--dtype must be one of {DTYPES}, got {config.dtype!r}")
+    started = time.time()
+    work = config.work_path
+    teacher = load_teacher(config.teacher, device=config.device, batch_size=config.extract.batch_size)
+    config.pca.validate(teacher.dim)
+    tokenizer_json = teacher.tokenizer_json()
+    corpus = run_corpus(config.corpus, work, force=force, quiet=quiet)
+    needed = max(config.distill.batch_size * 2 if config.distill_enabled else 0, config.pca.dim + 1)
+    if corpus.stats["kept"] < needed:
+        raise CorpusError(f"the corpus has {corpus.stats['kept']} usable sentences; this build needs at least "
+                          f"{needed} (PCA to {config.pca.dim} dims, distillation batches of "
+                          f"{config.distill.batch_size})")
+    vocab = run_vocab(config.vocab, corpus, tokenizer_json, work, force=force, quiet=quiet)
+    words, _ = read_vocab(vocab)
+    rules = TokenizationRules(lowercase=config.vocab.lowercase, unicode_normalization=config.corpus.normalization)
+
+    def make_tokenizer() -> WordTokenizer:
+        from tokenizers import Tokenizer
+
+        return WordTokenizer({w: i for i, w in enumerate(words)}, rules, Tokenizer.from_str(tokenizer_json))
+
+    extract = run_extract(config.extract, corpus, vocab, teacher, work, force=force, quiet=quiet)
+    pca = run_pca(config.pca, extract, make_tokenizer, work, force=force, quiet=quiet)
+    stages = [corpus, vocab, extract, pca]
+    final = pca
+    if config.distill_enabled:
+        final = run_distill(config.distill, extract, pca, make_tokenizer, work, config.checkpoint_seconds,
+                            force=force, quiet=quiet)
+        stages.append(final)
+    table = np.load(final.path / TABLE_FILE)
+    export_start = time.time()
+    report = {
+        "teacher": teacher.describe(),
+        "dim": int(table.shape[1]),
+        "abtt_dropped": pca.stats.get("drop"),
+        "tokenization": rules.to_dict(),
+        "swe_version": __import__("swe").__version__,
+        "build": {"config": asdict(config), "stages": _peak_summary(stages)},
+    }
+    report["teacher"].pop("path", None)
+    export_model(Path(config.out), table, words, tokenizer_json, report, pca.path / PCA_FILE, config.dtype)
+    report["build"]["stages"]["export"] = {"wall_s": round(time.time() - export_start, 2), "cached": False}
+    report["build"]["total_wall_s"] = round(time.time() - started, 2)
+    update_config(Path(config.out), {"build": report["build"]})
+    return report

@@ -1,0 +1,107 @@
+"""Inference tokenisation (paper 4.1): words, punctuation dropped, lower-cased lookup, OOV back-off.
+
+A *word* is a maximal run of letters, digits and marks (regex ``[^\\W_]+``); everything else
+(punctuation, symbols, whitespace, underscores) separates words and is dropped. This is the same
+split BERT's pre-tokenizer makes, so word spans never cut through a WordPiece token.
+
+An out-of-vocabulary word is split by the teacher's sub-word tokenizer and trailing sub-words are
+dropped until the remaining prefix is a vocabulary word (``goodness`` -> ``good`` + ``##ness`` ->
+``good``); a word with no such prefix is skipped.
+"""
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass
+
+WORD_PATTERN = r"[^\W_]+"
+_OOV_CACHE_LIMIT = 1_000_000
+
+
+@dataclass(frozen=True)
+class TokenizationRules:
+    """How text becomes words; saved in the model's config.json so every reader agrees."""
+
+    word_pattern: str = WORD_PATTERN
+    lowercase: bool = True
+    unicode_normalization: str = "NFKC"
+    oov_backoff: str = "teacher_prefix"  # or "none"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> TokenizationRules:
+        known = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
+        return cls(**known)
+
+
+def normalize_text(text: str, form: str) -> str:
+    """Unicode-normalise ``text`` (ASCII needs nothing, so it skips the call)."""
+    if not form or text.isascii():
+        return text
+    return unicodedata.normalize(form, text)
+
+
+class WordTokenizer:
+    """Turns text into vocabulary ids with the rules of one model folder."""
+
+    def __init__(
+        self,
+        vocab: Mapping[str, int],
+        rules: TokenizationRules | None = None,
+        subword_tokenizer: object | None = None,
+    ) -> None:
+        self.vocab = vocab
+        self.rules = rules or TokenizationRules()
+        self._find_words = re.compile(self.rules.word_pattern).findall
+        self._iter_words = re.compile(self.rules.word_pattern).finditer
+        self.subword_tokenizer = subword_tokenizer if self.rules.oov_backoff == "teacher_prefix" else None
+        self._oov: dict[str, int] = {}
+
+    def prepare(self, text: str) -> str:
+        """Normalise and (if the rules say so) lower-case ``text``."""
+        text = normalize_text(text, self.rules.unicode_normalization)
+        return text.lower() if self.rules.lowercase else text
+
+    def words(self, text: str) -> list[str]:
+        """The words of ``text`` after normalisation, punctuation dropped."""
+        return self._find_words(self.prepare(text))
+
+    def word_spans(self, text: str) -> list[tuple[int, int]]:
+        """Character spans of the words of ``text`` as written (no normalisation applied)."""
+        return [m.span() for m in self._iter_words(text)]
+
+    def ids(self, text: str) -> list[int]:
+        """Vocabulary ids of ``text``'s words, with OOV back-off; unknown words are skipped."""
+        vocab_get = self.vocab.get
+        out = []
+        for word in self._find_words(self.prepare(text)):
+            idx = vocab_get(word)
+            if idx is None:
+                idx = self._backoff(word)
+                if idx < 0:
+                    continue
+            out.append(idx)
+        return out
+
+    def batch_ids(self, texts: Iterable[str]) -> list[list[int]]:
+        return [self.ids(t) for t in texts]
+
+    def _backoff(self, word: str) -> int:
+        """Id of the longest vocabulary prefix made of the word's leading sub-words, else -1."""
+        cached = self._oov.get(word)
+        if cached is not None:
+            return cached
+        idx = -1
+        if self.subword_tokenizer is not None:
+            ends = [end for _, end in self.subword_tokenizer.encode(word, add_special_tokens=False).offsets]
+            for end in reversed(ends[:-1]):
+                candidate = self.vocab.get(word[:end])
+                if candidate is not None:
+                    idx = candidate
+                    break
+        if len(self._oov) < _OOV_CACHE_LIMIT:
+            self._oov[word] = idx
+        return idx

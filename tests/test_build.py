@@ -1,0 +1,99 @@
+"""`swe build` end to end on a tiny corpus with the real MiniLM teacher: output, resume, bad input."""
+import gzip
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import swe
+from conftest import small_build_args
+
+
+def run_cli(args, env_extra=None):
+    env = {**os.environ, **(env_extra or {})}
+    return subprocess.run([sys.executable, "-m", "swe.cli", *args], capture_output=True, text=True, env=env)
+
+
+@pytest.fixture(scope="module")
+def reference_build(tmp_path_factory):
+    from conftest import make_sentences
+
+    root = tmp_path_factory.mktemp("ref")
+    corpus = root / "corpus.txt"
+    corpus.write_text("\n".join(make_sentences(400)) + "\n")
+    out = root / "model"
+    result = run_cli(small_build_args(corpus, out) + ["--work-dir", str(root / "work")])
+    assert result.returncode == 0, result.stderr
+    return corpus, out, result
+
+
+def test_build_writes_a_loadable_model_with_stage_costs(reference_build):
+    _, out, result = reference_build
+    model = swe.load(out)
+    vectors = model.encode(["the small cat sees the dog", "a dog ran", "?!"])
+    assert vectors.shape == (3, 32) and vectors.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(vectors[:2], axis=1), 1.0, rtol=1e-5)
+    assert (vectors[2] == 0).all()
+    config = json.loads((out / "config.json").read_text())
+    stages = config["build"]["stages"]
+    assert set(stages) >= {"corpus", "vocab", "extract", "pca", "distill", "export"}
+    assert all(stages[s]["wall_s"] is not None and stages[s]["peak_rss_mb"] > 0 for s in ("extract", "distill"))
+    assert config["teacher"]["name"] == "minilm" and config["abtt_dropped"] == 3
+    assert "peak MB" in result.stdout
+    # Similar sentences are closer than unrelated ones (the table carries meaning).
+    a, b, c = model.encode(["the happy dog visits the river", "the happy dog visits the river number 3",
+                            "strange engine letter"])
+    assert a @ b > a @ c
+
+
+@pytest.mark.parametrize("stage", ["extract", "distill"])
+def test_killed_build_resumes_to_the_same_table(reference_build, tmp_path, stage):
+    corpus, ref_out, _ = reference_build
+    out, work = tmp_path / "model", tmp_path / "work"
+    args = small_build_args(corpus, out) + ["--work-dir", str(work)]
+    # The test builds use small units (64 sentences, 20-step rounds) so the crash lands mid-stage.
+    crashed = run_cli(args, {"SWE_CRASH_AFTER_UNITS": f"{stage}:1"})
+    assert crashed.returncode == 75, crashed.stderr
+    assert not out.exists()
+    assert list(work.glob(f"{stage}.partial-*/*"))
+    resumed = run_cli(args)
+    assert resumed.returncode == 0, resumed.stderr
+    if stage == "extract":
+        manifest = json.loads((work / stage / "manifest.json").read_text())
+        assert manifest["stats"]["resumed_after_unit"] == 1
+    np.testing.assert_array_equal(np.load(out / "embeddings.npy"), np.load(ref_out / "embeddings.npy"))
+
+
+def test_rerun_reuses_cached_stages(reference_build, tmp_path):
+    corpus, out, _ = reference_build
+    result = run_cli(small_build_args(corpus, out) + ["--work-dir", str(out.parent / "work")])
+    assert result.returncode == 0
+    stages = json.loads((out / "config.json").read_text())["build"]["stages"]
+    assert all(stages[s]["cached"] for s in ("corpus", "vocab", "extract", "pca", "distill"))
+
+
+def test_bad_input_fails_clearly_and_leaves_nothing(tmp_path, tiny_corpus):
+    out = tmp_path / "model"
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n\n")
+    broken = tmp_path / "broken.txt.gz"
+    broken.write_bytes(b"this is not gzip")
+    few = tmp_path / "few.txt"
+    few.write_text("The cat sat on the mat.\nA dog ran far away.\n")
+    cases = [
+        (["--corpus", str(tmp_path / "missing.txt")], "not found"),
+        (["--corpus", str(empty)], "no usable sentence"),
+        (["--corpus", str(broken)], "cannot read corpus file"),
+        (["--corpus", str(few)], "needs at least"),
+        (["--corpus", str(tiny_corpus), "--teacher", "no-such-teacher"], "unknown teacher"),
+        (["--corpus", str(tiny_corpus), "--dim", "384"], "too large"),
+    ]
+    for extra, message in cases:
+        args = small_build_args(tiny_corpus, out) + ["--work-dir", str(tmp_path / "w")] + extra
+        result = run_cli(args)
+        assert result.returncode == 2, (extra, result.stderr)
+        assert message in result.stderr, (extra, result.stderr)
+        assert not out.exists()

@@ -1,0 +1,67 @@
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from tokenizers import Tokenizer, models, pre_tokenizers
+
+import swe
+from swe.runtime import StaticEmbedder, WordTokenizer
+from swe.runtime.folder import ModelFolderError, write_model_folder
+from swe.runtime.tokenizer import TokenizationRules
+
+
+def wordpiece(vocab_words):
+    vocab = {"[UNK]": 0, **{w: i + 1 for i, w in enumerate(vocab_words)}}
+    tok = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    return tok
+
+
+def test_words_drop_punctuation_and_lowercase():
+    tok = WordTokenizer({})
+    assert tok.words("Hello, World! It's 2024_x -- ok?") == ["hello", "world", "it", "s", "2024", "x", "ok"]
+
+
+def test_oov_backoff_drops_trailing_subwords_until_known():
+    sub = wordpiece(["good", "##ness", "##ful", "un", "##known"])
+    tok = WordTokenizer({"good": 0, "cat": 1}, TokenizationRules(), sub)
+    assert tok.ids("goodness cat") == [0, 1]
+    assert tok.ids("unknown") == []  # no known prefix: skipped
+    no_backoff = WordTokenizer({"good": 0}, TokenizationRules(oov_backoff="none"), sub)
+    assert no_backoff.ids("goodness") == []
+
+
+def test_encode_is_normalised_mean_and_zero_for_unknown():
+    table = np.array([[3.0, 0.0], [0.0, 4.0]], dtype=np.float32)
+    model = StaticEmbedder(table, WordTokenizer({"a": 0, "b": 1}))
+    out = model.encode(["a b", "a", "zzz", ""])
+    assert out.dtype == np.float32 and out.shape == (4, 2)
+    np.testing.assert_allclose(out[0], np.array([1.5, 2.0]) / 2.5, rtol=1e-6)
+    np.testing.assert_allclose(out[1], [1.0, 0.0])
+    assert not np.isnan(out).any() and (out[2:] == 0).all()
+
+
+def test_folder_round_trip_and_errors(tmp_path):
+    table = np.random.default_rng(0).normal(size=(3, 4)).astype(np.float32)
+    out = write_model_folder(tmp_path / "m", table, ["x", "y", "z"], {"tokenization": {}}, None)
+    model = swe.load(out)
+    np.testing.assert_array_equal(np.asarray(model.table), table)
+    assert model.words == ["x", "y", "z"]
+    with pytest.raises(ModelFolderError):
+        write_model_folder(tmp_path / "bad", table, ["x", "y"], {}, None)
+    assert not (tmp_path / "bad").exists()
+    with pytest.raises(ModelFolderError):
+        swe.load(tmp_path / "missing")
+    (tmp_path / "m" / "config.json").write_text(json.dumps({"format": "other"}))
+    with pytest.raises(ModelFolderError):
+        swe.load(out)
+
+
+def test_runtime_does_not_import_torch(tmp_path):
+    table = np.eye(2, dtype=np.float32)
+    out = write_model_folder(tmp_path / "m", table, ["a", "b"], {}, None)
+    code = f"import sys, swe; swe.load({str(out)!r}).encode(['a b']); print('torch' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "False"

@@ -1,0 +1,57 @@
+import bz2
+import gzip
+import json
+import lzma
+import zipfile
+
+import pytest
+
+from swe.pipeline.corpus import CorpusConfig, write_sentences
+from swe.pipeline.sources import CorpusError, detokenize_wikitext, expand_sources, read_source
+
+LINES = ["First line here.", "Second line there."]
+
+
+@pytest.mark.parametrize("suffix,opener", [(".txt.gz", gzip.open), (".txt.bz2", bz2.open), (".txt.xz", lzma.open)])
+def test_compressed_text(tmp_path, suffix, opener):
+    path = tmp_path / f"c{suffix}"
+    with opener(path, "wt", encoding="utf-8") as handle:
+        handle.write("\n".join(LINES) + "\n")
+    assert list(read_source(str(path))) == LINES
+
+
+def test_zip_jsonl_and_missing_column(tmp_path):
+    archive = tmp_path / "c.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.writestr("c/README", "not text to read")
+        zf.writestr("c/a.txt", "\n".join(LINES))
+    assert list(read_source(str(archive))) == LINES
+    jsonl = tmp_path / "c.jsonl"
+    jsonl.write_text("\n".join(json.dumps({"body": line}) for line in LINES))
+    assert list(read_source(str(jsonl), text_column="body")) == LINES
+    with pytest.raises(CorpusError, match="no 'text' field"):
+        list(read_source(str(jsonl)))
+
+
+def test_expand_sources_errors(tmp_path):
+    with pytest.raises(CorpusError, match="not found"):
+        expand_sources([str(tmp_path / "nope.txt")])
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(CorpusError, match="no files"):
+        expand_sources([str(tmp_path / "empty")])
+    with pytest.raises(CorpusError, match="matches no file"):
+        expand_sources([str(tmp_path / "*.gz")])
+
+
+def test_corpus_splits_filters_and_dedups(tmp_path):
+    src = tmp_path / "c.txt"
+    src.write_text("One two three four. One two three four.\nToo short.\n"
+                   "Ｆｕｌｌｗｉｄｔｈ letters are normalised here.\n", encoding="utf-8")
+    out = tmp_path / "s.txt"
+    stats = write_sentences(CorpusConfig(sources=[str(src)], min_words=3), [str(src)], out)
+    assert out.read_text().splitlines() == ["One two three four.", "Fullwidth letters are normalised here."]
+    assert stats["duplicates"] == 1 and stats["too_short"] == 1 and stats["kept"] == 2
+
+
+def test_detokenize_wikitext():
+    assert detokenize_wikitext(" a role @-@ playing game , he said . ") == "a role-playing game, he said."
