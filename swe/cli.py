@@ -29,7 +29,8 @@ def _add_build(sub) -> None:
     p.add_argument("--batch-size", type=int, help="teacher batch size (default 64)")
     p.add_argument("--pca-sentences", type=int, help="sentences M for the sentence-level PCA (default 100000)")
     p.add_argument("--abtt-drop", type=int, help="top components dropped (default floor(teacher_dim/100))")
-    p.add_argument("--pca-level", choices=["sentence", "word"], help="fit PCA on sentences (default) or words")
+    p.add_argument("--pca-level", choices=["sentence", "word", "none"],
+                   help="fit PCA on sentences (default) or words; none keeps the extracted table (ablation)")
     p.add_argument("--no-distill", action="store_true", help="stop after PCA")
     p.add_argument("--distill-steps", type=int, help="maximum distillation steps (default 30000)")
     p.add_argument("--eval-every", type=int, help="distillation steps between validation rounds (default 250)")
@@ -108,26 +109,20 @@ def cmd_encode(args) -> int:
 def cmd_eval(args) -> int:
     from swe.eval.models import load_encoder
     from swe.eval.sts import EN_SETS, evaluate_sts
+    from swe.eval.xling import evaluate_xling
 
     kind, encode = load_encoder(args.model, device=args.device)
-    scores = evaluate_sts(encode, args.data, EN_SETS)
+    scores: dict[str, float] = {}
+    if args.suite in ("en", "all"):
+        scores.update(evaluate_sts(encode, args.data, EN_SETS))
+    if args.suite in ("xling", "all"):
+        scores.update(evaluate_xling(lambda texts, lang: encode(texts), Path(args.data)))
     print(f"{args.model} ({kind})")
     for name, value in scores.items():
-        print(f"  {name:<14}{value:7.2f}")
+        print(f"  {name:<18}{value:7.2f}")
     if args.json:
-        Path(args.json).write_text(json.dumps({"model": args.model, "kind": kind, "scores": scores}, indent=2))
-    return 0
-
-
-def cmd_report_stages(args) -> int:
-    from swe.eval.stage_table import write_stage_report
-
-    work = Path(args.work_dir or f"{args.model.rstrip('/')}.work")
-    command = "swe " + " ".join(sys.argv[1:]) if sys.argv[1:] else "swe report-stages"
-    rows = write_stage_report(Path(args.model), work, Path(args.data), Path(args.out), command)
-    for label, scores in rows.items():
-        print(f"{label:<28}avg {scores['avg']:6.2f}  STS-B dev {scores['STSBenchmark-dev']:6.2f}")
-    print(f"written to {args.out}")
+        Path(args.json).write_text(json.dumps({"model": args.model, "kind": kind, "suite": args.suite,
+                                               "scores": scores}, indent=2))
     return 0
 
 
@@ -151,6 +146,53 @@ def cmd_bench_extract(args) -> int:
     return 0
 
 
+def cmd_bench(args) -> int:
+    from swe.eval.bench import bench, format_rows, stsb_texts
+
+    texts = stsb_texts(args.data) if not args.texts else Path(args.texts).read_text(encoding="utf-8").splitlines()
+    rows = bench(args.models, texts, args.seconds, args.cores)
+    print(f"{len(texts)} texts, {args.cores or 'all'} cores for the all-core column")
+    print(format_rows(rows))
+    if args.json:
+        Path(args.json).write_text(json.dumps({"texts": len(texts), "rows": rows}, indent=2))
+    return 0
+
+
+def cmd_report(args) -> int:
+    from swe.eval import reports
+
+    out, data = Path(args.out), Path(args.data)
+    out.mkdir(parents=True, exist_ok=True)
+    model = Path(args.model)
+    work = Path(args.work_dir or f"{args.model.rstrip('/')}.work")
+    command = "swe " + " ".join(sys.argv[1:])
+    sections = args.only.split(",") if args.only else ["english", "stages", "ablations", "analysis"]
+    if "english" in sections:
+        models = {"ours (" + model.name + ")": str(model), "teacher (all-MiniLM-L6-v2)": args.teacher}
+        baselines = Path(args.baselines)
+        for label, folder in (("model2vec distill", "model2vec-minilm-256"), ("tokenlearn", "tokenlearn-minilm-256")):
+            if (baselines / folder).is_dir():
+                models[label] = f"model2vec:{baselines / folder}"
+        models["WordLlama l2_supercat 256"] = "wordllama"
+        reports.english_report(models, data, out, command)
+    if "stages" in sections:
+        reports.stages_report(model, work, data, out, command)
+    if "ablations" in sections:
+        reports.ablations_report(Path(args.recipe), work, data, out, Path(args.ablation_models), command)
+    if "analysis" in sections:
+        reports.analysis_report(model, work, data, out, command)
+    print(f"reports written to {out}/")
+    return 0
+
+
+def cmd_export(args) -> int:
+    from swe.integrations.export import export
+
+    out = export(args.model, args.format, args.out, args.dtype)
+    print(f"{args.model} -> {out} ({args.format}, {args.dtype})")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="swe", description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true")
@@ -160,27 +202,45 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("model")
     p.add_argument("--input", required=True, help="text file, one text per line ('-' for stdin)")
     p.add_argument("--output", required=True, help=".npy file to write")
-    p = sub.add_parser("eval", help="English STS (STS12-16, STS-B test, SICK-R), Spearman x100")
+    p = sub.add_parser("export", help="write a model as npy (edge), st (sentence-transformers) or model2vec")
+    p.add_argument("model")
+    p.add_argument("--format", choices=["npy", "st", "model2vec"], default="npy")
+    p.add_argument("--dtype", choices=["float32", "float16", "int8"], default="float32", help="int8: npy only")
+    p.add_argument("--out", required=True)
+    p = sub.add_parser("eval", help="STS (STS12-16, STS-B test, SICK-R) and cross-lingual suites")
     p.add_argument("model", help="a swe model folder, or a teacher (short name, folder, hub id)")
-    p.add_argument("--data", default="../shared/data/eval", help="folder with sts12..sts16, stsb, sick")
+    p.add_argument("--data", default="../shared/data/eval", help="folder with sts12..sts16, stsb, sick, ...")
+    p.add_argument("--suite", choices=["en", "xling", "all"], default="en")
     p.add_argument("--json", help="also write the scores here")
     p.add_argument("--device", default="auto")
-    p = sub.add_parser("report-stages", help="STS after each stage of a build (the paper's Table 6)")
-    p.add_argument("model")
-    p.add_argument("--work-dir", help="the build's stage cache (default <model>.work)")
-    p.add_argument("--data", default="../shared/data/eval")
-    p.add_argument("--out", required=True, help="Markdown file to write")
     p = sub.add_parser("bench-extract", help="extract-stage throughput vs a bare teacher forward pass")
     p.add_argument("--teacher", default="minilm")
     p.add_argument("--corpus", nargs="+", required=True)
     p.add_argument("--sentences", type=int, default=4000)
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--device", default="auto")
+    p = sub.add_parser("bench", help="encode throughput, load time and memory, side by side")
+    p.add_argument("models", nargs="+", help="swe folders, model2vec:<folder>, wordllama, or teachers (minilm)")
+    p.add_argument("--data", default="../shared/data/eval", help="STS-B test sentences are the default texts")
+    p.add_argument("--texts", help="a text file (one text per line) instead of STS-B")
+    p.add_argument("--seconds", type=float, default=3.0, help="time each measurement at least this long")
+    p.add_argument("--cores", type=int, help="workers for the all-core column (default: every core)")
+    p.add_argument("--json")
+    p = sub.add_parser("report", help="regenerate reports/ (English table, stages, ablations, analysis)")
+    p.add_argument("--model", default="models/minilm-256-shared", help="the build to report on")
+    p.add_argument("--recipe", default="pipelines/minilm-256-shared.toml", help="its recipe (for ablations)")
+    p.add_argument("--work-dir", help="its stage cache (default <model>.work)")
+    p.add_argument("--teacher", default="minilm")
+    p.add_argument("--baselines", default="models/baselines", help="folder of `python -m swe.eval.baselines`")
+    p.add_argument("--ablation-models", default="models/ablations")
+    p.add_argument("--data", default="../shared/data", help="the shared data folder (eval/ and corpora/)")
+    p.add_argument("--out", default="reports")
+    p.add_argument("--only", help="comma-separated sections: english,stages,ablations,analysis")
     args = parser.parse_args(argv)
     level = logging.DEBUG if args.verbose else logging.WARNING if getattr(args, "quiet", False) else logging.INFO
     logging.basicConfig(level=level, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
-    handlers = {"build": cmd_build, "encode": cmd_encode, "eval": cmd_eval, "report-stages": cmd_report_stages,
-                "bench-extract": cmd_bench_extract}
+    handlers = {"build": cmd_build, "encode": cmd_encode, "export": cmd_export, "eval": cmd_eval, "bench": cmd_bench,
+                "bench-extract": cmd_bench_extract, "report": cmd_report}
     try:
         return handlers[args.command](args)
     except (ValueError, FileNotFoundError, PermissionError, IsADirectoryError, UnicodeDecodeError) as exc:

@@ -58,11 +58,11 @@ def test_killed_build_resumes_to_the_same_table(reference_build, tmp_path, stage
     crashed = run_cli(args, {"SWE_CRASH_AFTER_UNITS": f"{stage}:1"})
     assert crashed.returncode == 75, crashed.stderr
     assert not out.exists()
-    assert list(work.glob(f"{stage}.partial-*/*"))
+    assert list(work.glob(f"{stage}-*.partial/*"))
     resumed = run_cli(args)
     assert resumed.returncode == 0, resumed.stderr
     if stage == "extract":
-        manifest = json.loads((work / stage / "manifest.json").read_text())
+        manifest = json.loads(next(work.glob(f"{stage}-*/manifest.json")).read_text())
         assert manifest["stats"]["resumed_after_unit"] == 1
     np.testing.assert_array_equal(np.load(out / "embeddings.npy"), np.load(ref_out / "embeddings.npy"))
 

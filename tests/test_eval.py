@@ -10,10 +10,11 @@ def test_perfect_and_reversed_rankings():
     assert spearman_x100(gold, -gold) == pytest.approx(-100.0)
 
 
-def test_paired_cosine_handles_zero_vectors():
-    a = np.array([[1.0, 0.0], [0.0, 0.0]])
-    b = np.array([[1.0, 1.0], [1.0, 0.0]])
-    np.testing.assert_allclose(paired_cosine(a, b), [2**-0.5, 0.0])
+def test_paired_cosine_matches_mteb_convention():
+    a = np.array([[1.0, 0.0], [0.0, 0.0], [0.0, 0.0]])
+    b = np.array([[1.0, 1.0], [1.0, 0.0], [0.0, 0.0]])
+    # cosine for real vectors; MTEB (sklearn) gives 0.5 for zero-vs-unit and 1.0 for zero-vs-zero
+    np.testing.assert_allclose(paired_cosine(a, b), [2**-0.5, 0.5, 1.0])
 
 
 def test_stsb_loader_and_scores_on_hand_made_data(tmp_path):
@@ -24,3 +25,15 @@ def test_stsb_loader_and_scores_on_hand_made_data(tmp_path):
     vectors = {"a b": [1.0, 1.0], "a c": [1.0, 0.2], "a": [1.0, 0.0], "c": [0.0, 1.0]}
     scores = evaluate_sts(lambda texts: np.array([vectors[t] for t in texts]), tmp_path, ("STSBenchmark",))
     assert scores["STSBenchmark"] == pytest.approx(100.0) and scores["avg"] == pytest.approx(100.0)
+
+
+def test_bitext_mining_accuracy_and_weighted_f1():
+    from swe.eval.xling import bitext_mining, weighted_prf
+
+    queries = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 0.1]])
+    corpus = np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0]])
+    result = bitext_mining(queries, corpus)  # third query wrongly finds item 0
+    assert result["accuracy"] == pytest.approx(200 / 3)
+    # labels 0,1,2; predictions 0,1,0 -> per-class F1 2/3, 1, 0; weighted by support 1/3 each
+    assert result["f1"] == pytest.approx((2 / 3 + 1 + 0) / 3 * 100)
+    assert weighted_prf(np.arange(4), np.arange(4)) == (1.0, 1.0, 1.0)

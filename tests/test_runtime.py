@@ -65,3 +65,17 @@ def test_runtime_does_not_import_torch(tmp_path):
     code = f"import sys, swe; swe.load({str(out)!r}).encode(['a b']); print('torch' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False"
+
+
+def test_batch_path_equals_text_by_text_on_hostile_input():
+    sub = wordpiece(["good", "##ness", "caf", "##é"])
+    vocab = {w: i for i, w in enumerate(["good", "cat", "café", "σοφος", "naïve", "x"])}
+    tok = WordTokenizer(vocab, TokenizationRules(), sub)
+    texts = ["Goodness, CAT!", "", "line\nbreak cat", "ＣＡＴ　café", "ΣΟΦΟΣ naïve", "\n\n", "x" * 5 + " x",
+             "goodness goodness", "???", "cat\u2028cat"]
+    flat, lengths = tok.batch_flat_ids(texts)
+    assert lengths.tolist() == [len(tok.ids(t)) for t in texts]
+    assert flat.tolist() == [i for t in texts for i in tok.ids(t)]
+    table = np.random.default_rng(0).normal(size=(len(vocab), 4)).astype(np.float32)
+    model = StaticEmbedder(table, tok)
+    np.testing.assert_allclose(model.encode(texts), model.encode_ids(tok.batch_ids(texts)), atol=1e-6)

@@ -55,3 +55,14 @@ def test_corpus_splits_filters_and_dedups(tmp_path):
 
 def test_detokenize_wikitext():
     assert detokenize_wikitext(" a role @-@ playing game , he said . ") == "a role-playing game, he said."
+
+
+def test_parquet_with_text_column(tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "c.parquet"
+    pq.write_table(pa.table({"body": LINES, "id": [1, 2]}), path)
+    assert list(read_source(str(path), text_column="body")) == LINES
+    with pytest.raises(CorpusError, match="no column 'text'"):
+        list(read_source(str(path)))

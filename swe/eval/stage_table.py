@@ -20,17 +20,19 @@ def stage_tables(model_dir: Path, work_dir: Path) -> dict[str, np.ndarray]:
     from swe.pipeline.pca import fit_pca, sentence_matrix
 
     model = load(model_dir)
-    vectors, sentences, _ = read_extract(work_dir / "extract")
-    pca_config = json.loads((work_dir / "pca" / "manifest.json").read_text())["config"]
+    stages = {name: work_dir / info["artifact"] for name, info in model.config["build"]["stages"].items()
+              if "artifact" in info}
+    vectors, sentences, _ = read_extract(stages["extract"])
+    pca_config = json.loads((stages["pca"] / "manifest.json").read_text())["config"]
     rng = np.random.default_rng(pca_config["seed"])
     take = np.sort(rng.permutation(len(sentences))[: pca_config["sentences"]])
     data = sentence_matrix(vectors, model.tokenizer, [sentences[i] for i in take])
     mean, components, _ = fit_pca(data)
     no_abtt = ((vectors - mean) @ components[: pca_config["dim"]].T).astype(np.float32)
     tables = {"after extract (3.1)": vectors, "after PCA without ABTT": no_abtt,
-              "after PCA with ABTT (3.2)": np.load(work_dir / "pca" / "table.npy")}
-    if (work_dir / "distill" / "table.npy").is_file():
-        tables["after distillation (3.3)"] = np.load(work_dir / "distill" / "table.npy")
+              "after PCA with ABTT (3.2)": np.load(stages["pca"] / "table.npy")}
+    if "distill" in stages:
+        tables["after distillation (3.3)"] = np.load(stages["distill"] / "table.npy")
     return tables
 
 

@@ -92,14 +92,21 @@ def spearman_x100(gold: np.ndarray, predicted: np.ndarray) -> float:
 
 
 def paired_cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Row-wise cosine; zero vectors give 0 (not NaN)."""
-    a = np.asarray(a, dtype=np.float64)
-    b = np.asarray(b, dtype=np.float64)
-    na = np.linalg.norm(a, axis=1)
-    nb = np.linalg.norm(b, axis=1)
-    denom = na * nb
-    dots = (a * b).sum(axis=1)
-    return np.divide(dots, denom, out=np.zeros_like(dots), where=denom > 0)
+    """Row-wise cosine computed exactly as MTEB does (sklearn's ``1 - paired_cosine_distances``).
+
+    Rows are L2-normalised in their own dtype (a zero row stays zero) and the cosine is
+    ``1 - ||a - b||^2 / 2``; keeping MTEB's float32 arithmetic keeps its tie order, so Spearman
+    agrees to the last digit. A zero vector therefore scores 0.5 against a unit vector, as in MTEB.
+    """
+    def normalize(x: np.ndarray) -> np.ndarray:
+        x = np.asarray(x)
+        x = x.astype(np.float64) if x.dtype not in (np.float32, np.float64) else x
+        norms = np.sqrt(np.einsum("ij,ij->i", x, x))
+        norms[norms == 0.0] = 1.0
+        return x / norms[:, None]
+
+    diff = normalize(a) - normalize(b)
+    return 1 - 0.5 * np.einsum("ij,ij->i", diff, diff)
 
 
 def score_pair_set(encode, pairs: PairSet) -> float:
@@ -113,6 +120,6 @@ def score_pair_set(encode, pairs: PairSet) -> float:
 
 def evaluate_sts(encode, data_dir: str | Path, names: tuple[str, ...] = EN_SETS) -> dict[str, float]:
     """Scores for each set and their mean ("avg")."""
-    scores = {name: round(score_pair_set(encode, load_pair_set(data_dir, name)), 2) for name in names}
-    scores["avg"] = round(float(np.mean([scores[n] for n in names])), 2)
+    scores = {name: round(score_pair_set(encode, load_pair_set(data_dir, name)), 4) for name in names}
+    scores["avg"] = round(float(np.mean([scores[n] for n in names])), 4)
     return scores

@@ -79,7 +79,8 @@ def load_recipe(path: str | Path) -> BuildConfig:
 
 def _peak_summary(results: list[StageResult]) -> dict:
     return {r.name: {"wall_s": r.manifest.get("wall_s"), "peak_rss_mb": r.manifest.get("peak_rss_mb"),
-                     "cached": r.cached, **({"stats": r.stats} if r.stats else {})} for r in results}
+                     "cached": r.cached, "artifact": r.path.name, **({"stats": r.stats} if r.stats else {})}
+            for r in results}
 
 
 def build(config: BuildConfig, force: bool = False, quiet: bool = False) -> dict:

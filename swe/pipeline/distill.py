@@ -40,6 +40,7 @@ class DistillConfig:
     patience: int = 5
     val_sentences: int = 5_000
     seed: int = 0
+    optimizer: str = "sparse_adam"  # "sparse_adam": only the rows in a batch move (lazy Adam); "adam": dense, fused
 
 
 def kd_loss(student: torch.Tensor, teacher: torch.Tensor, tau: float) -> torch.Tensor:
@@ -94,9 +95,13 @@ def train_distill(config: DistillConfig, table: np.ndarray, ids: PackedIds, targ
         raise ValueError(f"distillation needs at least {config.batch_size + 2} sentences with known words, "
                          f"got {len(keep)}")
     val_rows, train_rows = np.sort(keep[:n_val]), keep[n_val:]
+    sparse = config.optimizer == "sparse_adam"
+    if config.optimizer not in ("sparse_adam", "adam"):
+        raise ValueError(f"distill optimizer must be 'sparse_adam' or 'adam', got {config.optimizer!r}")
     bag = torch.nn.EmbeddingBag.from_pretrained(torch.from_numpy(np.array(table, dtype=np.float32)),
-                                                freeze=False, mode="mean", sparse=True)
-    optimizer = torch.optim.SparseAdam(bag.parameters(), lr=config.lr)
+                                                freeze=False, mode="mean", sparse=sparse)
+    optimizer = (torch.optim.SparseAdam(bag.parameters(), lr=config.lr) if sparse
+                 else torch.optim.Adam(bag.parameters(), lr=config.lr, fused=True))
     targets_t = torch.from_numpy(np.array(targets, dtype=np.float32))
 
     def student(rows: np.ndarray) -> torch.Tensor:

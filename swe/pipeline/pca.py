@@ -31,15 +31,17 @@ class PCAConfig:
     dim: int = 256
     drop: int | None = None  # None: floor(H / 100), the paper's rule; 0 disables ABTT
     sentences: int = 100_000
-    level: str = "sentence"  # "sentence" or "word"
+    level: str = "sentence"  # "sentence", "word", or "none" (the extracted table as it is: an ablation)
     seed: int = 0
 
     def resolved_drop(self, teacher_dim: int) -> int:
         return teacher_dim // 100 if self.drop is None else self.drop
 
     def validate(self, teacher_dim: int) -> None:
-        if self.level not in ("sentence", "word"):
-            raise PCAConfigError(f"PCA level must be 'sentence' or 'word', got {self.level!r}")
+        if self.level not in ("sentence", "word", "none"):
+            raise PCAConfigError(f"PCA level must be 'sentence', 'word' or 'none', got {self.level!r}")
+        if self.level == "none" and self.dim != teacher_dim:
+            raise PCAConfigError(f"without PCA the table keeps the teacher's {teacher_dim} dimensions (--dim)")
         drop = self.resolved_drop(teacher_dim)
         if self.dim < 1 or self.dim + drop > teacher_dim:
             raise PCAConfigError(
@@ -73,6 +75,9 @@ def run_pca(config: PCAConfig, extract: StageResult, make_tokenizer, work_dir: P
     def compute(run: StageRun) -> dict:
         table, sentences, _ = read_extract(extract.path)
         config.validate(table.shape[1])
+        if config.level == "none":
+            np.save(run.out / TABLE_FILE, table.astype(np.float32))
+            return {"level": "none", "dim": int(table.shape[1])}
         drop = config.resolved_drop(table.shape[1])
         if config.level == "sentence":
             rng = np.random.default_rng(config.seed)

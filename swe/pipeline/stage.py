@@ -1,10 +1,11 @@
 """Cache, manifest and resume machinery shared by every stage.
 
-A stage's artifact lives in ``<work_dir>/<stage>/`` next to ``manifest.json`` holding the key (a hash
-of the stage's config and its inputs' keys), stats, wall time and peak memory. A stage whose manifest
-key matches is reused. Artifacts are written into a temporary folder and renamed into place, so a
-crash never leaves a half-written artifact. Long stages checkpoint into ``<stage>.partial-<key>/``
-and resume from the last completed unit of work.
+A stage's artifact lives in ``<work_dir>/<stage>-<key>/`` (key: a hash of the stage's config and its
+inputs' keys) with a ``manifest.json`` of its config, stats, wall time and peak memory. Artifacts are
+content-addressed, so variants of a stage (another dimension, PCA without ABTT) live side by side and
+share their upstream stages; an existing artifact with the same key is reused. Artifacts are written
+into a temporary folder and renamed into place, so a crash never leaves a half-written artifact. Long
+stages checkpoint into ``<stage>-<key>.partial/`` and resume from the last completed unit of work.
 """
 from __future__ import annotations
 
@@ -29,10 +30,9 @@ def fingerprint(obj: object) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+def text_digest(text: str) -> str:
+    """sha256 of a text (for large inputs, such as a tokenizer file, that are part of a stage's identity)."""
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _rss_bytes() -> int:
@@ -102,6 +102,10 @@ class StageRun:
                 os._exit(75)
 
 
+def stage_dir(work_dir: Path, name: str, key: str) -> Path:
+    return Path(work_dir) / f"{name}-{key[:16]}"
+
+
 def run_stage(
     name: str,
     work_dir: Path,
@@ -115,19 +119,15 @@ def run_stage(
     work_dir = Path(work_dir)
     work_dir.mkdir(parents=True, exist_ok=True)
     key = fingerprint({"stage": name, "config": config, "inputs": [i.key for i in inputs]})
-    final = work_dir / name
+    final = stage_dir(work_dir, name, key)
     manifest_path = final / MANIFEST
     if not force and manifest_path.is_file():
         manifest = json.loads(manifest_path.read_text())
-        if manifest.get("key") == key:
-            logger.info("%s: cached (%s)", name, final)
-            return StageResult(name, key, final, manifest, cached=True)
-    partial = work_dir / f"{name}.partial-{key[:16]}"
+        logger.info("%s: cached (%s)", name, final)
+        return StageResult(name, key, final, manifest, cached=True)
+    partial = final.with_name(final.name + ".partial")
     if force and partial.exists():
         shutil.rmtree(partial)
-    for stale in work_dir.glob(f"{name}.partial-*"):
-        if stale != partial:
-            shutil.rmtree(stale, ignore_errors=True)
     partial.mkdir(exist_ok=True)
     tmp = work_dir / f".{name}.tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)

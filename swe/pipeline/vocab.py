@@ -14,7 +14,7 @@ from pathlib import Path
 
 from swe.pipeline.corpus import SENTENCES_FILE
 from swe.pipeline.sources import CorpusError
-from swe.pipeline.stage import StageResult, StageRun, fingerprint, run_stage
+from swe.pipeline.stage import StageResult, StageRun, run_stage, text_digest
 from swe.runtime.tokenizer import WORD_PATTERN
 
 VOCAB_FILE = "vocab.tsv"
@@ -55,7 +55,7 @@ def run_vocab(
     config: VocabConfig, corpus: StageResult, teacher_tokenizer_json: str | None, work_dir: Path,
     force: bool = False, quiet: bool = False,
 ) -> StageResult:
-    identity = {**asdict(config), "teacher_vocab": fingerprint(teacher_tokenizer_json) if config.teacher_words else None}
+    identity = {**asdict(config), "teacher_vocab": text_digest(teacher_tokenizer_json) if config.teacher_words else None}
 
     def compute(run: StageRun) -> dict:
         counts = count_words(corpus.path / SENTENCES_FILE, config.lowercase)

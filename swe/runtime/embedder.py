@@ -8,6 +8,7 @@ import numpy as np
 
 from swe.runtime.folder import (
     EMBEDDINGS_FILE,
+    SCALES_FILE,
     TOKENIZER_FILE,
     VOCAB_FILE,
     ModelFolderError,
@@ -20,13 +21,18 @@ from swe.runtime.tokenizer import TokenizationRules, WordTokenizer
 class StaticEmbedder:
     """A static word table plus its tokeniser. ``encode`` gives L2-normalised float32 sentence vectors.
 
-    A text with no known word gets the zero vector (never NaN).
+    A text with no known word gets the zero vector (never NaN). An int8 table carries one float32
+    scale per row (``row_float = row_int8 * scale``).
     """
 
-    def __init__(self, table: np.ndarray, tokenizer: WordTokenizer, config: dict | None = None) -> None:
+    def __init__(self, table: np.ndarray, tokenizer: WordTokenizer, config: dict | None = None,
+                 scales: np.ndarray | None = None) -> None:
         if table.ndim != 2:
             raise ValueError(f"table must be 2-D, got shape {table.shape}")
+        if (table.dtype == np.int8) != (scales is not None):
+            raise ValueError("an int8 table needs per-row scales, and only an int8 table takes them")
         self.table = table
+        self.scales = scales
         self.tokenizer = tokenizer
         self.config = dict(config or {})
 
@@ -59,22 +65,26 @@ class StaticEmbedder:
             subword.no_padding()
             subword.no_truncation()
         vocab = {word: i for i, word in enumerate(words)}
-        return cls(table, WordTokenizer(vocab, rules, subword), config)
+        scales = np.load(folder / SCALES_FILE) if (folder / SCALES_FILE).is_file() else None
+        return cls(table, WordTokenizer(vocab, rules, subword), config, scales)
 
     def encode_ids(self, id_lists: Sequence[Sequence[int]], normalize: bool = True) -> np.ndarray:
         """Mean (then L2-normalised) rows for each list of vocabulary ids."""
-        n = len(id_lists)
-        lengths = np.fromiter((len(ids) for ids in id_lists), dtype=np.int64, count=n)
-        out = np.zeros((n, self.dim), dtype=np.float32)
-        total = int(lengths.sum())
-        if total == 0:
+        lengths = np.fromiter((len(ids) for ids in id_lists), dtype=np.int64, count=len(id_lists))
+        flat = np.fromiter((i for ids in id_lists for i in ids), dtype=np.int64, count=int(lengths.sum()))
+        return self.mean_rows(flat, lengths, normalize)
+
+    def mean_rows(self, flat: np.ndarray, lengths: np.ndarray, normalize: bool = True) -> np.ndarray:
+        """Mean of consecutive runs of table rows: ``lengths[i]`` ids of ``flat`` per output row."""
+        out = np.zeros((len(lengths), self.dim), dtype=np.float32)
+        if len(flat) == 0:
             return out
-        flat = np.fromiter((i for ids in id_lists for i in ids), dtype=np.int64, count=total)
         rows = np.asarray(self.table[flat], dtype=np.float32)
+        if self.scales is not None:
+            rows *= self.scales[flat, None]
         nonempty = lengths > 0
         starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))[nonempty]
-        sums = np.add.reduceat(rows, starts, axis=0)
-        out[nonempty] = sums / lengths[nonempty, None]
+        out[nonempty] = np.add.reduceat(rows, starts, axis=0) / lengths[nonempty, None]
         if normalize:
             norms = np.linalg.norm(out, axis=1, keepdims=True)
             np.divide(out, norms, out=out, where=norms > 0)
@@ -84,10 +94,8 @@ class StaticEmbedder:
         """Encode texts into an (n, d) float32 array of L2-normalised sentence vectors."""
         if isinstance(texts, str):
             texts = [texts]
-        chunks = [
-            self.encode_ids(self.tokenizer.batch_ids(texts[i : i + batch_size]), normalize)
-            for i in range(0, len(texts), batch_size)
-        ]
+        chunks = [self.mean_rows(*self.tokenizer.batch_flat_ids(texts[i : i + batch_size]), normalize)
+                  for i in range(0, len(texts), batch_size)]
         return np.concatenate(chunks) if chunks else np.zeros((0, self.dim), dtype=np.float32)
 
 

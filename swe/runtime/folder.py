@@ -5,6 +5,7 @@ embeddings.npy   (V, d) float32 or float16 table, row i is the word on line i of
 vocab.txt        one word per line (UTF-8)
 tokenizer.json   the teacher's sub-word tokenizer, used only for OOV back-off
 config.json      format version, teacher, dims, tokenisation rules, build stats
+scales.npy       (V,) float32, only for int8 tables: row_float = row_int8 * scale
 ```
 """
 from __future__ import annotations
@@ -13,6 +14,8 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +26,7 @@ EMBEDDINGS_FILE = "embeddings.npy"
 VOCAB_FILE = "vocab.txt"
 CONFIG_FILE = "config.json"
 TOKENIZER_FILE = "tokenizer.json"
+SCALES_FILE = "scales.npy"  # int8 tables only: one float32 scale per row
 
 
 class ModelFolderError(ValueError):
@@ -46,6 +50,26 @@ def read_config(folder: Path) -> dict:
     return config
 
 
+@contextmanager
+def atomic_directory(out: Path) -> Iterator[Path]:
+    """Yield a temp folder beside ``out``; on success it replaces ``out``, on error it is removed."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        yield tmp
+        if out.exists():
+            old = out.with_name(f".{out.name}.old-{os.getpid()}")
+            os.replace(out, old)
+            os.replace(tmp, out)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
 def write_model_folder(
     out: Path,
     table: np.ndarray,
@@ -60,10 +84,7 @@ def write_model_folder(
     bad = [w for w in words if not w or "\n" in w]
     if bad:
         raise ModelFolderError(f"vocabulary has {len(bad)} empty or multi-line words, e.g. {bad[:3]!r}")
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
+    with atomic_directory(out) as tmp:
         np.save(tmp / EMBEDDINGS_FILE, table)
         (tmp / VOCAB_FILE).write_text("".join(w + "\n" for w in words), encoding="utf-8")
         if tokenizer_json is not None:
@@ -75,17 +96,7 @@ def write_model_folder(
         full.setdefault("vocab_size", len(words))
         full.setdefault("dtype", str(table.dtype))
         (tmp / CONFIG_FILE).write_text(json.dumps(full, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-        if out.exists():
-            old = out.with_name(f".{out.name}.old-{os.getpid()}")
-            os.replace(out, old)
-            os.replace(tmp, out)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return out
+    return Path(out)
 
 
 def atomic_save_npy(path: Path, array: np.ndarray) -> None:

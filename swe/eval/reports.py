@@ -1,0 +1,224 @@
+"""`swe report`: regenerate every Markdown table and PNG plot under ``reports/`` from one command.
+
+Sections (each can be run alone with ``--only``):
+* ``english``: the STS suite for ours, the teacher and the peers, with encode speed; speed-vs-quality plot.
+* ``stages``: the paper's Table 6 on our build.
+* ``ablations``: no ABTT, word-level PCA, distillation without PCA, output dimension, vocabulary size.
+* ``analysis``: norms by part of speech per stage (Figure 2), norm-frequency Spearman, PC extremes (Table 8).
+
+Ablation variants are real builds in the same work directory: they reuse the cached corpus, vocab
+and extract stages and re-run only PCA/distill. Model selection never looks at test sets.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+from swe.eval.sts import EN_SETS, evaluate_sts
+
+DEV = "STSBenchmark-dev"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _provenance(command: str) -> str:
+    return f"Generated {time.strftime('%Y-%m-%d')} by `{command}` (Spearman x100 of cosine, as MTEB computes it)."
+
+
+def _sts_cells(scores: dict) -> list[str]:
+    return [f"{scores[n]:.2f}" for n in EN_SETS] + [f"**{scores['avg']:.2f}**", f"{scores[DEV]:.2f}"]
+
+
+STS_HEADER = [*EN_SETS, "avg (7)", "STS-B dev"]
+
+
+def score_encoder(encode, data_dir: Path) -> dict:
+    scores = evaluate_sts(encode, data_dir / "eval", (*EN_SETS, DEV))
+    scores["avg"] = float(np.mean([scores[n] for n in EN_SETS]))
+    return scores
+
+
+def english_report(models: dict[str, str], data_dir: Path, out: Path, command: str) -> dict:
+    """STS and speed for each labelled model spec (see ``swe.eval.models``)."""
+    from swe.eval.bench import bench, stsb_texts
+    from swe.eval.models import load_encoder
+
+    results = {label: score_encoder(load_encoder(spec, "cpu")[1], data_dir) for label, spec in models.items()}
+    speed = {row["model"]: row for row in bench(list(models.values()), stsb_texts(data_dir / "eval"), 3.0)}
+    rows = []
+    for label, spec in models.items():
+        s = speed.get(spec, {})
+        rows.append([label, *_sts_cells(results[label]), f"{s.get('sent_per_s', float('nan')):,.0f}"])
+    text = [f"# English STS: ours vs the teacher and the peers", "", _provenance(command), "",
+            "Speed: sentences/s encoding STS-B test sentences, one process, same machine, same run (`swe bench`).",
+            "", _table(["model", *STS_HEADER, "sent/s"], rows), "", "![speed vs quality](english_speed_quality.png)"]
+    (out / "english.md").write_text("\n".join(text) + "\n", encoding="utf-8")
+    _scatter(results, speed, models, out / "english_speed_quality.png")
+    return {"scores": results, "speed": speed}
+
+
+def _scatter(results: dict, speed: dict, models: dict[str, str], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5), dpi=120)
+    for label, spec in models.items():
+        rate = speed.get(spec, {}).get("sent_per_s")
+        if rate:
+            ax.scatter(rate, results[label]["avg"], s=60)
+            ax.annotate(label, (rate, results[label]["avg"]), textcoords="offset points", xytext=(6, 4), fontsize=9)
+    ax.set_xscale("log")
+    ax.set_xlabel("sentences / second, one CPU process (log scale)")
+    ax.set_ylabel("STS average of 7 (Spearman x100)")
+    ax.set_title("Speed vs quality on English STS")
+    ax.grid(True, which="both", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def stages_report(model_dir: Path, work_dir: Path, data_dir: Path, out: Path, command: str) -> dict:
+    from swe.eval.stage_table import write_stage_report
+
+    return write_stage_report(model_dir, work_dir, data_dir / "eval", out / "stages.md", command)
+
+
+def ablations(teacher_dim: int) -> dict[str, dict]:
+    """The variants of the ablation table for a teacher of ``teacher_dim`` dimensions."""
+    r = teacher_dim // 100
+    return {
+        "ours (sentence PCA, ABTT, KD)": {},
+        "without ABTT (r = 0)": {"pca": {"drop": 0}},
+        "word-level PCA": {"pca": {"level": "word"}},
+        f"KD without PCA ({teacher_dim}-d raw table)": {"pca": {"level": "none", "dim": teacher_dim}},
+        "PCA with ABTT, no KD": {"distill_enabled": False},
+        "d = 64": {"pca": {"dim": 64}},
+        "d = 128": {"pca": {"dim": 128}},
+        f"d = {teacher_dim - r} (all but r)": {"pca": {"dim": teacher_dim - r}},
+    }
+
+
+VOCAB_SIZES = (5_000, 10_000, 20_000, 50_000, 100_000)
+
+
+def _variant(base, changes: dict, out: Path):
+    config = copy.deepcopy(base)
+    for key, value in changes.items():
+        if isinstance(value, dict):
+            for name, item in value.items():
+                setattr(getattr(config, key), name, item)
+        else:
+            setattr(config, key, value)
+    config.out = str(out)
+    return config
+
+
+def ablations_report(recipe: Path, work_dir: Path, data_dir: Path, out: Path, models_dir: Path, command: str) -> dict:
+    from swe import load
+    from swe.pipeline.build import build, load_recipe
+    from swe.runtime import StaticEmbedder, WordTokenizer
+
+    base = load_recipe(recipe)
+    base.work_dir = str(work_dir)
+    results, rows = {}, []
+    base.out = str(models_dir / "main")
+    build(base, quiet=True)
+    main_model = load(base.out)
+    for number, (label, changes) in enumerate(ablations(main_model.config["teacher"]["dim"]).items()):
+        target = models_dir / f"variant-{number}"
+        build(_variant(base, changes, target), quiet=True)
+        model = load(target)
+        results[label] = score_encoder(model.encode, data_dir)
+        rows.append([label, str(model.dim), *_sts_cells(results[label])])
+    vocab_rows = []
+    words = main_model.words
+    for size in (*VOCAB_SIZES, len(words)):
+        size = min(size, len(words))
+        tokenizer = WordTokenizer({w: i for i, w in enumerate(words[:size])}, main_model.tokenizer.rules,
+                                  main_model.tokenizer.subword_tokenizer)
+        scores = score_encoder(StaticEmbedder(np.asarray(main_model.table[:size]), tokenizer).encode, data_dir)
+        results[f"vocab {size}"] = scores
+        vocab_rows.append([f"{size:,}", *_sts_cells(scores)])
+    text = ["# Ablations on the MiniLM build", "", _provenance(command), "",
+            "Each row is a real build sharing the cached corpus/vocab/extract stages of "
+            f"`{recipe}`; only the named setting differs (r = floor(teacher dim / 100)).", "",
+            _table(["variant", "dim", *STS_HEADER], rows), "",
+            "## Vocabulary size (Table 9)", "",
+            "The main table truncated to its V most frequent words; dropped words fall back to their sub-word "
+            "prefixes at inference, as any OOV word does.", "",
+            _table(["V", *STS_HEADER], vocab_rows)]
+    (out / "ablations.md").write_text("\n".join(text) + "\n", encoding="utf-8")
+    return results
+
+
+def analysis_report(model_dir: Path, work_dir: Path, data_dir: Path, out: Path, command: str) -> dict:
+    from swe import load
+    from swe.eval.analysis import brown_pos, norm_frequency_spearman, norms_by_pos, pc_extremes
+    from swe.eval.stage_table import stage_tables
+
+    model = load(model_dir)
+    stages = {name: work_dir / info["artifact"] for name, info in model.config["build"]["stages"].items()
+              if "artifact" in info}
+    vocab_rows = (stages["vocab"] / "vocab.tsv").read_text(encoding="utf-8").split("\n")[:-1]
+    words = [row.split("\t")[0] for row in vocab_rows]
+    counts = np.array([int(row.split("\t")[1]) for row in vocab_rows])
+    tables = stage_tables(model_dir, work_dir)
+    pos = brown_pos(data_dir / "corpora" / "en" / "brown.zip")
+    by_pos = {label: norms_by_pos(table, words, pos) for label, table in tables.items()}
+    spearman = {label: norm_frequency_spearman(table, counts) for label, table in tables.items()}
+    with np.load(stages["pca"] / "pca.npz") as pca:
+        components = np.concatenate([pca["dropped"], pca["components"]])
+        mean = pca["mean"]
+    extremes = {k: pc_extremes(tables["after extract (3.1)"], words, mean, components[k - 1], counts) for k in (1, 2, 6)}
+    _pos_plot(by_pos, out / "norms_by_pos.png")
+    classes = sorted({c for v in by_pos.values() for c in v})
+    pos_rows = [[label, *(f"{v.get(c, float('nan')):.2f}" for c in classes)] for label, v in by_pos.items()]
+    text = ["# Analysis (paper section 5)", "", _provenance(command).replace(
+        " (Spearman x100 of cosine, as MTEB computes it)", ""), "",
+        "## Word-vector norm by part of speech (Figure 2)", "",
+        "Mean norm of each class divided by the mean norm of all tagged words; POS = each word's most frequent "
+        "Brown-corpus tag.", "", _table(["stage", *classes], pos_rows), "", "![norms by POS](norms_by_pos.png)", "",
+        "## Norm vs frequency rank", "", "Spearman between a word's vector norm and its frequency rank "
+        "(1 = most frequent; positive = rarer words have larger norms).", "",
+        _table(["stage", "Spearman"], [[k, f"{v:.3f}"] for k, v in spearman.items()]), "",
+        "## Words at the ends of principal components (Table 8)", "",
+        "Sentence-level PCs of the extracted table (PC1-3 are the ones ABTT drops); words seen >= 50 times.", "",
+        _table(["PC", "largest values", "smallest values"],
+               [[f"PC{k}", ", ".join(hi), ", ".join(lo)] for k, (hi, lo) in extremes.items()])]
+    (out / "analysis.md").write_text("\n".join(text) + "\n", encoding="utf-8")
+    return {"norms_by_pos": by_pos, "norm_frequency_spearman": spearman, "pc_extremes": extremes}
+
+
+def _pos_plot(by_pos: dict[str, dict[str, float]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    classes = sorted({c for v in by_pos.values() for c in v}, key=lambda c: by_pos[list(by_pos)[-1]].get(c, 0))
+    width = 0.8 / len(by_pos)
+    fig, ax = plt.subplots(figsize=(10, 4.5), dpi=120)
+    for i, (label, values) in enumerate(by_pos.items()):
+        ax.bar(np.arange(len(classes)) + i * width, [values.get(c, np.nan) for c in classes], width, label=label)
+    ax.set_xticks(np.arange(len(classes)) + width * (len(by_pos) - 1) / 2, classes, rotation=30, ha="right")
+    ax.axhline(1.0, color="gray", lw=0.8)
+    ax.set_ylabel("mean norm / mean norm of all words")
+    ax.set_title("Word-vector norm by part of speech at each stage")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def write_json(path: Path, data: dict) -> None:
+    path.write_text(json.dumps(data, indent=1, default=lambda o: o.tolist() if hasattr(o, "tolist") else str(o)))
