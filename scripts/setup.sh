@@ -8,10 +8,11 @@ PY=${PYTHON:-python3}
 . .venv/bin/activate
 python -m pip install -q --upgrade pip
 if ! python -c "import torch" 2>/dev/null; then
-  if command -v nvidia-smi >/dev/null 2>&1; then
+  # CPU-only machines: the CPU build from PyTorch's index when it is reachable, else PyPI's build.
+  if command -v nvidia-smi >/dev/null 2>&1 \
+     || ! python -m pip install -q --timeout 20 --retries 1 torch --index-url https://download.pytorch.org/whl/cpu \
+          2>/dev/null; then
     python -m pip install -q torch
-  else
-    python -m pip install -q torch --index-url https://download.pytorch.org/whl/cpu
   fi
 fi
 python -m pip install -q -e ".[build,eval,test]"
