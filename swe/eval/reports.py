@@ -92,9 +92,17 @@ def _scatter(results: dict, speed: dict, models: dict[str, str], path: Path) -> 
 
 
 def stages_report(model_dir: Path, work_dir: Path, data_dir: Path, out: Path, command: str) -> dict:
-    from swe.eval.stage_table import write_stage_report
+    """The paper's Table 6: STS after each stage of one build."""
+    from swe.eval.stage_table import stage_tables
+    from swe.runtime import StaticEmbedder, load
 
-    return write_stage_report(model_dir, work_dir, data_dir / "eval", out / "stages.md", command)
+    model = load(model_dir)
+    results = {label: score_encoder(StaticEmbedder(table, model.tokenizer).encode, data_dir)
+               for label, table in stage_tables(model_dir, work_dir).items()}
+    text = [f"# Stage table (paper Table 6) for `{model_dir}`", "", _provenance(command), "",
+            _table(["stage", *STS_HEADER], [[label, *_sts_cells(scores)] for label, scores in results.items()])]
+    (out / "stages.md").write_text("\n".join(text) + "\n", encoding="utf-8")
+    return results
 
 
 def ablations(teacher_dim: int) -> dict[str, dict]:
@@ -168,11 +176,10 @@ def ablations_report(recipe: Path, work_dir: Path, data_dir: Path, out: Path, mo
 def analysis_report(model_dir: Path, work_dir: Path, data_dir: Path, out: Path, command: str) -> dict:
     from swe import load
     from swe.eval.analysis import brown_pos, norm_frequency_spearman, norms_by_pos, pc_extremes
-    from swe.eval.stage_table import stage_tables
+    from swe.eval.stage_table import stage_dirs, stage_tables
 
     model = load(model_dir)
-    stages = {name: work_dir / info["artifact"] for name, info in model.config["build"]["stages"].items()
-              if "artifact" in info}
+    stages = stage_dirs(model, work_dir)
     vocab_rows = (stages["vocab"] / "vocab.tsv").read_text(encoding="utf-8").split("\n")[:-1]
     words = [row.split("\t")[0] for row in vocab_rows]
     counts = np.array([int(row.split("\t")[1]) for row in vocab_rows])
