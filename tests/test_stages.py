@@ -66,6 +66,9 @@ def test_pca_abtt_drops_top_components_and_commutes_with_mean():
     assert abs(abs(comps[0] @ np.eye(6)[0]) - 1) < 0.01  # first PC is the high-variance axis
     with pytest.raises(PCAConfigError, match="too large"):
         PCAConfig(dim=384).validate(384)
+    with pytest.raises(PCAConfigError, match="keeps the teacher's 384"):
+        PCAConfig(level="none", dim=256).validate(384)
+    PCAConfig(level="none", dim=384).validate(384)
 
 
 def test_kd_loss_matches_hand_computation_and_is_minimal_at_teacher():

@@ -40,8 +40,10 @@ class PCAConfig:
     def validate(self, teacher_dim: int) -> None:
         if self.level not in ("sentence", "word", "none"):
             raise PCAConfigError(f"PCA level must be 'sentence', 'word' or 'none', got {self.level!r}")
-        if self.level == "none" and self.dim != teacher_dim:
-            raise PCAConfigError(f"without PCA the table keeps the teacher's {teacher_dim} dimensions (--dim)")
+        if self.level == "none":
+            if self.dim != teacher_dim:
+                raise PCAConfigError(f"without PCA the table keeps the teacher's {teacher_dim} dimensions (--dim)")
+            return
         drop = self.resolved_drop(teacher_dim)
         if self.dim < 1 or self.dim + drop > teacher_dim:
             raise PCAConfigError(
