@@ -59,7 +59,6 @@ class WordTokenizer:
         self.vocab = vocab
         self.rules = rules or TokenizationRules()
         self._find_words = re.compile(self.rules.word_pattern).findall
-        self._iter_words = re.compile(self.rules.word_pattern).finditer
         self.subword_tokenizer = subword_tokenizer if self.rules.oov_backoff == "teacher_prefix" else None
         self._oov: dict[str, int] = {}
         # Batch path: one regex pass over texts joined by "\n", where "\n" itself is a token (id -2).
@@ -74,10 +73,6 @@ class WordTokenizer:
     def words(self, text: str) -> list[str]:
         """The words of ``text`` after normalisation, punctuation dropped."""
         return self._find_words(self.prepare(text))
-
-    def word_spans(self, text: str) -> list[tuple[int, int]]:
-        """Character spans of the words of ``text`` as written (no normalisation applied)."""
-        return [m.span() for m in self._iter_words(text)]
 
     def ids(self, text: str) -> list[int]:
         """Vocabulary ids of ``text``'s words, with OOV back-off; unknown words are skipped."""
