@@ -32,7 +32,8 @@ def _add_build(sub) -> None:
     p.add_argument("--pca-level", choices=["sentence", "word", "none"],
                    help="fit PCA on sentences (default) or words; none keeps the extracted table (ablation)")
     p.add_argument("--no-distill", action="store_true", help="stop after PCA")
-    p.add_argument("--distill-steps", type=int, help="maximum distillation steps (default 100000; early stopping decides)")
+    p.add_argument("--distill-steps", type=int,
+                   help="maximum distillation steps (default 100000; early stopping decides)")
     p.add_argument("--eval-every", type=int, help="distillation steps between validation rounds (default 250)")
     p.add_argument("--unit-sentences", type=int, help="extract checkpoint unit, in sentences (default 8192)")
     p.add_argument("--checkpoint-seconds", type=float, help="least time between distill checkpoints (default 60)")

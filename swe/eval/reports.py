@@ -12,7 +12,6 @@ and extract stages and re-run only PCA/distill. Model selection never looks at t
 from __future__ import annotations
 
 import copy
-import json
 import time
 from pathlib import Path
 
@@ -229,7 +228,3 @@ def _pos_plot(by_pos: dict[str, dict[str, float]], path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
-
-
-def write_json(path: Path, data: dict) -> None:
-    path.write_text(json.dumps(data, indent=1, default=lambda o: o.tolist() if hasattr(o, "tolist") else str(o)))

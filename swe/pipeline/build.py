@@ -94,6 +94,7 @@ def build(config: BuildConfig, force: bool = False, quiet: bool = False) -> dict
     work = config.work_path
     teacher = load_teacher(config.teacher, device=config.device, batch_size=config.extract.batch_size)
     config.pca.validate(teacher.dim)
+    config.distill.validate()
     tokenizer_json = teacher.tokenizer_json()
     corpus = run_corpus(config.corpus, work, force=force, quiet=quiet)
     needed = max(config.distill.batch_size * 2 if config.distill_enabled else 0, config.pca.dim + 1)

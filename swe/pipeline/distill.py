@@ -42,6 +42,10 @@ class DistillConfig:
     seed: int = 0
     optimizer: str = "sparse_adam"  # "sparse_adam": only the rows in a batch move (lazy Adam); "adam": dense, fused
 
+    def validate(self) -> None:
+        if self.optimizer not in ("sparse_adam", "adam"):
+            raise ValueError(f"distill optimizer must be 'sparse_adam' or 'adam', got {self.optimizer!r}")
+
 
 def kd_loss(student: torch.Tensor, teacher: torch.Tensor, tau: float) -> torch.Tensor:
     """Eq. 2-3: cross-entropy of the teacher's in-batch similarity softmax to the student's, j != i.
@@ -95,9 +99,8 @@ def train_distill(config: DistillConfig, table: np.ndarray, ids: PackedIds, targ
         raise ValueError(f"distillation needs at least {config.batch_size + 2} sentences with known words, "
                          f"got {len(keep)}")
     val_rows, train_rows = np.sort(keep[:n_val]), keep[n_val:]
+    config.validate()
     sparse = config.optimizer == "sparse_adam"
-    if config.optimizer not in ("sparse_adam", "adam"):
-        raise ValueError(f"distill optimizer must be 'sparse_adam' or 'adam', got {config.optimizer!r}")
     bag = torch.nn.EmbeddingBag.from_pretrained(torch.from_numpy(np.array(table, dtype=np.float32)),
                                                 freeze=False, mode="mean", sparse=sparse)
     optimizer = (torch.optim.SparseAdam(bag.parameters(), lr=config.lr) if sparse
