@@ -117,7 +117,8 @@ def cmd_eval(args) -> int:
     if args.suite in ("en", "all"):
         scores.update(evaluate_sts(encode, args.data, EN_SETS))
     if args.suite in ("xling", "all"):
-        scores.update(evaluate_xling(lambda texts, lang: encode(texts), Path(args.data)))
+        scores.update(evaluate_xling(lambda texts, lang: encode(texts), Path(args.data),
+                                     Path(args.bucc) if args.bucc else None))
     print(f"{args.model} ({kind})")
     for name, value in scores.items():
         print(f"  {name:<18}{value:7.2f}")
@@ -212,6 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("model", help="a swe model folder, or a teacher (short name, folder, hub id)")
     p.add_argument("--data", default="../shared/data/eval", help="folder with sts12..sts16, stsb, sick, ...")
     p.add_argument("--suite", choices=["en", "xling", "all"], default="en")
+    p.add_argument("--bucc", help="with xling: a folder of BUCC '<xx>-en.<split>.{xx,en,gold}' files to mine")
     p.add_argument("--json", help="also write the scores here")
     p.add_argument("--device", default="auto")
     p = sub.add_parser("bench-extract", help="extract-stage throughput vs a bare teacher forward pass")

@@ -37,3 +37,48 @@ def test_bitext_mining_accuracy_and_weighted_f1():
     # labels 0,1,2; predictions 0,1,0 -> per-class F1 2/3, 1, 0; weighted by support 1/3 each
     assert result["f1"] == pytest.approx((2 / 3 + 1 + 0) / 3 * 100)
     assert weighted_prf(np.arange(4), np.arange(4)) == (1.0, 1.0, 1.0)
+
+
+def _write_bucc(folder, lang, xx, en, gold):
+    folder.mkdir(exist_ok=True)
+    (folder / f"{lang}-en.test.{lang}").write_text("".join(f"{lang}-{i:05d}\t{s}\n" for i, s in enumerate(xx)))
+    (folder / f"{lang}-en.test.en").write_text("".join(f"en-{i:05d}\t{s}\n" for i, s in enumerate(en)))
+    (folder / f"{lang}-en.test.gold").write_text("".join(f"{lang}-{a:05d}\ten-{b:05d}\n" for a, b in gold))
+
+
+def test_bucc_mining_f1_on_hand_made_files(tmp_path):
+    """Three true translations hidden among distractors: margin mining finds exactly the gold pairs."""
+    from swe.eval.xling import bucc, load_bucc
+
+    xx = ["ein hund", "eine katze", "ein haus", "zufall eins"]
+    en = ["noise one", "a house", "a dog", "noise two", "a cat"]
+    _write_bucc(tmp_path, "de", xx, en, [(0, 2), (1, 4), (2, 1)])
+    vectors = {"ein hund": [1, 0, 0, 0.1], "a dog": [1, 0, 0, 0], "eine katze": [0, 1, 0, 0.1],
+               "a cat": [0, 1, 0, 0], "ein haus": [0, 0, 1, 0.1], "a house": [0, 0, 1, 0],
+               "zufall eins": [0.5, 0.5, 0.5, 0.5], "noise one": [0, 0, 0, 1], "noise two": [-1, 0, 0, 1]}
+    encode = lambda texts, lang: np.array([vectors[t] for t in texts], dtype=float)  # noqa: E731
+    assert len(load_bucc(tmp_path, "de")[4]) == 3
+    result = bucc(encode, tmp_path, "de")
+    assert result["mining f1"] == pytest.approx(100.0)
+    assert result["mining precision"] == pytest.approx(100.0)
+    assert result["gold-pairs f1"] == pytest.approx(100.0)
+
+
+def test_bucc_f1_counts_misses_and_false_positives():
+    from swe.eval.xling import best_threshold_f1
+
+    gold = {("a", "1"), ("b", "2"), ("c", "3"), ("d", "4")}
+    candidates = [("a", "1"), ("b", "9"), ("c", "3"), ("d", "8")]
+    # best cut keeps a, c (precision 1, recall 1/2): F1 2/3, better than keeping a, b, c (2/3 and 1/2 -> 0.571)
+    result = best_threshold_f1(candidates, np.array([0.9, 0.5, 0.8, 0.1]), gold)
+    assert result["f1"] == pytest.approx(200 / 3)
+    assert result["threshold"] == pytest.approx(0.8)
+
+
+def test_bucc_missing_file_names_it(tmp_path):
+    from swe.eval.xling import load_bucc
+
+    _write_bucc(tmp_path, "zh", ["x"], ["y"], [(0, 0)])
+    (tmp_path / "zh-en.test.gold").unlink()
+    with pytest.raises(FileNotFoundError, match="zh-en.test.gold"):
+        load_bucc(tmp_path, "zh")
