@@ -79,3 +79,28 @@ def test_batch_path_equals_text_by_text_on_hostile_input():
     table = np.random.default_rng(0).normal(size=(len(vocab), 4)).astype(np.float32)
     model = StaticEmbedder(table, tok)
     np.testing.assert_allclose(model.encode(texts), model.encode_ids(tok.batch_ids(texts)), atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int8"])
+def test_grouped_mean_equals_float64_per_text_mean(dtype, monkeypatch):
+    """The length-grouped gather agrees with a plain per-text mean, also when a group is split in steps."""
+    import swe.runtime.embedder as embedder
+
+    rng = np.random.default_rng(0)
+    table = rng.normal(size=(50, 8)).astype(np.float32)
+    scales = None
+    if dtype == "int8":
+        scales = (np.abs(table).max(axis=1) / 127).astype(np.float32)
+        table = np.round(table / scales[:, None]).astype(np.int8)
+    elif dtype == "float16":
+        table = table.astype(np.float16)
+    model = StaticEmbedder(table, WordTokenizer({f"w{i}": i for i in range(50)}), scales=scales)
+    lengths = np.array([3, 0, 1, 3, 700, 1, 3, 2, 0])
+    flat = rng.integers(0, 50, size=lengths.sum())
+    monkeypatch.setattr(embedder, "_GATHER_ROWS", 5)  # groups of 3-word texts are taken one text per step
+    out = model.mean_rows(flat, lengths, normalize=False)
+    rows = table.astype(np.float64) * (scales[:, None] if scales is not None else 1.0)
+    starts = np.cumsum(lengths) - lengths
+    for i, (start, n) in enumerate(zip(starts, lengths)):
+        expected = rows[flat[start:start + n]].mean(axis=0) if n else np.zeros(8)
+        np.testing.assert_allclose(out[i], expected, rtol=1e-6, atol=1e-6)
