@@ -107,6 +107,15 @@ def cmd_encode(args) -> int:
     return 0
 
 
+def cmd_ensemble(args) -> int:
+    from swe.ensemble import build_ensemble
+
+    weights = [float(w) for w in args.weights.split(",")] if args.weights else None
+    out = build_ensemble(args.members, args.out, weights)
+    print(f"ensemble of {len(args.members)} members -> {out}", file=sys.stderr)
+    return 0
+
+
 def cmd_eval(args) -> int:
     from swe.eval.models import load_encoder
     from swe.eval.sts import EN_SETS, evaluate_sts
@@ -168,10 +177,10 @@ def cmd_report(args) -> int:
     model = Path(args.model)
     work = Path(args.work_dir or f"{args.model.rstrip('/')}.work")
     command = "swe " + " ".join(sys.argv[1:])
-    sections = args.only.split(",") if args.only else ["english", "stages", "ablations", "analysis"]
+    sections = args.only.split(",") if args.only else ["english", "stages", "ablations", "analysis", "ensembles"]
+    baselines = Path(args.baselines)
     if "english" in sections:
         models = {"ours (" + model.name + ")": str(model), "teacher (all-MiniLM-L6-v2)": args.teacher}
-        baselines = Path(args.baselines)
         for label, folder in (("model2vec distill", "model2vec-minilm-256"), ("tokenlearn", "tokenlearn-minilm-256")):
             if (baselines / folder).is_dir():
                 models[label] = f"model2vec:{baselines / folder}"
@@ -183,6 +192,14 @@ def cmd_report(args) -> int:
         reports.ablations_report(Path(args.recipe), work, data, out, Path(args.ablation_models), command)
     if "analysis" in sections:
         reports.analysis_report(model, work, data, out, command)
+    if "ensembles" in sections:
+        members = {"ours": str(model), "WordLlama": "wordllama"}
+        for label, folder in (("model2vec", "model2vec-minilm-256"), ("tokenlearn", "tokenlearn-minilm-256")):
+            if (baselines / folder).is_dir():
+                members[label] = f"model2vec:{baselines / folder}"
+        pairs = [("ours", other) for other in members if other != "ours"] + [("ours", "WordLlama", "tokenlearn")]
+        pairs = [p for p in pairs if all(label in members for label in p)]
+        reports.ensembles_report(members, pairs, data, out, Path(args.ensemble_models), command)
     print(f"reports written to {out}/")
     return 0
 
@@ -208,6 +225,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("model")
     p.add_argument("--format", choices=["npy", "st", "model2vec"], default="npy")
     p.add_argument("--dtype", choices=["float32", "float16", "int8"], default="float32", help="int8: npy only")
+    p.add_argument("--out", required=True)
+    p = sub.add_parser("ensemble", help="concatenate tables over their union vocabulary (paper appendix D)")
+    p.add_argument("members", nargs="+", help="swe folders, wordllama, model2vec:<folder>")
+    p.add_argument("--weights", help="comma-separated positive weights, one per member (default: equal)")
     p.add_argument("--out", required=True)
     p = sub.add_parser("eval", help="STS (STS12-16, STS-B test, SICK-R) and cross-lingual suites")
     p.add_argument("model", help="a swe model folder, or a teacher (short name, folder, hub id)")
@@ -236,14 +257,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--teacher", default="minilm")
     p.add_argument("--baselines", default="models/baselines", help="folder of `python -m swe.eval.baselines`")
     p.add_argument("--ablation-models", default="models/ablations")
+    p.add_argument("--ensemble-models", default="models/ensembles")
     p.add_argument("--data", default="../shared/data", help="the shared data folder (eval/ and corpora/)")
     p.add_argument("--out", default="reports")
-    p.add_argument("--only", help="comma-separated sections: english,stages,ablations,analysis")
+    p.add_argument("--only", help="comma-separated sections: english,stages,ablations,analysis,ensembles")
     args = parser.parse_args(argv)
     level = logging.DEBUG if args.verbose else logging.WARNING if getattr(args, "quiet", False) else logging.INFO
     logging.basicConfig(level=level, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
-    handlers = {"build": cmd_build, "encode": cmd_encode, "export": cmd_export, "eval": cmd_eval, "bench": cmd_bench,
-                "bench-extract": cmd_bench_extract, "report": cmd_report}
+    handlers = {"build": cmd_build, "encode": cmd_encode, "export": cmd_export, "ensemble": cmd_ensemble,
+                "eval": cmd_eval, "bench": cmd_bench, "bench-extract": cmd_bench_extract, "report": cmd_report}
     try:
         return handlers[args.command](args)
     except (ValueError, FileNotFoundError, PermissionError, IsADirectoryError, UnicodeDecodeError) as exc:

@@ -5,6 +5,7 @@ Sections (each can be run alone with ``--only``):
 * ``stages``: the paper's Table 6 on our build.
 * ``ablations``: no ABTT, word-level PCA, distillation without PCA, output dimension, vocabulary size.
 * ``analysis``: norms by part of speech per stage (Figure 2), norm-frequency Spearman, PC extremes (Table 8).
+* ``ensembles``: ours + WordLlama / model2vec / tokenlearn (paper appendix D), weights chosen on STS-B dev.
 
 Ablation variants are real builds in the same work directory: they reuse the cached corpus, vocab
 and extract stages and re-run only PCA/distill. Model selection never looks at test sets.
@@ -228,3 +229,48 @@ def _pos_plot(by_pos: dict[str, dict[str, float]], path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
+
+
+ENSEMBLE_WEIGHTS = (1, 2, 3, 4, 6, 8)
+
+
+def ensembles_report(members: dict[str, str], pairs: list[tuple[str, ...]], data_dir: Path, out: Path,
+                     models_dir: Path, command: str) -> dict:
+    """Each ensemble of labelled ``members`` beside its members alone; the first member's weight w (others 1)
+    is chosen from ``ENSEMBLE_WEIGHTS`` on STS-B dev, then the test sets are reported once."""
+    from swe import load
+    from swe.ensemble import build_ensemble
+    from swe.eval.models import load_encoder
+
+    alone = {label: score_encoder(load_encoder(spec, "cpu")[1], data_dir) for label, spec in members.items()}
+    rows = [[label, "", *_sts_cells(scores)] for label, scores in alone.items()]
+    results: dict[str, dict] = {"alone": alone}
+    for pair in pairs:
+        name = " + ".join(pair)
+        folder = build_ensemble([members[label] for label in pair], models_dir / name.replace(" ", ""))
+        model = load(folder)
+        by_weight = {}
+        for w in ENSEMBLE_WEIGHTS:
+            for i, subspace in enumerate(model.config["ensemble"]["subspaces"]):
+                subspace["weight"] = float(w if i == 0 else 1)
+            by_weight[w] = evaluate_sts(model.encode, data_dir / "eval", (DEV,))[DEV]
+        best = max(by_weight, key=by_weight.get)
+        for i, subspace in enumerate(model.config["ensemble"]["subspaces"]):
+            subspace["weight"] = float(best if i == 0 else 1)
+        scores = score_encoder(model.encode, data_dir)
+        results[name] = {"weight": best, "dev_by_weight": by_weight, "scores": scores}
+        rows.append([name, ":".join([str(best)] + ["1"] * (len(pair) - 1)), *_sts_cells(scores)])
+    text = ["# Ensembles (paper appendix D)", "", _provenance(command), "",
+            "`swe ensemble A B --weights w,1` concatenates the tables over the union vocabulary; each member's "
+            "sub-space is averaged, L2-normalised and scaled by sqrt(w_k / sum w), so cosine = weighted mean of the "
+            f"members' cosines (eq. 6-7). The weight w of ours is chosen from {list(ENSEMBLE_WEIGHTS)} on STS-B dev "
+            "only. Members alone are scored with their own encoders; inside an ensemble a sub-word member "
+            "(WordLlama, model2vec) contributes its encoding of each lower-cased word, which costs it some quality "
+            "(WordLlama alone through words: see the closing note of issue 6).", "",
+            _table(["model", "weights", *STS_HEADER], rows), "",
+            "STS-B dev by weight of ours (others 1):", "",
+            _table(["ensemble", *(f"w={w}" for w in ENSEMBLE_WEIGHTS)],
+                   [[name, *(f"{r['dev_by_weight'][w]:.2f}" for w in ENSEMBLE_WEIGHTS)]
+                    for name, r in results.items() if name != "alone"])]
+    (out / "ensembles.md").write_text("\n".join(text) + "\n", encoding="utf-8")
+    return results

@@ -114,5 +114,8 @@ def export(model_path: str | Path, fmt: str, out: str | Path, dtype: str = "floa
     if fmt != "npy" and dtype == "int8":
         raise ValueError("int8 is an npy-format option; st and model2vec take float32 or float16")
     model = load(model_path)
+    if fmt != "npy" and "ensemble" in model.config:
+        raise ValueError("an ensemble normalises each member's sub-space, which st and model2vec cannot express; "
+                         "export it as npy")
     writer = {"npy": export_npy, "st": export_sentence_transformers, "model2vec": export_model2vec}[fmt]
     return writer(model, Path(out), dtype)

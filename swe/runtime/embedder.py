@@ -101,9 +101,22 @@ class StaticEmbedder:
                     rows = rows * self.scales[ids, None]
                 out[texts] = rows.sum(axis=1, dtype=np.float64) / n_words
         if normalize:
-            norms = np.linalg.norm(out, axis=1, keepdims=True)
-            np.divide(out, norms, out=out, where=norms > 0)
+            self._normalize(out)
         return out
+
+    def _normalize(self, out: np.ndarray) -> None:
+        """L2-normalise rows in place; an ensemble normalises each member's sub-space and weights it by
+        sqrt(w / sum w), so dot products are weighted means of the members' cosines."""
+        blocks = [(0, self.dim, 1.0)]
+        subspaces = self.config.get("ensemble", {}).get("subspaces")
+        if subspaces:
+            total = sum(s["weight"] for s in subspaces)
+            ends = np.cumsum([s["dim"] for s in subspaces])
+            blocks = [(end - s["dim"], end, (s["weight"] / total) ** 0.5) for s, end in zip(subspaces, ends)]
+        for start, end, scale in blocks:
+            part = out[:, start:end]
+            norms = np.linalg.norm(part, axis=1, keepdims=True) / scale
+            np.divide(part, norms, out=part, where=norms > 0)
 
     def encode(self, texts: Sequence[str] | str, batch_size: int = 4096, normalize: bool = True) -> np.ndarray:
         """Encode texts into an (n, d) float32 array of L2-normalised sentence vectors."""

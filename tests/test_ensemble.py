@@ -1,0 +1,59 @@
+import numpy as np
+import pytest
+
+import swe
+from swe.cli import main
+from swe.ensemble import build_ensemble
+from swe.runtime.folder import write_model_folder
+
+
+def _table(tmp_path, name, words, dim, seed):
+    rng = np.random.default_rng(seed)
+    table = rng.normal(size=(len(words), dim)).astype(np.float32)
+    return str(write_model_folder(tmp_path / name, table, words, {"tokenization": {}}, None))
+
+
+TEXTS = ["the cat sat", "a dog ran far", "the dog", "cat cat far", "zebra", "ran the"]
+
+
+@pytest.mark.parametrize("weights", [[1.0, 1.0], [2.0, 1.0]])
+def test_ensemble_dot_is_weighted_mean_of_member_cosines(tmp_path, weights):
+    a = _table(tmp_path, "a", ["the", "cat", "sat", "dog"], 6, 0)
+    b = _table(tmp_path, "b", ["a", "dog", "ran", "far", "cat"], 4, 1)
+    out = build_ensemble([a, b], tmp_path / "ens", weights)
+    ensemble = swe.load(out)
+    assert ensemble.words[:4] == ["the", "cat", "sat", "dog"] and set(ensemble.words) == {
+        "the", "cat", "sat", "dog", "a", "ran", "far"}
+    assert ensemble.dim == 10
+    e = ensemble.encode(TEXTS)
+    ea, eb = swe.load(a).encode(TEXTS), swe.load(b).encode(TEXTS)
+    expected = (weights[0] * ea @ ea.T + weights[1] * eb @ eb.T) / sum(weights)
+    np.testing.assert_allclose(e @ e.T, expected, atol=1e-6)
+
+
+def test_ensemble_rejects_bad_weights_and_export_formats(tmp_path, capsys):
+    a = _table(tmp_path, "a", ["x", "y"], 3, 0)
+    b = _table(tmp_path, "b", ["y", "z"], 3, 1)
+    assert main(["ensemble", a, b, "--weights", "1,0", "--out", str(tmp_path / "e")]) == 2
+    assert "weights must be positive" in capsys.readouterr().err
+    assert main(["ensemble", a, b, "--weights", "1", "--out", str(tmp_path / "e")]) == 2
+    assert "1 weights for 2 members" in capsys.readouterr().err
+    assert not (tmp_path / "e").exists()
+    assert main(["ensemble", a, b, "--out", str(tmp_path / "e")]) == 0
+    assert main(["export", str(tmp_path / "e"), "--format", "model2vec", "--out", str(tmp_path / "m")]) == 2
+    assert "export it as npy" in capsys.readouterr().err
+
+
+def test_wordllama_member_rows_are_its_own_word_encodings(tmp_path):
+    """WordLlama's shipped table as a member: its sub-space row for a word is WordLlama's encoding of it."""
+    pytest.importorskip("wordllama")
+    import wordllama
+    from pathlib import Path
+    from wordllama import WordLlama
+
+    a = _table(tmp_path, "a", ["paris", "cat"], 4, 0)
+    ensemble = swe.load(build_ensemble([a, "wordllama"], tmp_path / "ens"))
+    wl = WordLlama.load(disable_download=True, cache_dir=Path(wordllama.__file__).parent)
+    rows = np.asarray(ensemble.table[[ensemble.tokenizer.vocab["paris"], ensemble.tokenizer.vocab["cat"]], 4:])
+    np.testing.assert_allclose(rows, wl.embed(["Paris", "cat"]), rtol=1e-5, atol=1e-6)
+    assert len(ensemble.words) > 10_000  # WordLlama's whole-word pieces join the vocabulary
