@@ -116,6 +116,19 @@ def cmd_ensemble(args) -> int:
     return 0
 
 
+def cmd_dedup(args) -> int:
+    from swe.dedup import DedupConfig, dedup
+
+    config = DedupConfig(threshold=args.threshold, text_column=args.text_column, keep=args.keep,
+                         target_size=args.target_size, target_fraction=args.target_fraction, k=args.k,
+                         method=args.search, batch_size=args.batch_size, progress=not args.quiet)
+    summary = dedup(args.inputs, args.model, args.out, config)
+    print(f"{summary['records']:,} records: kept {summary['kept']:,}, exact duplicates "
+          f"{summary['exact_duplicates']:,}, near duplicates {summary['near_duplicates']:,} "
+          f"(cosine >= {summary['threshold']:.3f}) -> {args.out}/", file=sys.stderr)
+    return 0
+
+
 def cmd_eval(args) -> int:
     from swe.eval.models import load_encoder
     from swe.eval.sts import EN_SETS, evaluate_sts
@@ -230,6 +243,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("members", nargs="+", help="swe folders, wordllama, model2vec:<folder>")
     p.add_argument("--weights", help="comma-separated positive weights, one per member (default: equal)")
     p.add_argument("--out", required=True)
+    p = sub.add_parser("dedup", help="exact and near-duplicate mining over .txt/.jsonl/.parquet, every record mapped")
+    p.add_argument("inputs", nargs="+")
+    p.add_argument("--model", required=True, help="a swe model folder")
+    p.add_argument("--out", required=True, help="folder for kept/, mapping.tsv and summary.json")
+    p.add_argument("--threshold", type=float, help="cosine for near duplicates (default 0.9; with a target: "
+                   "the lowest similarity searched, default 0.5)")
+    p.add_argument("--text-column", default="text", help="the text field of .jsonl/.parquet records")
+    p.add_argument("--keep", choices=["first", "longest"], default="first", help="which record a cluster keeps")
+    p.add_argument("--target-size", type=int, help="merge the most similar first until this many records remain")
+    p.add_argument("--target-fraction", type=float, help="as --target-size, as a fraction of the records")
+    p.add_argument("--k", type=int, default=16, help="neighbours searched per distinct text")
+    p.add_argument("--search", choices=["auto", "exact", "ann"], default="auto")
+    p.add_argument("--batch-size", type=int, default=8192)
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
     p = sub.add_parser("eval", help="STS (STS12-16, STS-B test, SICK-R) and cross-lingual suites")
     p.add_argument("model", help="a swe model folder, or a teacher (short name, folder, hub id)")
     p.add_argument("--data", default="../shared/data/eval", help="folder with sts12..sts16, stsb, sick, ...")
@@ -265,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
     level = logging.DEBUG if args.verbose else logging.WARNING if getattr(args, "quiet", False) else logging.INFO
     logging.basicConfig(level=level, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
     handlers = {"build": cmd_build, "encode": cmd_encode, "export": cmd_export, "ensemble": cmd_ensemble,
-                "eval": cmd_eval, "bench": cmd_bench, "bench-extract": cmd_bench_extract, "report": cmd_report}
+                "dedup": cmd_dedup, "eval": cmd_eval, "bench": cmd_bench, "bench-extract": cmd_bench_extract, "report": cmd_report}
     try:
         return handlers[args.command](args)
     except (ValueError, FileNotFoundError, PermissionError, IsADirectoryError, UnicodeDecodeError) as exc:

@@ -1,0 +1,143 @@
+"""`swe dedup`: every record accounted for, clusters equal to a brute-force reference, hostile input."""
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import swe
+from swe.cli import main
+from swe.dedup import DedupConfig, dedup
+from swe.runtime.folder import write_model_folder
+
+pytest.importorskip("faiss")
+WORDS = ["the", "cat", "sat", "on", "mat", "a", "dog", "ran", "in", "park", "market", "prices", "rose", "fell",
+         "today", "sharply", "rain", "will", "fall", "tomorrow", "hund", "katze"]
+
+
+@pytest.fixture
+def model_dir(tmp_path):
+    table = np.random.default_rng(0).normal(size=(len(WORDS), 32)).astype(np.float32)
+    return write_model_folder(tmp_path / "model", table, WORDS, {"tokenization": {}}, None)
+
+
+def read_mapping(out: Path) -> list[dict]:
+    lines = (out / "mapping.tsv").read_text(encoding="utf-8").splitlines()
+    header = lines[0].split("\t")
+    return [dict(zip(header, line.split("\t"))) for line in lines[1:]]
+
+
+def stored(vectors: np.ndarray) -> np.ndarray:
+    """Vectors as dedup keeps them (float16), so borderline pairs are judged on the same numbers."""
+    return vectors.astype(np.float16).astype(np.float32)
+
+
+def reference_clusters(vectors: np.ndarray, threshold: float) -> list[int]:
+    """Smallest member of each connected component of the graph cosine >= threshold (brute force)."""
+    n = len(vectors)
+    sims = vectors @ vectors.T
+    root = list(range(n))
+    for i in range(n):
+        stack, seen = [i], {i}
+        while stack:
+            j = stack.pop()
+            for m in np.flatnonzero(sims[j] >= threshold):
+                if m not in seen and m != j:
+                    seen.add(int(m))
+                    stack.append(int(m))
+        root[i] = min(seen)
+    return root
+
+
+def test_every_line_accounted_for_on_hostile_text(model_dir, tmp_path):
+    lines = [b"The cat sat on the mat.", b"the  CAT sat on\tthe mat.", b"", b"A dog ran in the park.",
+             b"The cat sat on a mat.", b"\xff\xfe not utf-8 \xc3", b"", b"Der Hund und die Katze.",
+             b"\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e", ("market prices rose " * 60_000).encode(),
+             b"Market prices rose sharply today.", b"Rain will fall tomorrow.", b"The cat sat on the mat today."]
+    path = tmp_path / "in.txt"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    summary = dedup([path], model_dir, tmp_path / "out", DedupConfig(threshold=0.8, progress=False))
+    rows = read_mapping(tmp_path / "out")
+    assert [int(r["record"]) for r in rows] == list(range(len(lines)))
+    assert [int(r["position"]) for r in rows] == list(range(1, len(lines) + 1))
+    assert summary["records"] == len(lines) == summary["kept"] + summary["exact_duplicates"] + summary[
+        "near_duplicates"]
+    kept = [i for i, r in enumerate(rows) if r["reason"] == "kept"]
+    assert (tmp_path / "out" / "kept" / "in.txt").read_bytes() == b"".join(lines[i] + b"\n" for i in kept)
+    assert rows[1]["reason"] == "exact" and rows[1]["representative"] == "0"  # case and spaces only
+    assert rows[6]["reason"] == "exact" and rows[6]["representative"] == "2"  # the second empty line
+    for row in rows:  # every representative is a kept record
+        assert rows[int(row["representative"])]["reason"] == "kept"
+    # near duplicates are exactly those of a brute-force search over the distinct texts
+    model = swe.load(model_dir)
+    texts = [line.decode("utf-8", "replace") for line in lines]
+    distinct = [i for i, r in enumerate(rows) if r["reason"] != "exact"]
+    roots = reference_clusters(stored(model.encode([texts[i] for i in distinct])), 0.8)
+    assert [int(rows[i]["representative"]) for i in distinct] == [distinct[r] for r in roots]
+    assert any(r["reason"] == "near" for r in rows)
+
+
+@pytest.mark.parametrize("method", ["exact", "ann"])
+def test_search_methods_agree_with_brute_force(model_dir, tmp_path, method):
+    rng = np.random.default_rng(1)
+    texts = [" ".join(rng.choice(WORDS, size=rng.integers(3, 8))) for _ in range(300)]
+    texts += [t + " today" for t in texts[:100]]  # near duplicates
+    (tmp_path / "in.txt").write_text("\n".join(texts) + "\n", encoding="utf-8")
+    config = DedupConfig(threshold=0.8, method=method, k=400, nprobe=10_000, progress=False)  # ann: all lists
+    dedup([tmp_path / "in.txt"], model_dir, tmp_path / "out", config)
+    rows = read_mapping(tmp_path / "out")
+    distinct = [i for i, r in enumerate(rows) if r["reason"] != "exact"]
+    roots = reference_clusters(stored(swe.load(model_dir).encode([texts[i] for i in distinct])), 0.8)
+    assert [int(rows[i]["representative"]) for i in distinct] == [distinct[r] for r in roots]
+
+
+def test_target_size_and_keep_longest(model_dir, tmp_path):
+    texts = ["the cat sat", "the cat sat on the mat", "the cat sat on a mat", "a dog ran", "a dog ran in the park",
+             "market prices rose", "rain will fall tomorrow", "the dog sat"]
+    (tmp_path / "in.txt").write_text("\n".join(texts) + "\n", encoding="utf-8")
+    summary = dedup([tmp_path / "in.txt"], model_dir, tmp_path / "out",
+                    DedupConfig(target_size=5, keep="longest", threshold=-1.0, progress=False))
+    assert summary["kept"] == 5
+    rows = read_mapping(tmp_path / "out")
+    for row in rows:  # each representative is the longest text of its cluster
+        members = [int(r["record"]) for r in rows if r["representative"] == row["representative"]]
+        assert len(texts[int(row["representative"])]) == max(len(texts[m]) for m in members)
+    fraction = dedup([tmp_path / "in.txt"], model_dir, tmp_path / "out2",
+                     DedupConfig(target_fraction=0.5, threshold=-1.0, progress=False))
+    assert fraction["kept"] == 4
+
+
+def test_jsonl_and_parquet_keep_their_format_and_fields(model_dir, tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    records = [{"id": i, "body": t} for i, t in enumerate(["the cat sat", "The cat sat!", "a dog ran", "prices fell"])]
+    (tmp_path / "a.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    pq.write_table(pa.Table.from_pylist(records), tmp_path / "b.parquet", row_group_size=3)
+    summary = dedup([tmp_path / "a.jsonl", tmp_path / "b.parquet"], model_dir, tmp_path / "out",
+                    DedupConfig(text_column="body", progress=False))
+    assert summary["records"] == 8 and summary["kept"] == 3  # b's rows duplicate a's exactly
+    kept_jsonl = [json.loads(line) for line in (tmp_path / "out" / "kept" / "a.jsonl").read_text().splitlines()]
+    assert [r["id"] for r in kept_jsonl] == [0, 2, 3]
+    assert pq.read_table(tmp_path / "out" / "kept" / "b.parquet").num_rows == 0
+    rows = read_mapping(tmp_path / "out")
+    assert [(r["position"], r["representative"]) for r in rows[4:]] == [("0", "0"), ("1", "0"), ("2", "2"),
+                                                                          ("3", "3")]
+
+
+def test_bad_inputs_fail_clearly_and_write_nothing(model_dir, tmp_path, capsys):
+    (tmp_path / "a.jsonl").write_text('{"text": "fine"}\n{"body": "no text field"}\n', encoding="utf-8")
+    (tmp_path / "b.jsonl").write_text('{"text": "fine"}\nnot json\n', encoding="utf-8")
+    (tmp_path / "c.csv").write_text("text\nx\n", encoding="utf-8")
+    cases = [([str(tmp_path / "missing.txt")], "input not found"), ([str(tmp_path / "a.jsonl")], "a.jsonl:2: no 'text'"),
+             ([str(tmp_path / "b.jsonl")], "b.jsonl:2: not a JSON object"), ([str(tmp_path / "c.csv")], "unknown input")]
+    for inputs, message in cases:
+        assert main(["dedup", *inputs, "--model", str(model_dir), "--out", str(tmp_path / "out"), "--quiet"]) == 2
+        assert message in capsys.readouterr().err
+        assert not (tmp_path / "out").exists()
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"body": ["x"]}), tmp_path / "d.parquet")
+    assert main(["dedup", str(tmp_path / "d.parquet"), "--model", str(model_dir), "--out", str(tmp_path / "out")]) == 2
+    assert "no column 'text'" in capsys.readouterr().err
