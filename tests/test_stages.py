@@ -1,14 +1,13 @@
 """Stage logic on real code paths: sentence choice, offset spans (real MiniLM), PCA/ABTT, the KD loss."""
-import re
-
 import numpy as np
 import pytest
 import torch
 
 from swe.pipeline.distill import kd_loss
-from swe.pipeline.extract import ContextAccumulator, choose_sentences, occurrence_tokens
+from swe.pipeline.extract import ContextAccumulator, ExtractConfig, choose_sentences, occurrence_tokens, word_splitter
 from swe.pipeline.pca import PCAConfig, PCAConfigError, fit_pca
-from swe.runtime.tokenizer import WORD_PATTERN
+
+SPLITTER = word_splitter(ExtractConfig(), None)
 
 
 @pytest.fixture(scope="module")
@@ -22,7 +21,7 @@ def test_choose_sentences_caps_contexts_and_serves_rare_words():
     sentences = ["common word a", "common word b", "common rare", "common word c", "word only"]
     words = ["common", "word", "rare", "a", "b", "c", "only"]
     counts = [4, 4, 1, 1, 1, 1, 1]
-    chosen, credits = choose_sentences(sentences, {w: i for i, w in enumerate(words)}, counts, 2, True, 0)
+    chosen, credits = choose_sentences(sentences, {w: i for i, w in enumerate(words)}, counts, 2, SPLITTER, 0)
     credited = np.bincount(np.concatenate(credits), minlength=len(words))
     assert credited.max() <= 2
     assert credited[2] == 1 and 2 in chosen  # the rare word's only sentence is chosen
@@ -32,7 +31,7 @@ def test_choose_sentences_caps_contexts_and_serves_rare_words():
 def test_offsets_never_credit_a_word_inside_a_longer_word(teacher):
     text = "Goodness, the good dog was good."
     out = teacher.forward([text])
-    ids, occ, tok = occurrence_tokens(text, {0}, {"good": 0}, out.offsets[0], True, re.compile(WORD_PATTERN))
+    ids, occ, tok = occurrence_tokens(text, {0}, {"good": 0}, out.offsets[0], SPLITTER)
     assert ids == [0] and occ == [0]
     start, end = out.offsets[0][tok[0]]
     assert text[start:end].lower() == "good" and start == text.index(" good ") + 1
@@ -43,7 +42,7 @@ def test_extracted_vector_is_mean_of_teacher_positions(teacher):
     index = {"penguin": 0}
     acc = ContextAccumulator(1, teacher.dim, torch.device("cpu"))
     out = teacher.forward(texts)
-    acc.add_batch(texts, [np.array([0]), np.array([0])], out, index, True, re.compile(WORD_PATTERN))
+    acc.add_batch(texts, [np.array([0]), np.array([0])], out, index, SPLITTER)
     expected = []
     for row, text in enumerate(texts):
         start = text.lower().index("penguin")

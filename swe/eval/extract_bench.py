@@ -6,25 +6,22 @@ teacher itself. Run: ``swe bench-extract --teacher minilm --corpus FILES --sente
 """
 from __future__ import annotations
 
-import re
 import time
 
 import numpy as np
 
-from swe.pipeline.extract import ContextAccumulator, choose_sentences
-from swe.runtime.tokenizer import WORD_PATTERN
+from swe.pipeline.extract import ContextAccumulator, ExtractConfig, choose_sentences, word_splitter
 
 
 def bench_extract(teacher, sentences: list[str], batch_size: int, per_word: int = 30, repeats: int = 2) -> dict:
-    find = re.compile(WORD_PATTERN).findall
-    words = sorted({w for s in sentences for w in find(s.lower())})
+    splitter = word_splitter(ExtractConfig(), None)
+    words = sorted({w for s in sentences for w, _, _ in splitter.spans(s)})
     index = {w: i for i, w in enumerate(words)}
-    chosen, credits = choose_sentences(sentences, index, [1] * len(words), per_word, True, 0)
+    chosen, credits = choose_sentences(sentences, index, [1] * len(words), per_word, splitter, 0)
     order = np.argsort([len(sentences[i]) for i in chosen], kind="stable")
     texts = [sentences[chosen[i]] for i in order]
     credits = [credits[i] for i in order]
     batches = [(texts[i : i + batch_size], credits[i : i + batch_size]) for i in range(0, len(texts), batch_size)]
-    pattern = re.compile(WORD_PATTERN)
     teacher.forward(batches[0][0])  # warm-up
 
     def bare() -> None:
@@ -34,7 +31,7 @@ def bench_extract(teacher, sentences: list[str], batch_size: int, per_word: int 
     def extract() -> None:
         acc = ContextAccumulator(len(words), teacher.dim, teacher.device)
         for batch, credit in batches:
-            acc.add_batch(batch, credit, teacher.forward(batch), index, True, pattern)
+            acc.add_batch(batch, credit, teacher.forward(batch), index, splitter)
 
     timings = {"bare": [], "extract": []}
     for _ in range(repeats):  # interleaved, so drifts in machine load hit both alike

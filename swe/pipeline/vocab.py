@@ -27,11 +27,21 @@ class VocabConfig:
     min_count: int = 1
     lowercase: bool = True
     teacher_words: bool = True  # add the teacher's whole-word tokens missing from the corpus
+    words: str = "pattern"  # or "teacher": count the teacher's tokens (zh/ja tables)
 
 
-def count_words(sentences_path: Path, lowercase: bool) -> Counter:
-    find = re.compile(WORD_PATTERN).findall
+def count_words(sentences_path: Path, lowercase: bool, words: str = "pattern",
+                tokenizer_json: str | None = None) -> Counter:
     counts: Counter = Counter()
+    if words == "teacher":
+        from swe.pipeline.extract import word_splitter
+
+        splitter = word_splitter(VocabConfig(lowercase=lowercase, words=words), tokenizer_json)
+        with open(sentences_path, encoding="utf-8") as handle:
+            for line in handle:
+                counts.update(w for w, _, _ in splitter.spans(line.rstrip("\n")))
+        return counts
+    find = re.compile(WORD_PATTERN).findall
     with open(sentences_path, encoding="utf-8") as handle:
         for line in handle:
             counts.update(find(line.lower() if lowercase else line))
@@ -55,10 +65,13 @@ def run_vocab(
     config: VocabConfig, corpus: StageResult, teacher_tokenizer_json: str | None, work_dir: Path,
     force: bool = False, quiet: bool = False,
 ) -> StageResult:
-    identity = {**asdict(config), "teacher_vocab": text_digest(teacher_tokenizer_json) if config.teacher_words else None}
+    uses_teacher = config.teacher_words or config.words == "teacher"
+    identity = {**asdict(config), "teacher_vocab": text_digest(teacher_tokenizer_json) if uses_teacher else None}
+    if config.words == "pattern":  # the default before the option existed: keep earlier caches valid
+        del identity["words"]
 
     def compute(run: StageRun) -> dict:
-        counts = count_words(corpus.path / SENTENCES_FILE, config.lowercase)
+        counts = count_words(corpus.path / SENTENCES_FILE, config.lowercase, config.words, teacher_tokenizer_json)
         ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
         with open(run.out / FREQUENCIES_FILE, "w", encoding="utf-8") as handle:
             handle.writelines(f"{w}\t{c}\n" for w, c in ranked)
@@ -66,7 +79,7 @@ def run_vocab(
         if not kept:
             raise CorpusError(f"no word occurs at least {config.min_count} times in the corpus")
         added = []
-        if config.teacher_words and teacher_tokenizer_json:
+        if config.teacher_words and config.words == "pattern" and teacher_tokenizer_json:
             present = {w for w, _ in kept}
             room = config.max_size - len(kept)
             added = [w for w in teacher_whole_words(teacher_tokenizer_json, config.lowercase)

@@ -1,6 +1,7 @@
 """StaticEmbedder: mean of word vectors, L2-normalised. numpy and tokenizers only."""
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -24,11 +25,13 @@ class StaticEmbedder:
     """A static word table plus its tokeniser. ``encode`` gives L2-normalised float32 sentence vectors.
 
     A text with no known word gets the zero vector (never NaN). An int8 table carries one float32
-    scale per row (``row_float = row_int8 * scale``).
+    scale per row (``row_float = row_int8 * scale``). A multilingual table has one tokenizer per
+    language over its own rows (``config["languages"]``); ``encode(texts, lang=...)`` picks one, or
+    each text's language is detected from its script.
     """
 
     def __init__(self, table: np.ndarray, tokenizer: WordTokenizer, config: dict | None = None,
-                 scales: np.ndarray | None = None) -> None:
+                 scales: np.ndarray | None = None, tokenizers: dict[str, WordTokenizer] | None = None) -> None:
         if table.ndim != 2:
             raise ValueError(f"table must be 2-D, got shape {table.shape}")
         if (table.dtype == np.int8) != (scales is not None):
@@ -37,6 +40,7 @@ class StaticEmbedder:
         self._table = np.asarray(table)  # a plain ndarray view: memmap subclass indexing is slower
         self.scales = scales
         self.tokenizer = tokenizer
+        self.tokenizers = dict(tokenizers or {})
         self.config = dict(config or {})
 
     @property
@@ -45,8 +49,13 @@ class StaticEmbedder:
 
     @property
     def words(self) -> list[str]:
-        inverse = sorted(self.tokenizer.vocab.items(), key=lambda item: item[1])
-        return [word for word, _ in inverse]
+        """The word of every table row, in row order."""
+        rows = [item for tok in (self.tokenizers.values() or [self.tokenizer]) for item in tok.vocab.items()]
+        return [word for word, _ in sorted(rows, key=lambda item: item[1])]
+
+    @property
+    def languages(self) -> list[str]:
+        return list(self.tokenizers)
 
     @classmethod
     def load(cls, path: str | Path, mmap: bool = True) -> StaticEmbedder:
@@ -67,9 +76,25 @@ class StaticEmbedder:
             subword = Tokenizer.from_file(str(folder / TOKENIZER_FILE))
             subword.no_padding()
             subword.no_truncation()
-        vocab = {word: i for i, word in enumerate(words)}
         scales = np.load(folder / SCALES_FILE) if (folder / SCALES_FILE).is_file() else None
-        return cls(table, WordTokenizer(vocab, rules, subword), config, scales)
+        languages = config.get("languages")
+        if not languages:
+            return cls(table, WordTokenizer({word: i for i, word in enumerate(words)}, rules, subword), config, scales)
+        if subword is None and (folder / TOKENIZER_FILE).is_file():
+            from tokenizers import Tokenizer
+
+            subword = Tokenizer.from_file(str(folder / TOKENIZER_FILE))
+            subword.no_padding()
+            subword.no_truncation()
+        tokenizers = {}
+        for lang, spec in languages.items():
+            start, end = spec["rows"]
+            lang_rules = TokenizationRules.from_dict(spec.get("tokenization", {}))
+            needs_pieces = lang_rules.words == "teacher" or lang_rules.oov_backoff == "teacher_prefix"
+            tokenizers[lang] = WordTokenizer({words[i]: i for i in range(start, end)}, lang_rules,
+                                             subword if needs_pieces else None)
+        first = next(iter(tokenizers.values()))
+        return cls(table, first, config, scales, tokenizers)
 
     def encode_ids(self, id_lists: Sequence[Sequence[int]], normalize: bool = True) -> np.ndarray:
         """Mean (then L2-normalised) rows for each list of vocabulary ids."""
@@ -118,13 +143,56 @@ class StaticEmbedder:
             norms = np.linalg.norm(part, axis=1, keepdims=True) / scale
             np.divide(part, norms, out=part, where=norms > 0)
 
-    def encode(self, texts: Sequence[str] | str, batch_size: int = 4096, normalize: bool = True) -> np.ndarray:
-        """Encode texts into an (n, d) float32 array of L2-normalised sentence vectors."""
+    def encode(self, texts: Sequence[str] | str, batch_size: int = 4096, normalize: bool = True,
+               lang: str | None = None) -> np.ndarray:
+        """Encode texts into an (n, d) float32 array of L2-normalised sentence vectors.
+
+        ``lang`` selects a multilingual table's language (detected per text from its script when
+        omitted); a monolingual table ignores it.
+        """
         if isinstance(texts, str):
             texts = [texts]
-        chunks = [self.mean_rows(*self.tokenizer.batch_flat_ids(texts[i : i + batch_size]), normalize)
+        if not self.tokenizers:
+            return self._encode_with(self.tokenizer, texts, batch_size, normalize)
+        if lang is not None:
+            if lang not in self.tokenizers:
+                raise ValueError(f"this table has languages {self.languages}, not {lang!r}")
+            return self._encode_with(self.tokenizers[lang], texts, batch_size, normalize)
+        detected = np.array([detect_language(t, self.languages) for t in texts])
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for code in np.unique(detected):
+            rows = np.flatnonzero(detected == code)
+            out[rows] = self._encode_with(self.tokenizers[code], [texts[i] for i in rows], batch_size, normalize)
+        return out
+
+    def _encode_with(self, tokenizer: WordTokenizer, texts: Sequence[str], batch_size: int,
+                     normalize: bool) -> np.ndarray:
+        chunks = [self.mean_rows(*tokenizer.batch_flat_ids(texts[i : i + batch_size]), normalize)
                   for i in range(0, len(texts), batch_size)]
         return np.concatenate(chunks) if chunks else np.zeros((0, self.dim), dtype=np.float32)
+
+
+_KANA = re.compile(r"[\u3040-\u30ff]")
+_HAN = re.compile(r"[\u4e00-\u9fff\u3400-\u4dbf]")
+_GERMAN = re.compile(r"[äöüßÄÖÜ]|\b(?:der|die|das|und|ist|nicht|ein|eine|ich|zu|mit|sie|es|den|auf)\b")
+_ENGLISH = re.compile(r"\b(?:the|and|is|not|a|an|i|to|with|she|it|of|on|you|that)\b")
+
+
+def detect_language(text: str, languages: Sequence[str]) -> str:
+    """A language of ``languages`` for ``text`` from its script: kana -> ja, Han -> zh (else ja);
+    Latin script -> de when German letters or function words outnumber English ones, else en;
+    the first language when nothing decides."""
+    if "ja" in languages and _KANA.search(text):
+        return "ja"
+    if _HAN.search(text):
+        for code in ("zh", "ja"):
+            if code in languages:
+                return code
+    if "de" in languages and "en" in languages:
+        lowered = text.lower()
+        return "de" if len(_GERMAN.findall(lowered)) > len(_ENGLISH.findall(lowered)) else "en"
+    latin = [code for code in languages if code not in ("zh", "ja")]
+    return latin[0] if latin else languages[0]
 
 
 def load(path: str | Path, mmap: bool = True) -> StaticEmbedder:

