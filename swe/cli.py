@@ -43,6 +43,51 @@ def _add_build(sub) -> None:
     p.add_argument("--seed", type=int, help="seed for every sampling step (default 0)")
     p.add_argument("--force", action="store_true", help="recompute every stage")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    g = p.add_argument_group("bilingual / multilingual tables (--langs)")
+    g.add_argument("--langs", help="comma-separated languages, e.g. en,de (corpora given as --corpus LANG=PATH)")
+    g.add_argument("--parallel", nargs="+", help="english<TAB>other pair files (.tsv/.tsv.gz) for the contrastive "
+                   "refinement of the first two languages")
+    g.add_argument("--exclude", nargs="+", help="text files whose lines never enter training pairs (e.g. eval sets)")
+    g.add_argument("--no-contrastive", action="store_true", help="stop after the cross-lingual PCA")
+
+
+def _is_multilingual(args) -> bool:
+    if args.langs:
+        return True
+    if args.recipe:
+        import tomllib
+
+        return "langs" in tomllib.loads(Path(args.recipe).read_text())
+    return False
+
+
+def _multilingual_config(args):
+    from swe.pipeline.multilingual import MultilingualConfig, load_multilingual_recipe
+
+    config = load_multilingual_recipe(args.recipe) if args.recipe else MultilingualConfig()
+    if args.langs:
+        config.langs = [lang.strip() for lang in args.langs.split(",") if lang.strip()]
+    if args.corpus:
+        for item in args.corpus:
+            lang, sep, path = item.partition("=")
+            if not sep:
+                raise ValueError(f"with --langs give corpora as LANG=PATH, got {item!r}")
+            config.corpora.setdefault(lang, [])
+            config.corpora[lang] = [*config.corpora[lang], path] if args.recipe is None else [path]
+    for key, value in {"teacher": args.teacher, "out": args.out, "work_dir": args.work_dir, "device": args.device,
+                       "seed": args.seed, "parallel": args.parallel, "exclude": args.exclude,
+                       "vocab_size": args.vocab_size, "max_sentences": args.max_sentences}.items():
+        if value is not None:
+            setattr(config, key, value)
+    if args.dim is not None:
+        config.crosspca.dim = args.dim
+    if args.sentences_per_word is not None:
+        config.extract.sentences_per_word = args.sentences_per_word
+    if args.batch_size is not None:
+        config.extract.batch_size = args.batch_size
+    if args.no_contrastive:
+        config.contrastive_enabled = False
+    return config
 
 
 def _build_config(args):
@@ -77,6 +122,16 @@ def _build_config(args):
 def cmd_build(args) -> int:
     from swe.pipeline.build import build
 
+    if _is_multilingual(args):
+        from swe.pipeline.multilingual import build_multilingual
+
+        config = _multilingual_config(args)
+        report = build_multilingual(config, quiet=args.quiet)
+        print(f"\nmodel written to {config.out}  (dim {report['dim']}, languages {', '.join(config.langs)})")
+        for name, info in report["build"]["stages"].items():
+            print(f"{name:<16}{info.get('wall_s') or 0:>10.1f} s{info.get('peak_rss_mb') or 0:>8.0f} MB"
+                  f"  {'cached' if info.get('cached') else ''}")
+        return 0
     config = _build_config(args)
     report = build(config, force=args.force, quiet=args.quiet)
     stages = report["build"]["stages"]
@@ -135,12 +190,15 @@ def cmd_eval(args) -> int:
     from swe.eval.xling import evaluate_xling
 
     kind, encode = load_encoder(args.model, device=args.device)
+    languages = getattr(encode, "__self__", None) and getattr(encode.__self__, "languages", None)
     scores: dict[str, float] = {}
     if args.suite in ("en", "all"):
-        scores.update(evaluate_sts(encode, args.data, EN_SETS))
+        scores.update(evaluate_sts((lambda texts: encode(texts, lang="en")) if languages else encode,
+                                   args.data, EN_SETS))
     if args.suite in ("xling", "all"):
-        scores.update(evaluate_xling(lambda texts, lang: encode(texts), Path(args.data),
-                                     Path(args.bucc) if args.bucc else None))
+        by_lang = (lambda texts, lang: encode(texts, lang=lang)) if languages else (lambda texts, lang: encode(texts))
+        scores.update(evaluate_xling(by_lang, Path(args.data), Path(args.bucc) if args.bucc else None,
+                                     languages or None))
     print(f"{args.model} ({kind})")
     for name, value in scores.items():
         print(f"  {name:<18}{value:7.2f}")
@@ -205,6 +263,18 @@ def cmd_report(args) -> int:
         reports.ablations_report(Path(args.recipe), work, data, out, Path(args.ablation_models), command)
     if "analysis" in sections:
         reports.analysis_report(model, work, data, out, command)
+    if "multilingual" in sections:
+        from swe.eval.models import load_encoder
+        from swe.eval.xling import evaluate_xling
+
+        models = {Path(m).name: Path(m) for m in args.multilingual_models if (Path(m) / "config.json").is_file()}
+        teacher_scores = {}
+        if args.multilingual_teacher:
+            encode = load_encoder(args.multilingual_teacher, "cpu")[1]
+            scores = evaluate_xling(lambda texts, lang: encode(texts), data / "eval")
+            scores["English STS avg (7)"] = round(reports.score_encoder(encode, data)["avg"], 2)
+            teacher_scores[f"teacher {args.multilingual_teacher}"] = scores
+        reports.multilingual_report(models, data, out, command, teacher_scores)
     if "ensembles" in sections:
         members = {"ours": str(model), "WordLlama": "wordllama"}
         for label, folder in (("model2vec", "model2vec-minilm-256"), ("tokenlearn", "tokenlearn-minilm-256")):
@@ -285,9 +355,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--baselines", default="models/baselines", help="folder of `python -m swe.eval.baselines`")
     p.add_argument("--ablation-models", default="models/ablations")
     p.add_argument("--ensemble-models", default="models/ensembles")
+    p.add_argument("--multilingual-models", nargs="+", default=["models/me5-en-de", "models/me5-en-zh",
+                   "models/me5-en-ja", "models/me5-en-de-no-abtt"], help="bilingual builds for the multilingual section")
+    p.add_argument("--multilingual-teacher", default="me5-small", help="teacher scored beside them ('' to skip)")
     p.add_argument("--data", default="../shared/data", help="the shared data folder (eval/ and corpora/)")
     p.add_argument("--out", default="reports")
-    p.add_argument("--only", help="comma-separated sections: english,stages,ablations,analysis,ensembles")
+    p.add_argument("--only", help="comma-separated sections: english,stages,ablations,analysis,ensembles,multilingual "
+                   "(multilingual runs only when asked)")
     args = parser.parse_args(argv)
     level = logging.DEBUG if args.verbose else logging.WARNING if getattr(args, "quiet", False) else logging.INFO
     logging.basicConfig(level=level, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")

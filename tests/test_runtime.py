@@ -104,3 +104,16 @@ def test_grouped_mean_equals_float64_per_text_mean(dtype, monkeypatch):
     for i, (start, n) in enumerate(zip(starts, lengths)):
         expected = rows[flat[start:start + n]].mean(axis=0) if n else np.zeros(8)
         np.testing.assert_allclose(out[i], expected, rtol=1e-6, atol=1e-6)
+
+
+def test_language_detection_from_script():
+    from swe.runtime.embedder import detect_language
+
+    langs = ["en", "de", "zh", "ja"]
+    assert detect_language("これはペンです。", langs) == "ja"
+    assert detect_language("我喜欢苹果。", langs) == "zh"
+    assert detect_language("我喜欢苹果。", ["en", "ja"]) == "ja"  # Han without a zh table: the Japanese one
+    assert detect_language("Der Hund und die Katze schlafen.", langs) == "de"
+    assert detect_language("The dog and the cat sleep.", langs) == "en"
+    assert detect_language("Straße", ["en", "de"]) == "de"
+    assert detect_language("12345", ["de", "zh"]) == "de"

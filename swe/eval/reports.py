@@ -275,3 +275,77 @@ def ensembles_report(members: dict[str, str], pairs: list[tuple[str, ...]], data
                     for name, r in results.items() if name != "alone"])]
     (out / "ensembles.md").write_text("\n".join(text) + "\n", encoding="utf-8")
     return results
+
+
+def multilingual_report(models: dict[str, Path], data_dir: Path, out: Path, command: str,
+                        teacher_scores: dict[str, dict] | None = None) -> dict:
+    """Bilingual tables: cross-lingual scores and English STS after the cross-lingual PCA and after the
+    contrastive stage, the silhouette of the language clusters (paper footnote 16) and a 2-D picture of
+    the sentence vectors before PCA, after PCA without ABTT and with ABTT (paper Figure 1)."""
+    from swe import load
+    from swe.eval.stage_table import stage_dirs
+    from swe.eval.xling import evaluate_xling
+    from swe.runtime import StaticEmbedder
+
+    results, sil_rows = {}, []
+    columns: list[str] = []
+    for label, folder in models.items():
+        model = load(folder)
+        build = model.config["build"]
+        work_dir = Path(build["config"]["work_dir"] or f"{build['config']['out']}.work")
+        stages = stage_dirs(model, work_dir)
+        variants = {"cross-lingual PCA": np.load(stages["crosspca"] / "table.npy")}
+        if "contrastive" in stages:
+            variants["+ contrastive"] = np.load(stages["contrastive"] / "table.npy")
+        for stage, table in variants.items():
+            variant = StaticEmbedder(table, model.tokenizer, model.config, None, model.tokenizers)
+            scores = evaluate_xling(lambda texts, lang, v=variant: v.encode(texts, lang=lang), data_dir / "eval",
+                                    languages=model.languages)
+            english = score_encoder(lambda texts, v=variant: v.encode(texts, lang="en"), data_dir)
+            scores["English STS avg (7)"] = round(english["avg"], 2)
+            results[f"{label} / {stage}"] = scores
+            columns += [c for c in scores if c not in columns]
+        stats = model.config["build"]["stages"]["crosspca"]["stats"]
+        sil_rows.append([label, *(f"{v:.3f}" for v in stats["silhouette"].values()), f"{stats['dropped_variance']:.3f}"])
+        _language_plot(stages["crosspca"] / "projection.npz", model.languages, out / f"languages_{label}.png", label)
+    teacher_scores = teacher_scores or {}
+    for label, scores in teacher_scores.items():
+        columns += [c for c in scores if c not in columns]
+    rows = [[name, *(f"{scores[c]:.2f}" if c in scores else "" for c in columns)]
+            for name, scores in {**teacher_scores, **results}.items()]
+    text = ["# Bilingual tables (paper 3.3, 4.4)", "", _provenance(command), "",
+            "Cross-lingual STS (STS17 en-de, STS-B en-xx: s1 English, s2 translated), Tatoeba retrieval x -> eng "
+            "(accuracy and MTEB's weighted F1), and English STS (7-set average) to show monolingual quality "
+            "before and after the contrastive stage. Each table is evaluated only on the languages it has.", "",
+            _table(["model / stage", *columns], rows), "",
+            "## Language clusters (paper footnote 16)", "",
+            "Silhouette of the language labels over the sentence vectors (1 = languages fully separated, 0 = "
+            "mixed), and the variance share of the r components ABTT drops.", "",
+            _table(["table", "before PCA", "PCA without ABTT", "PCA with ABTT", "dropped variance"], sil_rows), "",
+            *[f"![{label}](languages_{label}.png)" for label in models]]
+    (out / "multilingual.md").write_text("\n".join(text) + "\n", encoding="utf-8")
+    return results
+
+
+def _language_plot(projection: Path, languages: list[str], path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    with np.load(projection) as data:
+        views = {"before PCA": data["before"], "PCA without ABTT": data["no_abtt"], "PCA with ABTT": data["with_abtt"]}
+        labels = data["labels"]
+    fig, axes = plt.subplots(1, 3, figsize=(13, 4.2), dpi=110)
+    for ax, (name, xy) in zip(axes, views.items()):
+        for number, lang in enumerate(languages):
+            mask = labels == number
+            ax.scatter(xy[mask, 0], xy[mask, 1], s=4, alpha=0.5, label=lang)
+        ax.set_title(name)
+        ax.set_xticks([])
+        ax.set_yticks([])
+    axes[0].legend(markerscale=4)
+    fig.suptitle(f"{title}: sentence vectors by language, first two components")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)

@@ -159,11 +159,21 @@ def bucc(encode: LangEncoder, folder: Path, lang: str, split: str = "test") -> d
     return result
 
 
-def evaluate_xling(encode: LangEncoder, root: Path, bucc_dir: Path | None = None) -> dict[str, float]:
-    scores = {"STS17 en-de": score_cross_pairs(encode, load_sts17_en_de(root), "en", "de")}
+def evaluate_xling(encode: LangEncoder, root: Path, bucc_dir: Path | None = None,
+                   languages: list[str] | None = None) -> dict[str, float]:
+    """Every cross-lingual set; with ``languages`` (a multilingual table's), only the sets it can encode."""
+    def covered(lang: str) -> bool:
+        return languages is None or ("en" in languages and lang in languages)
+
+    scores = {}
+    if covered("de"):
+        scores["STS17 en-de"] = score_cross_pairs(encode, load_sts17_en_de(root), "en", "de")
     for lang in STSB_LANGS:
-        scores[f"STSB en-{lang}"] = score_cross_pairs(encode, load_stsb_cross(root, lang), "en", lang)
+        if covered(lang):
+            scores[f"STSB en-{lang}"] = score_cross_pairs(encode, load_stsb_cross(root, lang), "en", lang)
     for lang in TATOEBA_LANGS:
+        if not covered(ISO1[lang]):
+            continue
         result = tatoeba(encode, root, lang)
         scores[f"Tatoeba {lang} acc"] = result["accuracy"]
         scores[f"Tatoeba {lang} F1"] = result["f1"]
@@ -171,7 +181,7 @@ def evaluate_xling(encode: LangEncoder, root: Path, bucc_dir: Path | None = None
         langs = sorted({p.name.split("-")[0] for p in Path(bucc_dir).glob("*-en.*.gold")})
         if not langs:
             raise FileNotFoundError(f"no BUCC '<xx>-en.<split>.gold' files in {bucc_dir}")
-        for lang in langs:
+        for lang in [code for code in langs if covered(code)]:
             split = "test" if (Path(bucc_dir) / f"{lang}-en.test.gold").is_file() else "training"
             result = bucc(encode, Path(bucc_dir), lang, split)
             scores[f"BUCC {lang}-en mining F1"] = result["mining f1"]

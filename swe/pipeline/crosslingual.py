@@ -15,6 +15,7 @@ from __future__ import annotations
 import gzip
 import json
 import logging
+import re
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -136,22 +137,37 @@ def contrastive_loss(a, b, tau: float):
     return (F.cross_entropy(logits, target) + F.cross_entropy(logits.T, target)) / 2
 
 
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef\u3000-\u303f"
+_CJK_GAP = re.compile(f"(?<=[{_CJK}]) +(?=[{_CJK}])")
+
+
+def _lines(path: str) -> list[str]:
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8", errors="replace") as handle:
+        return [line.rstrip("\n") for line in handle]
+
+
 def read_parallel(paths: list[str], exclude: set[str] = frozenset()) -> list[tuple[str, str]]:
-    """``english<TAB>other`` lines (plain or .gz); pairs whose either side (case-folded) is in ``exclude``
-    (e.g. the evaluation sentences) are dropped, as are exact repeats."""
+    """Translation pairs from ``english<TAB>other`` files (plain or .gz) or from ``EN_FILE::OTHER_FILE``
+    line-aligned file pairs. Spaces between CJK characters are removed (segmented corpora such as Tanaka);
+    pairs whose either side (case-folded) is in ``exclude`` (the evaluation sentences) are dropped, as are
+    exact repeats."""
     pairs, seen = [], set()
     for path in paths:
-        opener = gzip.open if str(path).endswith(".gz") else open
-        with opener(path, "rt", encoding="utf-8", errors="replace") as handle:
-            for line in handle:
-                cols = line.rstrip("\n").split("\t")
-                if len(cols) < 2 or not cols[0].strip() or not cols[1].strip():
-                    continue
-                a, b = cols[0].strip(), cols[1].strip()
-                if a.casefold() in exclude or b.casefold() in exclude or (a, b) in seen:
-                    continue
-                seen.add((a, b))
-                pairs.append((a, b))
+        if "::" in path:
+            left, right = path.split("::", 1)
+            a_lines, b_lines = _lines(left), _lines(right)
+            if len(a_lines) != len(b_lines):
+                raise ValueError(f"{left} has {len(a_lines)} lines but {right} has {len(b_lines)}")
+            rows = zip(a_lines, b_lines)
+        else:
+            rows = (line.split("\t")[:2] for line in _lines(path) if line.count("\t") >= 1)
+        for a, b in rows:
+            a, b = a.strip(), _CJK_GAP.sub("", b.strip())
+            if not a or not b or a.casefold() in exclude or b.casefold() in exclude or (a, b) in seen:
+                continue
+            seen.add((a, b))
+            pairs.append((a, b))
     return pairs
 
 
@@ -210,10 +226,14 @@ def run_contrastive(config: ContrastiveConfig, crosspca: StageResult, pairs: lis
 
         history = {"steps": [0], "val_loss": [validation()]}
         best, best_table, bad, step, start = history["val_loss"][0], weights.weight.detach().clone(), 0, 0, time.time()
-        train_rows = np.arange(n - held)
+        epoch: list[np.ndarray] = []
         while step < config.max_steps and bad < config.patience:
             for _ in range(config.eval_every):
-                rows = rng.choice(train_rows, size=config.batch_size, replace=False)
+                if not epoch:  # a fresh shuffle of the training pairs, cut into batches
+                    order = rng.permutation(n - held)
+                    epoch = [order[i : i + config.batch_size]
+                             for i in range(0, len(order) - config.batch_size + 1, config.batch_size)][::-1]
+                rows = epoch.pop()
                 loss = contrastive_loss(encode(left, rows), encode(right, rows), config.tau)
                 optimizer.zero_grad()
                 loss.backward()

