@@ -184,6 +184,17 @@ def cmd_dedup(args) -> int:
     return 0
 
 
+def cmd_vocab(args) -> int:
+    from swe.teachers.lens import example_clusters, vocab_clusters
+
+    summary = vocab_clusters(args.model, args.k, Path(args.out), args.seed)
+    print(f"{summary['rows']:,} rows of {args.model}'s {summary['matrix']} -> {args.k} clusters -> {args.out} "
+          f"(centroids: {summary['centroids']})")
+    for members in example_clusters(summary):
+        print("  {" + ", ".join(members) + "}")
+    return 0
+
+
 def cmd_eval(args) -> int:
     from swe.eval.models import load_encoder
     from swe.eval.sts import EN_SETS, evaluate_sts
@@ -327,6 +338,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--search", choices=["auto", "exact", "ann"], default="auto")
     p.add_argument("--batch-size", type=int, default=8192)
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p = sub.add_parser("vocab", help="vocabulary resources: LENS token clusters")
+    vocab_sub = p.add_subparsers(dest="vocab_command", required=True)
+    q = vocab_sub.add_parser("clusters", help="KMeans over a model's LM head (or token embeddings): a LENS head")
+    q.add_argument("--model", required=True, help="teacher short name, folder or hub id")
+    q.add_argument("--k", type=int, default=4000)
+    q.add_argument("--out", required=True, help="JSON of cluster -> tokens; centroids go beside it")
+    q.add_argument("--seed", type=int, default=0)
     p = sub.add_parser("eval", help="STS (STS12-16, STS-B test, SICK-R) and cross-lingual suites")
     p.add_argument("model", help="a swe model folder, or a teacher (short name, folder, hub id)")
     p.add_argument("--data", default="../shared/data/eval", help="folder with sts12..sts16, stsb, sick, ...")
@@ -366,7 +384,7 @@ def main(argv: list[str] | None = None) -> int:
     level = logging.DEBUG if args.verbose else logging.WARNING if getattr(args, "quiet", False) else logging.INFO
     logging.basicConfig(level=level, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
     handlers = {"build": cmd_build, "encode": cmd_encode, "export": cmd_export, "ensemble": cmd_ensemble,
-                "dedup": cmd_dedup, "eval": cmd_eval, "bench": cmd_bench, "bench-extract": cmd_bench_extract, "report": cmd_report}
+                "dedup": cmd_dedup, "vocab": cmd_vocab, "eval": cmd_eval, "bench": cmd_bench, "bench-extract": cmd_bench_extract, "report": cmd_report}
     try:
         return handlers[args.command](args)
     except (ValueError, FileNotFoundError, PermissionError, IsADirectoryError, UnicodeDecodeError) as exc:

@@ -209,7 +209,7 @@ def run_extract(config: ExtractConfig, corpus: StageResult, vocab: StageResult, 
                    disable=quiet, smoothing=0.05)
         for u in range(units_done, n_units):
             lo, hi = u * unit, min((u + 1) * unit, len(texts))
-            pooled = np.zeros((hi - lo, teacher.dim), dtype=np.float32)
+            pooled = np.zeros((hi - lo, teacher.pooled_dim), dtype=np.float32)
             for start in range(lo, hi, config.batch_size):
                 stop = min(start + config.batch_size, hi)
                 batch_texts = texts[start:stop]
@@ -235,7 +235,7 @@ def run_extract(config: ExtractConfig, corpus: StageResult, vocab: StageResult, 
         np.save(run.out / VECTORS_FILE, table)
         np.save(run.out / CONTEXT_COUNTS_FILE, ctx)
         pooled_all = np.concatenate([np.load(run.partial / f"pooled-{u:06d}.npy") for u in range(n_units)]) \
-            if n_units else np.zeros((0, teacher.dim), np.float32)
+            if n_units else np.zeros((0, teacher.pooled_dim), np.float32)
         np.save(run.out / TEACHER_EMBEDDINGS_FILE, pooled_all)
         with open(run.out / SENTENCES_FILE, "w", encoding="utf-8") as handle:
             handle.writelines(t + "\n" for t in texts)

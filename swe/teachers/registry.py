@@ -43,6 +43,13 @@ TEACHERS: dict[str, TeacherSpec] = {
         TeacherSpec("labse", "sentence-transformers/LaBSE", notes="768-d, 109 languages, CLS pooling + dense"),
         TeacherSpec("gte-multilingual", "Alibaba-NLP/gte-multilingual-base", trust_remote_code=True,
                     notes="768-d multilingual, CLS pooling; the paper's multilingual teacher"),
+        TeacherSpec("e5-mistral", "intfloat/e5-mistral-7b-instruct", notes="4096-d decoder LLM, last-token pooling",
+                    extra={"kind": "decoder", "pooling": "last", "padding_side": "left",
+                           "instruction": "Instruct: Retrieve semantically similar text.\nQuery: "}),
+        TeacherSpec("nv-embed-v2", "nvidia/NV-Embed-v2", trust_remote_code=True,
+                    notes="4096-d bidirectional Mistral + latent attention (GPU: about 16 GB in bf16)",
+                    extra={"kind": "nvembed", "trust_remote_code": True,
+                           "instruction": "Instruct: Retrieve semantically similar text.\nQuery: "}),
     ]
 }
 
@@ -86,9 +93,55 @@ def resolve_teacher(name_or_path: str) -> tuple[Path, TeacherSpec]:
     return folder, spec or TeacherSpec(name=hub_id, hub_id=hub_id)
 
 
-def load_teacher(name_or_path: str, device: str = "auto", batch_size: int = 64):
-    """Resolve and load a teacher (needs the ``build`` extra)."""
-    from swe.teachers.sentence_transformer import SentenceTransformerTeacher
+LLM_KINDS = ("decoder", "lens", "causal2vec", "nvembed")
 
+
+def teacher_kind(folder: Path, spec: TeacherSpec) -> str:
+    """``sentence-transformer`` or one of ``LLM_KINDS``: from the folder's ``swe_teacher.json``, the registry
+    entry, or (a decoder-only architecture in config.json) ``decoder``."""
+    import json
+
+    settings = folder / "swe_teacher.json"
+    if settings.is_file():
+        return json.loads(settings.read_text()).get("kind", "decoder")
+    if spec.extra.get("kind"):
+        return spec.extra["kind"]
+    config = folder / "config.json"
+    if config.is_file() and not (folder / "modules.json").is_file():
+        architectures = json.loads(config.read_text()).get("architectures") or []
+        if any(a.endswith("ForCausalLM") for a in architectures):
+            return "decoder"
+    return "sentence-transformer"
+
+
+def load_teacher(name_or_path: str, device: str = "auto", batch_size: int = 64):
+    """Resolve and load a teacher (needs the ``build`` extra): a sentence-transformers model, or a decoder LLM,
+    LENS, Causal2Vec or NV-Embed teacher (``swe.teachers.decoder`` and siblings)."""
     folder, spec = resolve_teacher(name_or_path)
-    return SentenceTransformerTeacher(folder, spec, device=device, batch_size=batch_size)
+    kind = teacher_kind(folder, spec)
+    if kind == "sentence-transformer":
+        from swe.teachers.sentence_transformer import SentenceTransformerTeacher
+
+        return SentenceTransformerTeacher(folder, spec, device=device, batch_size=batch_size)
+    from swe.teachers.decoder import DecoderSettings
+
+    settings = DecoderSettings.read(folder, **{k: v for k, v in spec.extra.items() if k != "kind"}, kind=kind)
+    if kind == "lens":
+        from swe.teachers.lens import LensTeacher
+
+        settings.bidirectional = True
+        return LensTeacher(folder, spec, device, batch_size, settings, k=spec.extra.get("k"))
+    if kind == "causal2vec":
+        from swe.teachers.causal2vec import Causal2VecTeacher
+
+        return Causal2VecTeacher(folder, spec, device, batch_size, settings)
+    if kind == "nvembed":
+        from swe.teachers.nvembed import NVEmbedTeacher
+
+        settings.bidirectional = True
+        return NVEmbedTeacher(folder, spec, device, batch_size, settings)
+    if kind != "decoder":
+        raise TeacherError(f"{folder}: unknown teacher kind {kind!r}; known: sentence-transformer, {', '.join(LLM_KINDS)}")
+    from swe.teachers.decoder import DecoderTeacher
+
+    return DecoderTeacher(folder, spec, device, batch_size, settings)

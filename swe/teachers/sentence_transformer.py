@@ -103,6 +103,7 @@ class SentenceTransformerTeacher:
             raise TeacherError(f"could not load teacher weights from {self.folder}: {exc}") from exc
         self.model.to(self.device).eval()
         self.dim = int(self.model.config.hidden_size)
+        self.pooled_dim = self.dim
         self._takes_token_types = "token_type_ids" in inspect.signature(self.model.forward).parameters
 
     @property
