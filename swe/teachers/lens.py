@@ -73,6 +73,10 @@ class LensTeacher(DecoderTeacher):
         head_file = self.folder / HEAD_FILE
         if head_file.is_file():
             centroids = np.load(head_file)
+        elif (self.folder / "lm_head.pth").is_file():  # the public LENS release ships its clustered head
+            state = torch.load(self.folder / "lm_head.pth", map_location="cpu", weights_only=True)
+            weight = state["weight"] if isinstance(state, dict) else state
+            centroids = weight.float().numpy()
         else:
             if self._k is None:
                 raise TeacherError(f"{self.folder} has no {HEAD_FILE}: give the number of clusters k")

@@ -96,6 +96,15 @@ class NVEmbedTeacher(DecoderTeacher):
                  settings: DecoderSettings | None = None, model=None, latent: LatentAttention | None = None) -> None:
         settings = settings or DecoderSettings.read(folder, kind="nvembed", bidirectional=True)
         super().__init__(folder, spec, device, batch_size, settings, model)
+        hub = getattr(self.model, "latent_attention_model", None)
+        if latent is None and hub is not None:  # nvidia/NV-Embed-v2 through trust_remote_code: reuse its weights
+            state = hub.state_dict()
+            heads = 8
+            inner = state["cross_attend_blocks.0.fn.to_q.weight"].shape[0]
+            latent = LatentAttention(self.hidden_size, state["latents"].shape[0], heads, inner // heads,
+                                     state["cross_attend_blocks.1.fn.net.2.weight"].shape[1] // self.hidden_size)
+            latent.load_state_dict(state)
+            self.model = self.model.embedding_model.to(self.device).eval()
         if latent is None:
             from safetensors.torch import load_file
 
