@@ -57,30 +57,34 @@ _SECTIONS = {"corpus": CorpusConfig, "vocab": VocabConfig, "extract": ExtractCon
              "distill": DistillConfig}
 
 
-def load_recipe(path: str | Path) -> BuildConfig:
-    """A build from a TOML recipe in ``pipelines/``: top-level keys and one table per stage."""
+def apply_recipe(config, path: str | Path, sections: tuple[str, ...]):
+    """Set ``config``'s fields from a TOML recipe: top-level keys, and one table per named stage section."""
     data = tomllib.loads(Path(path).read_text())
-    config = BuildConfig()
     for key, value in data.items():
-        if key in _SECTIONS:
+        if key in sections:
             section = getattr(config, key)
-            names = {f.name for f in fields(section)}
-            unknown = set(value) - names
+            unknown = set(value) - {f.name for f in fields(section)}
             if unknown:
                 raise BuildError(f"{path}: unknown keys in [{key}]: {sorted(unknown)}")
             for name, item in value.items():
                 setattr(section, name, item)
-        elif key in {f.name for f in fields(BuildConfig)}:
+        elif key in {f.name for f in fields(config)}:
             setattr(config, key, value)
         elif key not in ("name", "description"):
             raise BuildError(f"{path}: unknown key {key!r}")
     return config
 
 
-def _peak_summary(results: list[StageResult]) -> dict:
-    return {r.name: {"wall_s": r.manifest.get("wall_s"), "peak_rss_mb": r.manifest.get("peak_rss_mb"),
-                     "cached": r.cached, "artifact": r.path.name, **({"stats": r.stats} if r.stats else {})}
-            for r in results}
+def load_recipe(path: str | Path) -> BuildConfig:
+    """A build from a TOML recipe in ``pipelines/``: top-level keys and one table per stage."""
+    return apply_recipe(BuildConfig(), path, tuple(_SECTIONS))
+
+
+def stage_summary(results: list[tuple[str, StageResult]]) -> dict:
+    """Cost, cache state, artifact folder and statistics of each (named) stage, for the model's config.json."""
+    return {name: {"wall_s": r.manifest.get("wall_s"), "peak_rss_mb": r.manifest.get("peak_rss_mb"),
+                   "cached": r.cached, "artifact": r.path.name, **({"stats": r.stats} if r.stats else {})}
+            for name, r in results}
 
 
 def build(config: BuildConfig, force: bool = False, quiet: bool = False) -> dict:
@@ -127,7 +131,7 @@ def build(config: BuildConfig, force: bool = False, quiet: bool = False) -> dict
         "abtt_dropped": pca.stats.get("drop"),
         "tokenization": rules.to_dict(),
         "swe_version": __import__("swe").__version__,
-        "build": {"config": asdict(config), "stages": _peak_summary(stages)},
+        "build": {"config": asdict(config), "stages": stage_summary([(r.name, r) for r in stages])},
     }
     report["teacher"].pop("path", None)
     export_model(Path(config.out), table, words, tokenizer_json, report, pca.path / PCA_FILE, config.dtype)

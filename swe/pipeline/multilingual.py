@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import copy
 import time
-import tomllib
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from swe.pipeline.build import BuildError
+from swe.pipeline.build import BuildError, apply_recipe, stage_summary
 from swe.pipeline.corpus import CorpusConfig, run_corpus
 from swe.pipeline.crosslingual import (
     TABLE_FILE,
@@ -71,22 +70,7 @@ class MultilingualConfig:
 
 
 def load_multilingual_recipe(path: str | Path) -> MultilingualConfig:
-    data = tomllib.loads(Path(path).read_text())
-    config = MultilingualConfig()
-    sections = {"extract": ExtractConfig, "crosspca": CrossPCAConfig, "contrastive": ContrastiveConfig}
-    for key, value in data.items():
-        if key in sections:
-            section = getattr(config, key)
-            unknown = set(value) - {f.name for f in fields(section)}
-            if unknown:
-                raise BuildError(f"{path}: unknown keys in [{key}]: {sorted(unknown)}")
-            for name, item in value.items():
-                setattr(section, name, item)
-        elif key in {f.name for f in fields(MultilingualConfig)}:
-            setattr(config, key, value)
-        elif key not in ("name", "description"):
-            raise BuildError(f"{path}: unknown key {key!r}")
-    return config
+    return apply_recipe(MultilingualConfig(), path, ("extract", "crosspca", "contrastive"))
 
 
 def language_rules(lang: str) -> TokenizationRules:
@@ -168,9 +152,7 @@ def build_multilingual(config: MultilingualConfig, quiet: bool = False) -> dict:
     words = [w for lang in config.langs for w in words_by_lang[lang]]
     languages = {lang: {"rows": [int(offsets[i]), int(offsets[i + 1])], "tokenization": language_rules(lang).to_dict()}
                  for i, lang in enumerate(config.langs)}
-    summary = {name: {"wall_s": s.manifest.get("wall_s"), "peak_rss_mb": s.manifest.get("peak_rss_mb"),
-                      "cached": s.cached, "artifact": s.path.name, **({"stats": s.stats} if s.stats else {})}
-               for name, s in stages}
+    summary = stage_summary(stages)
     report = {"teacher": {k: v for k, v in teacher.describe().items() if k != "path"}, "dim": int(table.shape[1]),
               "languages": languages, "tokenization": language_rules(config.langs[0]).to_dict(),
               "swe_version": __import__("swe").__version__,
