@@ -185,7 +185,7 @@ held_out = 128
     assert set(stages["crosspca"]["stats"]["silhouette"]) == {"before PCA", "PCA without ABTT", "PCA with ABTT"}
     stats = stages["contrastive"]["stats"]
     assert stats["val_loss_best"] < stats["val_loss_start"]
-    assert stats["pairs_read"] == len(set(parallel_pairs(800, 1)) - {p for p in parallel_pairs(800, 1)
+    assert stats["pairs_read en-zh"] == len(set(parallel_pairs(800, 1)) - {p for p in parallel_pairs(800, 1)
                                                                       if p[0] == pairs[0][0]})
     texts_en, texts_zh = ["The cat sees the dog."], ["人生大。"]
     np.testing.assert_allclose(model.encode(texts_zh), model.encode(texts_zh, lang="zh"))  # detected from script

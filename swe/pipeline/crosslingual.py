@@ -171,15 +171,31 @@ def read_parallel(paths: list[str], exclude: set[str] = frozenset()) -> list[tup
     return pairs
 
 
-def run_contrastive(config: ContrastiveConfig, crosspca: StageResult, pairs: list[tuple[str, str]],
-                    make_tokenizers, langs: tuple[str, str], teacher, work_dir: Path,
+@dataclass
+class _PairSet:
+    """One language pair's tokenised pairs, split into training and held-out rows."""
+
+    left: object
+    right: object
+    n_train: int
+    n_held: int
+
+
+def run_contrastive(config: ContrastiveConfig, crosspca: StageResult,
+                    pair_sets: dict[tuple[str, str], list[tuple[str, str]]], make_tokenizers, teacher, work_dir: Path,
                     force: bool = False, quiet: bool = False) -> StageResult:
-    """Refine the joint table on ``pairs`` of (langs[0] text, langs[1] text); ``make_tokenizers()`` maps each
-    language to a WordTokenizer over its rows of the joint table."""
+    """Refine the joint table on translation pairs: ``pair_sets`` maps (language a, language b) to pairs of
+    (a text, b text); ``make_tokenizers()`` maps each language to a WordTokenizer over its rows of the joint
+    table. With several language pairs the steps go round-robin over them (joint multilingual training),
+    and the held-out loss is their mean."""
     from swe.pipeline.stage import text_digest
 
-    identity = {**asdict(config), "langs": list(langs),
-                "pairs": text_digest("\n".join(f"{a}\t{b}" for a, b in pairs))}
+    digests = {f"{a}-{b}": text_digest("\n".join(f"{x}\t{y}" for x, y in pairs)) for (a, b), pairs in pair_sets.items()}
+    if len(pair_sets) == 1:
+        (langs, _), = pair_sets.items()
+        identity = {**asdict(config), "langs": list(langs), "pairs": next(iter(digests.values()))}
+    else:
+        identity = {**asdict(config), "pair_sets": digests}
 
     def compute(run: StageRun) -> dict:
         import torch
@@ -189,52 +205,59 @@ def run_contrastive(config: ContrastiveConfig, crosspca: StageResult, pairs: lis
         table = np.load(crosspca.path / TABLE_FILE)
         tokenizers = make_tokenizers()
         rng = np.random.default_rng(config.seed)
-        kept = list(pairs)
-        stats = {"pairs_read": len(kept)}
-        if config.min_teacher_similarity is not None:
-            sims = _teacher_similarity(teacher, kept)
-            kept = [p for p, s in zip(kept, sims) if s >= config.min_teacher_similarity]
-            stats["pairs_after_teacher_filter"] = len(kept)
-        order = rng.permutation(len(kept))
-        if config.max_pairs:
-            order = order[: config.max_pairs]
-        left = [tokenizers[langs[0]].ids(kept[i][0]) for i in order]
-        right = [tokenizers[langs[1]].ids(kept[i][1]) for i in order]
-        usable = [k for k in range(len(order)) if left[k] and right[k]]
-        left, right = PackedIds([left[k] for k in usable]), PackedIds([right[k] for k in usable])
-        n = len(usable)
-        held = min(config.held_out, n // 5)
-        if n - held < config.batch_size:
-            raise ValueError(f"only {n} usable parallel pairs; contrastive training needs more than "
-                             f"{config.batch_size + held}")
+        stats: dict = {}
+        sets: list[_PairSet] = []
+        for (a, b), pairs in pair_sets.items():
+            kept = list(pairs)
+            stats[f"pairs_read {a}-{b}"] = len(kept)
+            if config.min_teacher_similarity is not None:
+                sims = _teacher_similarity(teacher, kept)
+                kept = [p for p, s in zip(kept, sims) if s >= config.min_teacher_similarity]
+                stats[f"pairs_after_teacher_filter {a}-{b}"] = len(kept)
+            order = rng.permutation(len(kept))[: config.max_pairs or None]
+            left = [tokenizers[a].ids(kept[i][0]) for i in order]
+            right = [tokenizers[b].ids(kept[i][1]) for i in order]
+            usable = [k for k in range(len(order)) if left[k] and right[k]]
+            n = len(usable)
+            held = min(config.held_out, n // 5)
+            if n - held < config.batch_size:
+                raise ValueError(f"only {n} usable {a}-{b} parallel pairs; contrastive training needs more than "
+                                 f"{config.batch_size + held}")
+            sets.append(_PairSet(PackedIds([left[k] for k in usable]), PackedIds([right[k] for k in usable]),
+                                 n - held, held))
+            stats[f"pairs_used {a}-{b}"], stats[f"held_out {a}-{b}"] = n - held, held
         weights = torch.nn.Embedding.from_pretrained(torch.from_numpy(table.copy()), freeze=False, sparse=True)
         optimizer = torch.optim.SparseAdam(weights.parameters(), lr=config.lr)
         bag = torch.nn.functional.embedding_bag
 
-        def encode(packed: PackedIds, rows: np.ndarray) -> torch.Tensor:
+        def encode(packed, rows: np.ndarray) -> torch.Tensor:
             flat, offsets = packed.batch(rows)
             return bag(flat, weights.weight, offsets, mode="mean", sparse=True)
 
-        val_rows = np.arange(n - held, n)
-
         def validation() -> float:
+            losses = []
             with torch.no_grad():
-                losses = [contrastive_loss(encode(left, val_rows[i : i + config.batch_size]),
-                                           encode(right, val_rows[i : i + config.batch_size]), config.tau).item()
-                          for i in range(0, held - config.batch_size + 1, config.batch_size)]
+                for pair_set in sets:
+                    rows = np.arange(pair_set.n_train, pair_set.n_train + pair_set.n_held)
+                    losses += [contrastive_loss(encode(pair_set.left, rows[i : i + config.batch_size]),
+                                                encode(pair_set.right, rows[i : i + config.batch_size]),
+                                                config.tau).item()
+                               for i in range(0, pair_set.n_held - config.batch_size + 1, config.batch_size)]
             return float(np.mean(losses)) if losses else float("nan")
 
         history = {"steps": [0], "val_loss": [validation()]}
         best, best_table, bad, step, start = history["val_loss"][0], weights.weight.detach().clone(), 0, 0, time.time()
-        epoch: list[np.ndarray] = []
+        epochs: list[list[np.ndarray]] = [[] for _ in sets]
         while step < config.max_steps and bad < config.patience:
             for _ in range(config.eval_every):
-                if not epoch:  # a fresh shuffle of the training pairs, cut into batches
-                    order = rng.permutation(n - held)
-                    epoch = [order[i : i + config.batch_size]
-                             for i in range(0, len(order) - config.batch_size + 1, config.batch_size)][::-1]
+                which = step % len(sets)
+                pair_set, epoch = sets[which], epochs[which]
+                if not epoch:  # a fresh shuffle of this set's training pairs, cut into batches
+                    order = rng.permutation(pair_set.n_train)
+                    epoch += [order[i : i + config.batch_size]
+                              for i in range(0, len(order) - config.batch_size + 1, config.batch_size)][::-1]
                 rows = epoch.pop()
-                loss = contrastive_loss(encode(left, rows), encode(right, rows), config.tau)
+                loss = contrastive_loss(encode(pair_set.left, rows), encode(pair_set.right, rows), config.tau)
                 optimizer.zero_grad()
                 loss.backward()
                 optimizer.step()
@@ -251,9 +274,8 @@ def run_contrastive(config: ContrastiveConfig, crosspca: StageResult, pairs: lis
         np.save(run.out / TABLE_FILE, best_table.numpy().astype(np.float32))
         (run.out / "history.json").write_text(json.dumps(history))
         best_step = history["steps"][int(np.argmin(history["val_loss"]))]
-        return {**stats, "pairs_used": n - held, "held_out": held, "steps": step, "best_step": best_step,
-                "val_loss_start": round(history["val_loss"][0], 4), "val_loss_best": round(best, 4),
-                "train_s": round(time.time() - start, 1)}
+        return {**stats, "steps": step, "best_step": best_step, "val_loss_start": round(history["val_loss"][0], 4),
+                "val_loss_best": round(best, 4), "train_s": round(time.time() - start, 1)}
 
     return run_stage("contrastive", work_dir, identity, [crosspca], compute, force=force, quiet=quiet)
 

@@ -41,7 +41,9 @@ class MultilingualConfig:
     teacher: str = "me5-small"
     langs: list[str] = field(default_factory=lambda: ["en", "de"])
     corpora: dict[str, list[str]] = field(default_factory=dict)
-    parallel: list[str] = field(default_factory=list)  # english<TAB>other files, for langs[0] vs langs[1]
+    # english<TAB>other files: a list pairs langs[0] with langs[1]; a table {lang: [files]} pairs langs[0] with
+    # each named language (joint training over all of them)
+    parallel: list[str] | dict[str, list[str]] = field(default_factory=list)
     exclude: list[str] = field(default_factory=list)  # text files whose lines never enter training pairs
     out: str = "models/me5-en-de"
     work_dir: str | None = None
@@ -67,6 +69,15 @@ class MultilingualConfig:
             raise BuildError(f"no monolingual corpus for {', '.join(missing)} (give --corpus LANG=PATH)")
         if self.contrastive_enabled and not self.parallel:
             raise BuildError("contrastive refinement needs parallel pairs (--parallel PATH), or --no-contrastive")
+        unknown = [lang for lang in self.parallel_files() if lang not in self.langs[1:]]
+        if unknown:
+            raise BuildError(f"parallel files for {unknown}, which are not among the other languages {self.langs[1:]}")
+
+    def parallel_files(self) -> dict[str, list[str]]:
+        """Pair files per language paired with langs[0]."""
+        if isinstance(self.parallel, dict):
+            return {lang: list(files) for lang, files in self.parallel.items()}
+        return {self.langs[1]: list(self.parallel)} if self.parallel else {}
 
 
 def load_multilingual_recipe(path: str | Path) -> MultilingualConfig:
@@ -143,10 +154,12 @@ def build_multilingual(config: MultilingualConfig, quiet: bool = False) -> dict:
     stages.append(("crosspca", crosspca))
     final = crosspca
     if config.contrastive_enabled:
-        pairs = read_parallel(config.parallel, _exclusions(config.exclude))
+        excluded = _exclusions(config.exclude)
+        pair_sets = {(config.langs[0], lang): read_parallel(files, excluded)
+                     for lang, files in config.parallel_files().items()}
         config.contrastive.seed = config.seed
-        final = run_contrastive(config.contrastive, crosspca, pairs, tokenizers(True),
-                                (config.langs[0], config.langs[1]), teacher, config.work_path, quiet=quiet)
+        final = run_contrastive(config.contrastive, crosspca, pair_sets, tokenizers(True), teacher,
+                                config.work_path, quiet=quiet)
         stages.append(("contrastive", final))
     table = np.load(final.path / TABLE_FILE)
     words = [w for lang in config.langs for w in words_by_lang[lang]]
