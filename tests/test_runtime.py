@@ -117,3 +117,17 @@ def test_language_detection_from_script():
     assert detect_language("The dog and the cat sleep.", langs) == "en"
     assert detect_language("Straße", ["en", "de"]) == "de"
     assert detect_language("12345", ["de", "zh"]) == "de"
+
+
+@pytest.mark.parametrize("segmenter,text,expected", [
+    ("jieba", "我喜欢吃苹果。", ["我", "喜欢", "吃", "苹果"]),
+    ("fugashi", "今日はとても暑い。", ["今日", "は", "とても", "暑い"]),
+])
+def test_segmenter_words_and_spans(segmenter, text, expected):
+    pytest.importorskip(segmenter)
+    tok = WordTokenizer({w: i for i, w in enumerate(expected)}, TokenizationRules(lowercase=False, words=segmenter,
+                                                                                    oov_backoff="none"))
+    spans = tok.spans(text)
+    assert [w for w, _, _ in spans] == expected  # punctuation dropped
+    assert all(text[a:b] == w for w, a, b in spans)
+    assert tok.ids(text) == list(range(len(expected)))

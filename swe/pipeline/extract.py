@@ -44,7 +44,7 @@ class ExtractConfig:
     unit_sentences: int = 8192
     lowercase: bool = True
     seed: int = 0
-    words: str = "pattern"  # or "teacher" (zh/ja: the teacher's tokens are the words)
+    words: str = "pattern"  # or "teacher" (zh/ja: the teacher's tokens), "jieba" / "fugashi" (segmenters)
 
 
 def word_splitter(config, tokenizer_json: str | None) -> WordTokenizer:

@@ -50,7 +50,8 @@ class MultilingualConfig:
     device: str = "auto"
     seed: int = 0
     vocab_size: int = 50_000  # per space-delimited language
-    teacher_vocab_size: int = 30_000  # per zh/ja language: most frequent teacher tokens
+    teacher_vocab_size: int = 30_000  # per zh/ja language: most frequent teacher tokens (or segmenter words)
+    segmenters: dict[str, str] = field(default_factory=dict)  # e.g. {zh = "jieba", ja = "fugashi"}: real words
     max_sentences: int | None = 200_000  # per language corpus
     extract: ExtractConfig = field(default_factory=lambda: ExtractConfig(sentences_per_word=10, lowercase=False))
     crosspca: CrossPCAConfig = field(default_factory=CrossPCAConfig)
@@ -84,8 +85,11 @@ def load_multilingual_recipe(path: str | Path) -> MultilingualConfig:
     return apply_recipe(MultilingualConfig(), path, ("extract", "crosspca", "contrastive"))
 
 
-def language_rules(lang: str) -> TokenizationRules:
-    """en/de: case-sensitive words with teacher-prefix back-off; zh/ja: the teacher's tokens."""
+def language_rules(lang: str, segmenter: str | None = None) -> TokenizationRules:
+    """en/de: case-sensitive words with teacher-prefix back-off; zh/ja: the teacher's tokens, or a segmenter's
+    words (with back-off)."""
+    if segmenter:
+        return TokenizationRules(lowercase=False, words=segmenter)
     if lang in SPACELESS:
         return TokenizationRules(lowercase=False, words="teacher", oov_backoff="none")
     return TokenizationRules(lowercase=False)
@@ -98,11 +102,12 @@ def _language_stages(config: MultilingualConfig, lang: str, teacher, tokenizer_j
                                  min_words=1 if spaceless else 3, max_words=400 if spaceless else 40,
                                  split_sentences=not spaceless)
     corpus = run_corpus(corpus_config, config.work_path, quiet=quiet)
+    words = config.segmenters.get(lang) or ("teacher" if spaceless else "pattern")
     vocab_config = VocabConfig(max_size=config.teacher_vocab_size if spaceless else config.vocab_size,
-                               lowercase=False, teacher_words=False, words="teacher" if spaceless else "pattern")
+                               lowercase=False, teacher_words=False, words=words)
     vocab = run_vocab(vocab_config, corpus, tokenizer_json, config.work_path, quiet=quiet)
     extract_config = copy.deepcopy(config.extract)
-    extract_config.lowercase, extract_config.words = False, ("teacher" if spaceless else "pattern")
+    extract_config.lowercase, extract_config.words = False, words
     extract_config.seed = config.seed
     extract = run_extract(extract_config, corpus, vocab, teacher, config.work_path, quiet=quiet)
     return vocab, extract, [corpus, vocab, extract]
@@ -145,7 +150,7 @@ def build_multilingual(config: MultilingualConfig, quiet: bool = False) -> dict:
             for number, lang in enumerate(config.langs):
                 base = int(offsets[number]) if joint else 0
                 out[lang] = WordTokenizer({w: base + i for i, w in enumerate(words_by_lang[lang])},
-                                          language_rules(lang), pieces)
+                                          language_rules(lang, config.segmenters.get(lang)), pieces)
             return out
         return make
 
@@ -163,7 +168,8 @@ def build_multilingual(config: MultilingualConfig, quiet: bool = False) -> dict:
         stages.append(("contrastive", final))
     table = np.load(final.path / TABLE_FILE)
     words = [w for lang in config.langs for w in words_by_lang[lang]]
-    languages = {lang: {"rows": [int(offsets[i]), int(offsets[i + 1])], "tokenization": language_rules(lang).to_dict()}
+    languages = {lang: {"rows": [int(offsets[i]), int(offsets[i + 1])],
+                        "tokenization": language_rules(lang, config.segmenters.get(lang)).to_dict()}
                  for i, lang in enumerate(config.langs)}
     summary = stage_summary(stages)
     report = {"teacher": {k: v for k, v in teacher.describe().items() if k != "path"}, "dim": int(table.shape[1]),

@@ -27,13 +27,13 @@ class VocabConfig:
     min_count: int = 1
     lowercase: bool = True
     teacher_words: bool = True  # add the teacher's whole-word tokens missing from the corpus
-    words: str = "pattern"  # or "teacher": count the teacher's tokens (zh/ja tables)
+    words: str = "pattern"  # or "teacher" (the teacher's tokens), "jieba" / "fugashi" (segmenter words): zh/ja
 
 
 def count_words(sentences_path: Path, lowercase: bool, words: str = "pattern",
                 tokenizer_json: str | None = None) -> Counter:
     counts: Counter = Counter()
-    if words == "teacher":
+    if words != "pattern":
         from swe.pipeline.extract import word_splitter
 
         splitter = word_splitter(VocabConfig(lowercase=lowercase, words=words), tokenizer_json)

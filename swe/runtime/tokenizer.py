@@ -10,7 +10,9 @@ dropped until the remaining prefix is a vocabulary word (``goodness`` -> ``good`
 
 For languages written without spaces (zh, ja) a table may instead use the teacher's own tokens as
 its words (``words = "teacher"``, the paper's choice for its zh/ja tables): the teacher tokenizer
-splits the text and each token (its ``▁`` marker stripped) is looked up; there is no back-off.
+splits the text and each token (its ``▁`` marker stripped) is looked up; there is no back-off. Or a
+real word segmenter splits them (``words = "jieba"`` for Chinese, ``"fugashi"`` for Japanese with
+unidic-lite; optional packages imported on first use), with the usual back-off for unknown words.
 """
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ from itertools import repeat
 import numpy as np
 
 WORD_PATTERN = r"[^\W_]+"
-WORD_MODES = ("pattern", "teacher")
+WORD_MODES = ("pattern", "teacher", "jieba", "fugashi")  # jieba (zh) and fugashi + unidic-lite (ja): segmenters
 _HAS_WORD_CHAR = re.compile(r"[^\W_]")
 _OOV_CACHE_LIMIT = 1_000_000
 
@@ -70,7 +72,7 @@ class WordTokenizer:
         if self.rules.words == "teacher" and subword_tokenizer is None:
             raise ValueError("words = 'teacher' needs the teacher's tokenizer.json")
         self._pattern = re.compile(self.rules.word_pattern)
-        self._find_words = self._pattern.findall if self.rules.words == "pattern" else self._teacher_words
+        self._find_words = self._pattern.findall if self.rules.words == "pattern" else self._split_words
         self.pieces = subword_tokenizer  # the teacher's tokenizer: back-off pieces, or the words themselves
         self._special = ({t.content for t in subword_tokenizer.get_added_tokens_decoder().values() if t.special}
                          if subword_tokenizer is not None else set())
@@ -89,8 +91,13 @@ class WordTokenizer:
         """The words of ``text`` after normalisation, punctuation dropped."""
         return self._find_words(self.prepare(text))
 
-    def _teacher_words(self, text: str) -> list[str]:
-        return [w for w, _, _ in self._teacher_spans(text)]
+    def _split_words(self, text: str) -> list[str]:
+        return [w for w, _, _ in self._mode_spans(text)]
+
+    def _mode_spans(self, text: str) -> list[tuple[str, int, int]]:
+        if self.rules.words == "teacher":
+            return self._teacher_spans(text)
+        return [(w, a, b) for w, a, b in segment(text, self.rules.words) if _HAS_WORD_CHAR.search(w)]
 
     def _teacher_spans(self, text: str) -> list[tuple[str, int, int]]:
         encoding = self.pieces.encode(text, add_special_tokens=False)
@@ -100,10 +107,10 @@ class WordTokenizer:
     def spans(self, text: str) -> list[tuple[str, int, int]]:
         """(word, start, end) for each word of an already normalised ``text``, spans in its characters (the
         extraction stage credits the teacher tokens that overlap each span); case-folded if the rules say so."""
-        if self.rules.words == "teacher":
-            found = self._teacher_spans(text)
-        else:
+        if self.rules.words == "pattern":
             found = [(m.group(), m.start(), m.end()) for m in self._pattern.finditer(text)]
+        else:
+            found = self._mode_spans(text)
         return [(w.lower(), a, b) for w, a, b in found] if self.rules.lowercase else found
 
     def ids(self, text: str) -> list[int]:
@@ -130,8 +137,8 @@ class WordTokenizer:
         """
         texts = [t.replace("\n", " ") if "\n" in t else t for t in texts]
         prepared = self.prepare("\n".join(texts))
-        # Teacher-token words, or normalisation made or ate a newline: go text by text.
-        if self.rules.words == "teacher" or prepared.count("\n") != len(texts) - 1:
+        # Teacher-token or segmenter words, or normalisation made or ate a newline: go text by text.
+        if self.rules.words != "pattern" or prepared.count("\n") != len(texts) - 1:
             ids_per_text = self.batch_ids(texts)
             lengths = np.fromiter(map(len, ids_per_text), dtype=np.int64, count=len(texts))
             return np.fromiter((i for ids in ids_per_text for i in ids), dtype=np.int64), lengths
@@ -161,3 +168,33 @@ class WordTokenizer:
         if len(self._oov) < _OOV_CACHE_LIMIT:
             self._oov[word] = idx
         return idx
+
+
+_SEGMENTERS: dict[str, object] = {}
+
+
+def segment(text: str, name: str) -> list[tuple[str, int, int]]:
+    """(word, start, end) from a word segmenter: ``jieba`` (Chinese) or ``fugashi`` (Japanese, unidic-lite)."""
+    if name == "jieba":
+        if "jieba" not in _SEGMENTERS:
+            import logging
+
+            import jieba
+
+            jieba.setLogLevel(logging.WARNING)
+            _SEGMENTERS["jieba"] = jieba
+        return list(_SEGMENTERS["jieba"].tokenize(text))
+    if name == "fugashi":
+        if "fugashi" not in _SEGMENTERS:
+            import fugashi
+
+            _SEGMENTERS["fugashi"] = fugashi.Tagger()
+        spans, at = [], 0
+        for node in _SEGMENTERS["fugashi"](text):
+            start = text.find(node.surface, at)
+            if start < 0:  # the tagger normalised this piece: keep its place, without a span
+                continue
+            at = start + len(node.surface)
+            spans.append((node.surface, start, at))
+        return spans
+    raise ValueError(f"unknown segmenter {name!r}; known: jieba, fugashi")
