@@ -32,6 +32,8 @@ def _add_build(sub) -> None:
     p.add_argument("--pca-level", choices=["sentence", "word", "none"],
                    help="fit PCA on sentences (default) or words; none keeps the extracted table (ablation)")
     p.add_argument("--no-distill", action="store_true", help="stop after PCA")
+    p.add_argument("--lexicon-top-k", type=int, help="keep each word's k largest dims (lexicon tables from a LENS "
+                   "teacher built with --pca-level none)")
     p.add_argument("--distill-steps", type=int,
                    help="maximum distillation steps (default 100000; early stopping decides)")
     p.add_argument("--eval-every", type=int, help="distillation steps between validation rounds (default 250)")
@@ -116,6 +118,8 @@ def _build_config(args):
         config.vocab.teacher_words = False
     if args.no_distill:
         config.distill_enabled = False
+    if args.lexicon_top_k is not None:
+        config.lexicon_top_k = args.lexicon_top_k
     return config
 
 
@@ -374,7 +378,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ablation-models", default="models/ablations")
     p.add_argument("--ensemble-models", default="models/ensembles")
     p.add_argument("--multilingual-models", nargs="+", default=["models/me5-en-de", "models/me5-en-zh",
-                   "models/me5-en-ja", "models/me5-en-de-no-abtt"], help="bilingual builds for the multilingual section")
+                   "models/me5-en-ja", "models/me5-en-de-no-abtt", "models/me5-en-zh-jieba", "models/me5-en-ja-fugashi",
+                   "models/me5-multi"], help="bilingual builds for the multilingual section")
     p.add_argument("--multilingual-teacher", default="me5-small", help="teacher scored beside them ('' to skip)")
     p.add_argument("--data", default="../shared/data", help="the shared data folder (eval/ and corpora/)")
     p.add_argument("--out", default="reports")

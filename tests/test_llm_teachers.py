@@ -139,7 +139,13 @@ def test_nvembed_latent_attention(tmp_path):
 
 def test_too_large_teacher_fails_clearly(tmp_path):
     from swe.teachers import TeacherError
-    from swe.teachers.decoder import check_fits
+    from swe.teachers.decoder import check_fits, check_params_fit
+
+    with pytest.raises(TeacherError, match="7.1B parameters.*26.5 GiB on cpu"):
+        check_params_fit(7.11e9, torch.device("cpu"), "e5-mistral", free=24 * 2**30)
+    check_params_fit(7.11e9, torch.device("cuda"), "e5-mistral", free=80 * 2**30)  # bf16 on an 80 GB GPU fits
+    with pytest.raises(TeacherError):  # on this kind of machine: too large, refused before any download
+        load_teacher("e5-mistral", device="cpu")
 
     folder = llm_folder(tmp_path / "big", settings={"kind": "decoder"})
     stored = sum(p.stat().st_size for p in folder.glob("*.safetensors"))
@@ -166,7 +172,7 @@ def test_swe_build_runs_end_to_end_on_each_llm_teacher(tmp_path, tiny_corpus, ki
 
         rows = AutoModelForCausalLM.from_pretrained(str(folder)).get_output_embeddings().weight.detach().numpy()
         np.save(folder / HEAD_FILE, cluster_rows(rows, 24)[1])
-        dim, extra = "24", ["--pca-level", "none"]  # a lexicon table: keep the 24 cluster dimensions
+        dim, extra = "24", ["--pca-level", "none", "--lexicon-top-k", "4"]  # a lexicon table over 24 clusters
     if kind == "causal2vec":
         from swe.teachers.causal2vec import Projector, save_projector
 
@@ -187,3 +193,5 @@ def test_swe_build_runs_end_to_end_on_each_llm_teacher(tmp_path, tiny_corpus, ki
     assert model.dim == int(dim) and model.config["teacher"]["kind"] == kind
     vectors = model.encode(["the small cat sees the dog", "a happy bird"])
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1, atol=1e-5)
+    if kind == "lens":  # each word keeps its 4 strongest clusters
+        assert ((np.asarray(model.table) != 0).sum(axis=1) <= 4).all()

@@ -36,6 +36,7 @@ class BuildConfig:
     dtype: str = "float32"
     seed: int = 0
     distill_enabled: bool = True
+    lexicon_top_k: int | None = None  # keep each word's k largest dims (lexicon tables, e.g. from LENS)
     checkpoint_seconds: float = 60.0
     corpus: CorpusConfig = field(default_factory=CorpusConfig)
     vocab: VocabConfig = field(default_factory=VocabConfig)
@@ -55,6 +56,16 @@ class BuildConfig:
 
 _SECTIONS = {"corpus": CorpusConfig, "vocab": VocabConfig, "extract": ExtractConfig, "pca": PCAConfig,
              "distill": DistillConfig}
+
+
+def prune_top_k(table: np.ndarray, k: int) -> np.ndarray:
+    """Each row with all but its k largest entries set to 0 (a sparse lexicon table whose dims are clusters)."""
+    if not 1 <= k <= table.shape[1]:
+        raise BuildError(f"--lexicon-top-k must be between 1 and the table's {table.shape[1]} dims, got {k}")
+    keep = np.argpartition(-table, k - 1, axis=1)[:, :k]
+    out = np.zeros_like(table)
+    np.put_along_axis(out, keep, np.take_along_axis(table, keep, axis=1), axis=1)
+    return out
 
 
 def apply_recipe(config, path: str | Path, sections: tuple[str, ...]):
@@ -99,6 +110,8 @@ def build(config: BuildConfig, force: bool = False, quiet: bool = False) -> dict
     teacher = load_teacher(config.teacher, device=config.device, batch_size=config.extract.batch_size)
     config.pca.validate(teacher.dim)
     config.distill.validate()
+    if config.lexicon_top_k is not None and not 1 <= config.lexicon_top_k <= config.pca.dim:
+        raise BuildError(f"--lexicon-top-k must be between 1 and --dim {config.pca.dim}, got {config.lexicon_top_k}")
     tokenizer_json = teacher.tokenizer_json()
     corpus = run_corpus(config.corpus, work, force=force, quiet=quiet)
     needed = max(config.distill.batch_size * 2 if config.distill_enabled else 0, config.pca.dim + 1)
@@ -124,6 +137,8 @@ def build(config: BuildConfig, force: bool = False, quiet: bool = False) -> dict
                             force=force, quiet=quiet)
         stages.append(final)
     table = np.load(final.path / TABLE_FILE)
+    if config.lexicon_top_k:
+        table = prune_top_k(table, config.lexicon_top_k)
     export_start = time.time()
     report = {
         "teacher": teacher.describe(),

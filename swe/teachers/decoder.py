@@ -85,6 +85,16 @@ def free_memory(device: torch.device) -> int | None:
                  if line.startswith("MemAvailable")), None)
 
 
+def check_params_fit(params: float, device: torch.device, name: str, free: int | None = None) -> None:
+    """Before any download: a clear error when ``params`` weights (bf16 on CUDA, float32 on CPU) cannot fit."""
+    need = params * (2 if device.type == "cuda" else 4)
+    free = free_memory(device) if free is None else free
+    if free is not None and need > 0.9 * free:
+        raise TeacherError(f"teacher {name} ({params / 1e9:.1f}B parameters) needs about {need / 2**30:.1f} GiB on "
+                           f"{device.type} but this machine has {free / 2**30:.1f} GiB free; use a GPU with more memory "
+                           "(--device cuda) or a smaller teacher")
+
+
 def check_fits(folder: Path, device: torch.device, dtype: torch.dtype, free: int | None = None) -> None:
     """A clear error, before loading, when the weights cannot fit in this machine's free memory."""
     index = folder / "model.safetensors.index.json"

@@ -44,11 +44,11 @@ TEACHERS: dict[str, TeacherSpec] = {
         TeacherSpec("gte-multilingual", "Alibaba-NLP/gte-multilingual-base", trust_remote_code=True,
                     notes="768-d multilingual, CLS pooling; the paper's multilingual teacher"),
         TeacherSpec("e5-mistral", "intfloat/e5-mistral-7b-instruct", notes="4096-d decoder LLM, last-token pooling",
-                    extra={"kind": "decoder", "pooling": "last", "padding_side": "left",
+                    extra={"kind": "decoder", "pooling": "last", "padding_side": "left", "params": 7.11e9,
                            "instruction": "Instruct: Retrieve semantically similar text.\nQuery: "}),
         TeacherSpec("nv-embed-v2", "nvidia/NV-Embed-v2", trust_remote_code=True,
                     notes="4096-d bidirectional Mistral + latent attention (GPU: about 16 GB in bf16)",
-                    extra={"kind": "nvembed", "trust_remote_code": True,
+                    extra={"kind": "nvembed", "trust_remote_code": True, "params": 7.85e9,
                            "instruction": "Instruct: Retrieve semantically similar text.\nQuery: "}),
     ]
 }
@@ -117,6 +117,12 @@ def teacher_kind(folder: Path, spec: TeacherSpec) -> str:
 def load_teacher(name_or_path: str, device: str = "auto", batch_size: int = 64):
     """Resolve and load a teacher (needs the ``build`` extra): a sentence-transformers model, or a decoder LLM,
     LENS, Causal2Vec or NV-Embed teacher (``swe.teachers.decoder`` and siblings)."""
+    spec = TEACHERS.get(name_or_path) or next((s for s in TEACHERS.values() if s.hub_id == name_or_path), None)
+    if spec is not None and spec.extra.get("params") and not Path(name_or_path).expanduser().is_dir():
+        from swe.teachers.decoder import check_params_fit
+        from swe.teachers.sentence_transformer import pick_device
+
+        check_params_fit(spec.extra["params"], pick_device(device), spec.name)
     folder, spec = resolve_teacher(name_or_path)
     kind = teacher_kind(folder, spec)
     if kind == "sentence-transformer":
@@ -125,7 +131,8 @@ def load_teacher(name_or_path: str, device: str = "auto", batch_size: int = 64):
         return SentenceTransformerTeacher(folder, spec, device=device, batch_size=batch_size)
     from swe.teachers.decoder import DecoderSettings
 
-    settings = DecoderSettings.read(folder, **{k: v for k, v in spec.extra.items() if k != "kind"}, kind=kind)
+    settings = DecoderSettings.read(folder, **{k: v for k, v in spec.extra.items() if k not in ("kind", "params", "k")},
+                                    kind=kind)
     if kind == "lens":
         from swe.teachers.lens import LensTeacher
 
