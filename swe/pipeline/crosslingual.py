@@ -147,11 +147,20 @@ def _lines(path: str) -> list[str]:
         return [line.rstrip("\n") for line in handle]
 
 
+_NOT_WORD = re.compile(r"[\W_]+")
+
+
+def loose_key(text: str) -> str:
+    """Case-folded text without spaces or punctuation: what evaluation-set exclusion compares, so tokenised or
+    re-punctuated copies of a test sentence (e.g. Tanaka's lower-cased English) are caught too."""
+    return _NOT_WORD.sub("", text.casefold())
+
+
 def read_parallel(paths: list[str], exclude: set[str] = frozenset()) -> list[tuple[str, str]]:
     """Translation pairs from ``english<TAB>other`` files (plain or .gz) or from ``EN_FILE::OTHER_FILE``
     line-aligned file pairs. Spaces between CJK characters are removed (segmented corpora such as Tanaka);
-    pairs whose either side (case-folded) is in ``exclude`` (the evaluation sentences) are dropped, as are
-    exact repeats."""
+    pairs whose either side's ``loose_key`` is in ``exclude`` (the evaluation sentences) are dropped, as
+    are exact repeats."""
     pairs, seen = [], set()
     for path in paths:
         if "::" in path:
@@ -164,7 +173,7 @@ def read_parallel(paths: list[str], exclude: set[str] = frozenset()) -> list[tup
             rows = (line.split("\t")[:2] for line in _lines(path) if line.count("\t") >= 1)
         for a, b in rows:
             a, b = a.strip(), _CJK_GAP.sub("", b.strip())
-            if not a or not b or a.casefold() in exclude or b.casefold() in exclude or (a, b) in seen:
+            if not a or not b or (a, b) in seen or loose_key(a) in exclude or loose_key(b) in exclude:
                 continue
             seen.add((a, b))
             pairs.append((a, b))

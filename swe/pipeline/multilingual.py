@@ -22,6 +22,7 @@ from swe.pipeline.crosslingual import (
     TABLE_FILE,
     ContrastiveConfig,
     CrossPCAConfig,
+    loose_key,
     read_parallel,
     run_contrastive,
     run_crosspca,
@@ -114,13 +115,12 @@ def _language_stages(config: MultilingualConfig, lang: str, teacher, tokenizer_j
 
 
 def _exclusions(paths: list[str]) -> set[str]:
-    texts = set()
+    """Loose keys (``crosslingual.loose_key``) of every line (and tab-separated field) of the given files."""
+    keys = set()
     for path in paths:
         for line in Path(path).read_text(encoding="utf-8").splitlines():
-            for part in line.split("\t"):
-                if part.strip():
-                    texts.add(part.strip().casefold())
-    return texts
+            keys.update(loose_key(part) for part in line.split("\t") if loose_key(part))
+    return keys
 
 
 def build_multilingual(config: MultilingualConfig, quiet: bool = False) -> dict:
