@@ -205,7 +205,7 @@ def cmd_eval(args) -> int:
     from swe.eval.xling import evaluate_xling
 
     kind, encode = load_encoder(args.model, device=args.device)
-    languages = getattr(encode, "__self__", None) and getattr(encode.__self__, "languages", None)
+    languages = encode.__self__.languages if kind == "swe" else []  # a swe encoder is StaticEmbedder.encode
     scores: dict[str, float] = {}
     if args.suite in ("en", "all"):
         scores.update(evaluate_sts((lambda texts: encode(texts, lang="en")) if languages else encode,

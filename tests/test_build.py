@@ -1,5 +1,4 @@
 """`swe build` end to end on a tiny corpus with the real MiniLM teacher: output, resume, bad input."""
-import gzip
 import json
 import os
 import subprocess

@@ -1,5 +1,4 @@
 """LLM teachers on tiny random backbones: decoder, LENS, Causal2Vec, NV-Embed (see ../shared/notes/teacher-specs.md)."""
-import json
 
 import numpy as np
 import pytest

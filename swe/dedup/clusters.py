@@ -32,8 +32,8 @@ def exact_search_pairs(vectors: np.ndarray, threshold: float, k: int, block: int
     rows, cols, sims = [], [], []
     for start in range(0, len(x), block):
         scores = x[start : start + block] @ x.T
-        for offset in range(scores.shape[0]):  # drop self-matches
-            scores[offset, start + offset] = -np.inf
+        rows_here = np.arange(scores.shape[0])
+        scores[rows_here, start + rows_here] = -np.inf  # drop self-matches
         take = min(k, len(x) - 1)
         if take <= 0:
             break

@@ -57,7 +57,7 @@ def english_report(models: dict[str, str], data_dir: Path, out: Path, command: s
     for label, spec in models.items():
         s = speed.get(spec, {})
         rows.append([label, *_sts_cells(results[label]), f"{s.get('sent_per_s', float('nan')):,.0f}"])
-    text = [f"# English STS: ours vs the teacher and the peers", "", _provenance(command), "",
+    text = ["# English STS: ours vs the teacher and the peers", "", _provenance(command), "",
             "Speed: sentences/s encoding STS-B test sentences, one process, same machine, same run (`swe bench`).",
             "", _table(["model", *STS_HEADER, "sent/s"], rows), "",
             "tokenlearn (model2vec's corpus recipe) is built with `python -m swe.eval.baselines` (100k sentences "

@@ -11,7 +11,6 @@ and model2vec load unchanged.
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -56,8 +55,7 @@ def wordpiece_tokenizer(model: StaticEmbedder):
 
     vocab = dict(model.tokenizer.vocab)
     if model.tokenizer.subword_tokenizer is not None:
-        teacher_vocab = json.loads(model.tokenizer.subword_tokenizer.to_str())["model"].get("vocab", {})
-        pieces = teacher_vocab if isinstance(teacher_vocab, dict) else dict(teacher_vocab)
+        pieces = model.tokenizer.subword_tokenizer.get_vocab(with_added_tokens=False)
         for piece in sorted(p for p in pieces if p.startswith("##")):
             vocab.setdefault(piece, len(vocab))
     vocab.setdefault("[UNK]", len(vocab))

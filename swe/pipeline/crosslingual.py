@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from swe.pipeline.pca import fit_pca, sentence_matrix
+from swe.pipeline.pca import abtt_drop, fit_pca, sentence_matrix
 from swe.pipeline.stage import StageResult, StageRun, run_stage
 
 logger = logging.getLogger(__name__)
@@ -77,7 +77,7 @@ def run_crosspca(config: CrossPCAConfig, extracts: dict[str, StageResult], make_
         blocks = [b[:n] for b in blocks]
         data, labels = np.concatenate(blocks), np.concatenate([lab[:n] for lab in labels])
         hidden = data.shape[1]
-        drop = hidden // 100 if config.drop is None else config.drop
+        drop = abtt_drop(hidden, config.drop)
         if config.dim + drop > hidden:
             raise ValueError(f"--dim {config.dim} is too large: {hidden} dims, ABTT drops {drop}")
         mean, components, ratio = fit_pca(data)
@@ -295,5 +295,5 @@ def _teacher_similarity(teacher, pairs: list[tuple[str, str]], batch: int = 256)
         chunk = pairs[i : i + batch]
         a = teacher.encode([p[0] for p in chunk])
         b = teacher.encode([p[1] for p in chunk])
-        sims.append(np.sum(a * b, axis=1) / np.maximum(np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1), 1e-12))
+        sims.append(np.sum(a * b, axis=1))  # teachers return L2-normalised vectors
     return np.concatenate(sims) if sims else np.zeros(0)

@@ -29,6 +29,7 @@ from swe.pipeline.crosslingual import (
 )
 from swe.pipeline.export import export_model
 from swe.pipeline.extract import ExtractConfig, run_extract
+from swe.pipeline.pca import abtt_drop
 from swe.pipeline.stage import StageResult
 from swe.pipeline.vocab import VocabConfig, read_vocab, run_vocab
 from swe.runtime.folder import update_config
@@ -119,7 +120,8 @@ def _exclusions(paths: list[str]) -> set[str]:
     keys = set()
     for path in paths:
         for line in Path(path).read_text(encoding="utf-8").splitlines():
-            keys.update(loose_key(part) for part in line.split("\t") if loose_key(part))
+            keys.update(loose_key(part) for part in line.split("\t"))
+    keys.discard("")
     return keys
 
 
@@ -132,8 +134,10 @@ def build_multilingual(config: MultilingualConfig, quiet: bool = False) -> dict:
     config.validate()
     started = time.time()
     teacher = load_teacher(config.teacher, device=config.device, batch_size=config.extract.batch_size)
-    if config.crosspca.dim + teacher.dim // 100 > teacher.dim:
-        raise BuildError(f"--dim {config.crosspca.dim} is too large for the {teacher.dim}-d teacher")
+    drop = abtt_drop(teacher.dim, config.crosspca.drop)
+    if config.crosspca.dim + drop > teacher.dim:
+        raise BuildError(f"--dim {config.crosspca.dim} is too large: the teacher has {teacher.dim} dims and ABTT drops "
+                         f"{drop}")
     tokenizer_json = teacher.tokenizer_json()
     pieces = Tokenizer.from_str(tokenizer_json)
     words_by_lang, extracts, stages = {}, {}, []

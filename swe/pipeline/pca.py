@@ -22,6 +22,11 @@ TABLE_FILE = "table.npy"
 PCA_FILE = "pca.npz"
 
 
+def abtt_drop(teacher_dim: int, drop: int | None) -> int:
+    """Components ABTT removes: the paper's r = floor(H / 100) unless set (0 disables ABTT)."""
+    return teacher_dim // 100 if drop is None else drop
+
+
 class PCAConfigError(ValueError):
     pass
 
@@ -35,7 +40,7 @@ class PCAConfig:
     seed: int = 0
 
     def resolved_drop(self, teacher_dim: int) -> int:
-        return teacher_dim // 100 if self.drop is None else self.drop
+        return abtt_drop(teacher_dim, self.drop)
 
     def validate(self, teacher_dim: int) -> None:
         if self.level not in ("sentence", "word", "none"):

@@ -5,8 +5,6 @@ Artifact: ``vocab.tsv`` (word, corpus count), most frequent first; the frequency
 """
 from __future__ import annotations
 
-import json
-import logging
 import re
 from collections import Counter
 from dataclasses import asdict, dataclass
@@ -50,8 +48,9 @@ def count_words(sentences_path: Path, lowercase: bool, words: str = "pattern",
 
 def teacher_whole_words(tokenizer_json: str, lowercase: bool) -> list[str]:
     """Tokens of a WordPiece/BPE vocabulary that are whole words by our word pattern."""
-    vocab = json.loads(tokenizer_json)["model"].get("vocab", {})
-    tokens = vocab if isinstance(vocab, dict) else [t for t, _ in vocab]
+    from tokenizers import Tokenizer
+
+    tokens = Tokenizer.from_str(tokenizer_json).get_vocab(with_added_tokens=False)
     whole = re.compile(WORD_PATTERN)
     words = set()
     for token in tokens:

@@ -70,30 +70,22 @@ class StaticEmbedder:
         if len(words) != table.shape[0]:
             raise ModelFolderError(f"{folder}: {len(words)} words in {VOCAB_FILE} but {table.shape[0]} table rows")
         rules = TokenizationRules.from_dict(config.get("tokenization", {}))
+        languages = {lang: (spec["rows"], TokenizationRules.from_dict(spec.get("tokenization", {})))
+                     for lang, spec in (config.get("languages") or {}).items()}
+        all_rules = [r for _, r in languages.values()] or [rules]
         subword = None
-        if rules.oov_backoff == "teacher_prefix" and (folder / TOKENIZER_FILE).is_file():
+        if (folder / TOKENIZER_FILE).is_file() and any(
+                r.words == "teacher" or r.oov_backoff == "teacher_prefix" for r in all_rules):
             from tokenizers import Tokenizer
 
             subword = Tokenizer.from_file(str(folder / TOKENIZER_FILE))
             subword.no_padding()
             subword.no_truncation()
         scales = np.load(folder / SCALES_FILE) if (folder / SCALES_FILE).is_file() else None
-        languages = config.get("languages")
         if not languages:
             return cls(table, WordTokenizer({word: i for i, word in enumerate(words)}, rules, subword), config, scales)
-        if subword is None and (folder / TOKENIZER_FILE).is_file():
-            from tokenizers import Tokenizer
-
-            subword = Tokenizer.from_file(str(folder / TOKENIZER_FILE))
-            subword.no_padding()
-            subword.no_truncation()
-        tokenizers = {}
-        for lang, spec in languages.items():
-            start, end = spec["rows"]
-            lang_rules = TokenizationRules.from_dict(spec.get("tokenization", {}))
-            needs_pieces = lang_rules.words == "teacher" or lang_rules.oov_backoff == "teacher_prefix"
-            tokenizers[lang] = WordTokenizer({words[i]: i for i in range(start, end)}, lang_rules,
-                                             subword if needs_pieces else None)
+        tokenizers = {lang: WordTokenizer({words[i]: i for i in range(start, end)}, lang_rules, subword)
+                      for lang, ((start, end), lang_rules) in languages.items()}
         first = next(iter(tokenizers.values()))
         return cls(table, first, config, scales, tokenizers)
 

@@ -38,7 +38,7 @@ class TokenizationRules:
     lowercase: bool = True
     unicode_normalization: str = "NFKC"
     oov_backoff: str = "teacher_prefix"  # or "none"
-    words: str = "pattern"  # or "teacher": the teacher tokenizer's tokens are the words
+    words: str = "pattern"  # or "teacher" (the teacher's tokens), "jieba" / "fugashi" (segmenters): WORD_MODES
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -136,9 +136,9 @@ class WordTokenizer:
         words go through Python (and are cached).
         """
         texts = [t.replace("\n", " ") if "\n" in t else t for t in texts]
-        prepared = self.prepare("\n".join(texts))
         # Teacher-token or segmenter words, or normalisation made or ate a newline: go text by text.
-        if self.rules.words != "pattern" or prepared.count("\n") != len(texts) - 1:
+        prepared = self.prepare("\n".join(texts)) if self.rules.words == "pattern" else None
+        if prepared is None or prepared.count("\n") != len(texts) - 1:
             ids_per_text = self.batch_ids(texts)
             lengths = np.fromiter(map(len, ids_per_text), dtype=np.int64, count=len(texts))
             return np.fromiter((i for ids in ids_per_text for i in ids), dtype=np.int64), lengths
@@ -192,7 +192,7 @@ def segment(text: str, name: str) -> list[tuple[str, int, int]]:
         spans, at = [], 0
         for node in _SEGMENTERS["fugashi"](text):
             start = text.find(node.surface, at)
-            if start < 0:  # the tagger normalised this piece: keep its place, without a span
+            if start < 0:  # the tagger normalised this piece: no span in the text to credit, skip it
                 continue
             at = start + len(node.surface)
             spans.append((node.surface, start, at))

@@ -215,10 +215,15 @@ class DecoderTeacher:
                      eos.to(dev), offsets)
 
     # ------------------------------------------------------------------------------------------------ forward
+    @property
+    def backbone(self):
+        """The module that maps ids (or input embeddings) to last-layer states."""
+        return self.model
+
     def hidden_states(self, batch: Batch, inputs_embeds: torch.Tensor | None = None) -> torch.Tensor:
         mask = attention_mask_4d(batch.valid, self.settings.bidirectional, self.dtype)
         kwargs = {"inputs_embeds": inputs_embeds} if inputs_embeds is not None else {"input_ids": batch.ids}
-        out = self.model(attention_mask=mask, position_ids=batch.positions, **kwargs)
+        out = self.backbone(attention_mask=mask, position_ids=batch.positions, **kwargs)
         return out.last_hidden_state.float()
 
     def pool(self, hidden: torch.Tensor, batch: Batch) -> torch.Tensor:

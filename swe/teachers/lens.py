@@ -90,16 +90,14 @@ class LensTeacher(DecoderTeacher):
     def token_dim(self) -> int:
         return int(self.model.get_output_embeddings().weight.shape[0])
 
-    def hidden_states(self, batch: Batch, inputs_embeds=None) -> torch.Tensor:
-        from swe.teachers.decoder import attention_mask_4d
-
-        mask = attention_mask_4d(batch.valid, self.settings.bidirectional, self.dtype)
-        out = self.model.base_model(input_ids=batch.ids, attention_mask=mask, position_ids=batch.positions)
-        return out.last_hidden_state
+    @property
+    def backbone(self):
+        return self.model.base_model  # the decoder under the (clustered) head
 
     def lexicon(self, hidden: torch.Tensor) -> torch.Tensor:
         """log(1 + ReLU(logits)) over the k clusters, at every position."""
-        return torch.log1p(torch.relu(self.model.get_output_embeddings()(hidden).float()))
+        head = self.model.get_output_embeddings()
+        return torch.log1p(torch.relu(head(hidden.to(head.weight.dtype)).float()))
 
     def token_vectors(self, hidden: torch.Tensor, batch: Batch) -> torch.Tensor:
         """Token i gets the features of position i-1 (the logits that predict it); position 0 gets zeros."""
@@ -109,19 +107,21 @@ class LensTeacher(DecoderTeacher):
         return shifted
 
     def pool(self, hidden: torch.Tensor, batch: Batch) -> torch.Tensor:
-        shifted = self.token_vectors(hidden, batch)
-        return (shifted * batch.text[..., None].to(shifted.dtype)).max(dim=1).values  # features are >= 0
+        return _text_max(self.token_vectors(hidden, batch), batch)
 
     @torch.inference_mode()
     def forward(self, texts: list[str]):
         from swe.teachers.base import TeacherOutput
 
         batch = self.batch(texts)
-        hidden = self.hidden_states(batch)
-        vectors = self.token_vectors(hidden, batch)
-        pooled = (vectors * batch.text[..., None].to(vectors.dtype)).max(dim=1).values
-        pooled = torch.nn.functional.normalize(pooled, dim=-1)
+        vectors = self.token_vectors(self.hidden_states(batch), batch)  # the head runs once for both outputs
+        pooled = torch.nn.functional.normalize(_text_max(vectors, batch), dim=-1)
         return TeacherOutput(hidden=vectors, offsets=batch.offsets, pooled=pooled.cpu().numpy())
+
+
+def _text_max(vectors: torch.Tensor, batch: Batch) -> torch.Tensor:
+    """Max over each row's text tokens (multiplying by the mask is safe: the features are >= 0)."""
+    return (vectors * batch.text[..., None].to(vectors.dtype)).max(dim=1).values
 
 
 def token_matrix(model: str | Path) -> tuple[np.ndarray, list[str], str]:
@@ -134,12 +134,9 @@ def token_matrix(model: str | Path) -> tuple[np.ndarray, list[str], str]:
     folder, _ = resolve_teacher(str(model))
     config = json.loads((folder / "config.json").read_text())
     architectures = config.get("architectures") or []
-    tokenizer = json.loads((folder / "tokenizer.json").read_text())
-    vocab = tokenizer["model"]["vocab"]
-    pairs = vocab.items() if isinstance(vocab, dict) else ((piece, i) for i, (piece, _) in enumerate(vocab))
-    tokens_by_id = {int(i): t for t, i in pairs}
-    for added in tokenizer.get("added_tokens", []):
-        tokens_by_id.setdefault(int(added["id"]), added["content"])
+    from tokenizers import Tokenizer
+
+    tokens_by_id = {i: t for t, i in Tokenizer.from_file(str(folder / "tokenizer.json")).get_vocab().items()}
     if any(a.endswith("ForCausalLM") for a in architectures):
         from transformers import AutoModelForCausalLM
 
