@@ -1,4 +1,4 @@
-"""Near-duplicate mining on Spark with a swe table.
+"""Near-duplicate mining on Spark with a swembed table.
 
     pip install -e ".[spark,dedup]"
     python examples/spark_dedup.py posts.parquet --model models/minilm-256 --out dedup.parquet [--master local[*]]
@@ -12,8 +12,8 @@ import sys
 
 from pyspark.sql import SparkSession
 
-from swe.dedup import DedupConfig
-from swe.integrations.spark import dedup
+from swembed.dedup import DedupConfig
+from swembed.integrations.spark import dedup
 
 
 def main() -> None:
@@ -27,7 +27,7 @@ def main() -> None:
     parser.add_argument("--master", default="local[*]")
     args = parser.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    spark = SparkSession.builder.master(args.master).appName("swe-dedup").getOrCreate()
+    spark = SparkSession.builder.master(args.master).appName("swembed-dedup").getOrCreate()
     reader = {"parquet": spark.read.parquet, "jsonl": spark.read.json, "txt": spark.read.text}
     df = reader[args.input.rsplit(".", 1)[-1]](args.input)
     if args.input.endswith(".txt"):

@@ -3,5 +3,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 for recipe in me5-en-de me5-en-zh me5-en-ja me5-en-de-no-abtt me5-multi me5-en-zh-jieba me5-en-ja-fugashi; do
-  .venv/bin/swe build --recipe "pipelines/$recipe.toml" --quiet
+  .venv/bin/swembed build --recipe "pipelines/$recipe.toml" --quiet
 done

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Create .venv (if missing) and install swe with everything needed to build, evaluate and test.
+# Create .venv (if missing) and install swembed with everything needed to build, evaluate and test.
 # CPU-only machines get the CPU build of torch (a few hundred MB instead of several GB of CUDA wheels).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,4 +16,4 @@ if ! python -c "import torch" 2>/dev/null; then
   fi
 fi
 python -m pip install -q -e ".[build,eval,test]"
-echo "swe installed in .venv ($(python -c 'import swe; print(swe.__version__)'))"
+echo "swembed installed in .venv ($(python -c 'import swembed; print(swembed.__version__)'))"

@@ -1,4 +1,4 @@
-"""`swe build` end to end on a tiny corpus with the real MiniLM teacher: output, resume, bad input."""
+"""`swembed build` end to end on a tiny corpus with the real MiniLM teacher: output, resume, bad input."""
 import json
 import os
 import subprocess
@@ -7,13 +7,13 @@ import sys
 import numpy as np
 import pytest
 
-import swe
+import swembed
 from conftest import small_build_args
 
 
 def run_cli(args, env_extra=None):
     env = {**os.environ, **(env_extra or {})}
-    return subprocess.run([sys.executable, "-m", "swe.cli", *args], capture_output=True, text=True, env=env)
+    return subprocess.run([sys.executable, "-m", "swembed.cli", *args], capture_output=True, text=True, env=env)
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +31,7 @@ def reference_build(tmp_path_factory):
 
 def test_build_writes_a_loadable_model_with_stage_costs(reference_build):
     _, out, result = reference_build
-    model = swe.load(out)
+    model = swembed.load(out)
     vectors = model.encode(["the small cat sees the dog", "a dog ran", "?!"])
     assert vectors.shape == (3, 32) and vectors.dtype == np.float32
     np.testing.assert_allclose(np.linalg.norm(vectors[:2], axis=1), 1.0, rtol=1e-5)
@@ -54,7 +54,7 @@ def test_killed_build_resumes_to_the_same_table(reference_build, tmp_path, stage
     out, work = tmp_path / "model", tmp_path / "work"
     args = small_build_args(corpus, out) + ["--work-dir", str(work)]
     # The test builds use small units (64 sentences, 20-step rounds) so the crash lands mid-stage.
-    crashed = run_cli(args, {"SWE_CRASH_AFTER_UNITS": f"{stage}:1"})
+    crashed = run_cli(args, {"SWEMBED_CRASH_AFTER_UNITS": f"{stage}:1"})
     assert crashed.returncode == 75, crashed.stderr
     assert not out.exists()
     assert list(work.glob(f"{stage}-*.partial/*"))

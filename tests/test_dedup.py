@@ -1,14 +1,14 @@
-"""`swe dedup`: every record accounted for, clusters equal to a brute-force reference, hostile input."""
+"""`swembed dedup`: every record accounted for, clusters equal to a brute-force reference, hostile input."""
 import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-import swe
-from swe.cli import main
-from swe.dedup import DedupConfig, dedup
-from swe.runtime.folder import write_model_folder
+import swembed
+from swembed.cli import main
+from swembed.dedup import DedupConfig, dedup
+from swembed.runtime.folder import write_model_folder
 
 pytest.importorskip("faiss")
 WORDS = ["the", "cat", "sat", "on", "mat", "a", "dog", "ran", "in", "park", "market", "prices", "rose", "fell",
@@ -69,7 +69,7 @@ def test_every_line_accounted_for_on_hostile_text(model_dir, tmp_path):
     for row in rows:  # every representative is a kept record
         assert rows[int(row["representative"])]["reason"] == "kept"
     # near duplicates are exactly those of a brute-force search over the distinct texts
-    model = swe.load(model_dir)
+    model = swembed.load(model_dir)
     texts = [line.decode("utf-8", "replace") for line in lines]
     distinct = [i for i, r in enumerate(rows) if r["reason"] != "exact"]
     roots = reference_clusters(stored(model.encode([texts[i] for i in distinct])), 0.8)
@@ -87,7 +87,7 @@ def test_search_methods_agree_with_brute_force(model_dir, tmp_path, method):
     dedup([tmp_path / "in.txt"], model_dir, tmp_path / "out", config)
     rows = read_mapping(tmp_path / "out")
     distinct = [i for i, r in enumerate(rows) if r["reason"] != "exact"]
-    roots = reference_clusters(stored(swe.load(model_dir).encode([texts[i] for i in distinct])), 0.8)
+    roots = reference_clusters(stored(swembed.load(model_dir).encode([texts[i] for i in distinct])), 0.8)
     assert [int(rows[i]["representative"]) for i in distinct] == [distinct[r] for r in roots]
 
 

@@ -1,10 +1,10 @@
 import numpy as np
 import pytest
 
-import swe
-from swe.cli import main
-from swe.ensemble import build_ensemble
-from swe.runtime.folder import write_model_folder
+import swembed
+from swembed.cli import main
+from swembed.ensemble import build_ensemble
+from swembed.runtime.folder import write_model_folder
 
 
 def _table(tmp_path, name, words, dim, seed):
@@ -21,12 +21,12 @@ def test_ensemble_dot_is_weighted_mean_of_member_cosines(tmp_path, weights):
     a = _table(tmp_path, "a", ["the", "cat", "sat", "dog"], 6, 0)
     b = _table(tmp_path, "b", ["a", "dog", "ran", "far", "cat"], 4, 1)
     out = build_ensemble([a, b], tmp_path / "ens", weights)
-    ensemble = swe.load(out)
+    ensemble = swembed.load(out)
     assert ensemble.words[:4] == ["the", "cat", "sat", "dog"] and set(ensemble.words) == {
         "the", "cat", "sat", "dog", "a", "ran", "far"}
     assert ensemble.dim == 10
     e = ensemble.encode(TEXTS)
-    ea, eb = swe.load(a).encode(TEXTS), swe.load(b).encode(TEXTS)
+    ea, eb = swembed.load(a).encode(TEXTS), swembed.load(b).encode(TEXTS)
     expected = (weights[0] * ea @ ea.T + weights[1] * eb @ eb.T) / sum(weights)
     np.testing.assert_allclose(e @ e.T, expected, atol=1e-6)
 
@@ -52,7 +52,7 @@ def test_wordllama_member_rows_are_its_own_word_encodings(tmp_path):
     from wordllama import WordLlama
 
     a = _table(tmp_path, "a", ["paris", "cat"], 4, 0)
-    ensemble = swe.load(build_ensemble([a, "wordllama"], tmp_path / "ens"))
+    ensemble = swembed.load(build_ensemble([a, "wordllama"], tmp_path / "ens"))
     wl = WordLlama.load(disable_download=True, cache_dir=Path(wordllama.__file__).parent)
     rows = np.asarray(ensemble.table[[ensemble.tokenizer.vocab["paris"], ensemble.tokenizer.vocab["cat"]], 4:])
     np.testing.assert_allclose(rows, wl.embed(["Paris", "cat"]), rtol=1e-5, atol=1e-6)

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from swe.eval.sts import evaluate_sts, paired_cosine, spearman_x100
+from swembed.eval.sts import evaluate_sts, paired_cosine, spearman_x100
 
 
 def test_perfect_and_reversed_rankings():
@@ -28,7 +28,7 @@ def test_stsb_loader_and_scores_on_hand_made_data(tmp_path):
 
 
 def test_bitext_mining_accuracy_and_weighted_f1():
-    from swe.eval.xling import bitext_mining, weighted_prf
+    from swembed.eval.xling import bitext_mining, weighted_prf
 
     queries = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 0.1]])
     corpus = np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0]])
@@ -48,7 +48,7 @@ def _write_bucc(folder, lang, xx, en, gold):
 
 def test_bucc_mining_f1_on_hand_made_files(tmp_path):
     """Three true translations hidden among distractors: margin mining finds exactly the gold pairs."""
-    from swe.eval.xling import bucc, load_bucc
+    from swembed.eval.xling import bucc, load_bucc
 
     xx = ["ein hund", "eine katze", "ein haus", "zufall eins"]
     en = ["noise one", "a house", "a dog", "noise two", "a cat"]
@@ -65,7 +65,7 @@ def test_bucc_mining_f1_on_hand_made_files(tmp_path):
 
 
 def test_bucc_f1_counts_misses_and_false_positives():
-    from swe.eval.xling import best_threshold_f1
+    from swembed.eval.xling import best_threshold_f1
 
     gold = {("a", "1"), ("b", "2"), ("c", "3"), ("d", "4")}
     candidates = [("a", "1"), ("b", "9"), ("c", "3"), ("d", "8")]
@@ -76,7 +76,7 @@ def test_bucc_f1_counts_misses_and_false_positives():
 
 
 def test_bucc_missing_file_names_it(tmp_path):
-    from swe.eval.xling import load_bucc
+    from swembed.eval.xling import load_bucc
 
     _write_bucc(tmp_path, "zh", ["x"], ["y"], [(0, 0)])
     (tmp_path / "zh-en.test.gold").unlink()

@@ -5,13 +5,13 @@ import numpy as np
 import pytest
 from tokenizers import Tokenizer, models, pre_tokenizers
 
-import swe
-from swe.integrations.export import export, quantize_int8
-from swe.runtime.folder import write_model_folder
+import swembed
+from swembed.integrations.export import export, quantize_int8
+from swembed.runtime.folder import write_model_folder
 
 TEXTS = ["The cat sat on the mat.", "A dog, a cat!", "goodness me", "", "?!", "CATS and dogs"]
-# "cats" is one teacher token, so swe skips it, while greedy WordPiece over our words reads cat + ##s:
-# the one documented place where the st/model2vec exports differ from swe.
+# "cats" is one teacher token, so swembed skips it, while greedy WordPiece over our words reads cat + ##s:
+# the one documented place where the st/model2vec exports differ from swembed.
 BACKOFFS_DISAGREE = {"CATS and dogs"}
 
 
@@ -27,7 +27,7 @@ def model_dir(tmp_path):
 
 
 def plain_numpy_encode(folder, texts):
-    """The README's dozen lines: read the edge format with numpy alone (no swe import)."""
+    """The README's dozen lines: read the edge format with numpy alone (no swembed import)."""
     import re
     import unicodedata
 
@@ -50,9 +50,9 @@ def plain_numpy_encode(folder, texts):
 @pytest.mark.parametrize("dtype,tolerance", [("float32", 1e-6), ("float16", 2e-3), ("int8", 2e-2)])
 def test_npy_round_trip_and_plain_numpy_reader(model_dir, tmp_path, dtype, tolerance):
     out = export(model_dir, "npy", tmp_path / f"npy-{dtype}", dtype)
-    original, exported = swe.load(model_dir), swe.load(out)
+    original, exported = swembed.load(model_dir), swembed.load(out)
     assert np.load(out / "embeddings.npy").dtype == np.dtype(dtype)
-    known = [t for t in TEXTS if "goodness" not in t and "CATS" not in t]  # OOV back-off is swe's, not numpy's
+    known = [t for t in TEXTS if "goodness" not in t and "CATS" not in t]  # OOV back-off is swembed's, not numpy's
     np.testing.assert_allclose(exported.encode(TEXTS), original.encode(TEXTS), atol=tolerance)
     np.testing.assert_allclose(plain_numpy_encode(out, known), exported.encode(known), atol=1e-6)
 
@@ -64,7 +64,7 @@ def test_int8_quantisation_error_is_bounded():
 
 
 def assert_same_where_backoffs_agree(theirs, model_dir):
-    ours = swe.load(model_dir).encode(TEXTS)
+    ours = swembed.load(model_dir).encode(TEXTS)
     agree = [i for i, t in enumerate(TEXTS) if t not in BACKOFFS_DISAGREE]
     np.testing.assert_allclose(theirs[agree], ours[agree], atol=1e-5)
     differ = [i for i, t in enumerate(TEXTS) if t in BACKOFFS_DISAGREE]

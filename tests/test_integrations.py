@@ -1,9 +1,9 @@
-"""The mteb adapter runs the real mteb evaluation code and agrees with `swe eval` exactly."""
+"""The mteb adapter runs the real mteb evaluation code and agrees with `swembed eval` exactly."""
 import numpy as np
 import pytest
 
-from swe.eval.sts import evaluate_sts
-from swe.runtime import StaticEmbedder, WordTokenizer
+from swembed.eval.sts import evaluate_sts
+from swembed.runtime import StaticEmbedder, WordTokenizer
 
 
 def tiny_model():
@@ -27,7 +27,7 @@ def write_stsb(root, n=40, seed=0):
 
 def test_mteb_adapter_agrees_with_swe_eval(tmp_path):
     mteb = pytest.importorskip("mteb")
-    from swe.integrations.mteb import local_sts_task, mteb_encoder
+    from swembed.integrations.mteb import local_sts_task, mteb_encoder
 
     write_stsb(tmp_path)
     model = tiny_model()

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from llm_fixtures import bert_folder, llm_folder
-from swe.teachers import load_teacher
+from swembed.teachers import load_teacher
 
 TEXTS = ["The small cat sees the dog.", "A happy bird", "The old teacher reads the famous book near the river ."]
 INSTRUCTION = "Instruct: retrieve similar text. Query:"
@@ -52,7 +52,7 @@ def test_mean_pool_excludes_instruction_and_bos(tmp_path):
 
 
 def test_lens_head_features_and_pooling(tmp_path):
-    from swe.teachers.lens import LensTeacher, cluster_rows
+    from swembed.teachers.lens import LensTeacher, cluster_rows
 
     folder = llm_folder(tmp_path / "lens", settings={"kind": "lens", "instruction": INSTRUCTION, "padding_side": "left"})
     teacher = LensTeacher(folder, load_teacher.__globals__["resolve_teacher"](str(folder))[1], device="cpu", k=16)
@@ -87,7 +87,7 @@ def test_lens_head_features_and_pooling(tmp_path):
 
 
 def test_causal2vec_contextual_token(tmp_path):
-    from swe.teachers.causal2vec import Projector, save_projector
+    from swembed.teachers.causal2vec import Projector, save_projector
 
     folder = llm_folder(tmp_path / "c2v", "llama", {"kind": "causal2vec", "instruction": INSTRUCTION})
     bert_folder(folder / "encoder")
@@ -111,7 +111,7 @@ def test_causal2vec_contextual_token(tmp_path):
 def test_nvembed_latent_attention(tmp_path):
     from safetensors.torch import save_file
 
-    from swe.teachers.nvembed import LATENT_FILE, LatentAttention
+    from swembed.teachers.nvembed import LATENT_FILE, LatentAttention
 
     folder = llm_folder(tmp_path / "nv", settings={"kind": "nvembed", "instruction": INSTRUCTION, "latents": 16,
                                                    "heads": 2, "dim_head": 64, "mlp_mult": 2})
@@ -137,8 +137,8 @@ def test_nvembed_latent_attention(tmp_path):
 
 
 def test_too_large_teacher_fails_clearly(tmp_path):
-    from swe.teachers import TeacherError
-    from swe.teachers.decoder import check_fits, check_params_fit
+    from swembed.teachers import TeacherError
+    from swembed.teachers.decoder import check_fits, check_params_fit
 
     with pytest.raises(TeacherError, match="7.1B parameters.*26.5 GiB on cpu"):
         check_params_fit(7.11e9, torch.device("cpu"), "e5-mistral", free=24 * 2**30)
@@ -155,10 +155,10 @@ def test_too_large_teacher_fails_clearly(tmp_path):
 
 @pytest.mark.parametrize("kind", ["decoder", "lens", "causal2vec", "nvembed"])
 def test_swe_build_runs_end_to_end_on_each_llm_teacher(tmp_path, tiny_corpus, kind):
-    """`swe build --teacher <tiny local LLM folder>` through extract, PCA and distillation, on CPU."""
-    import swe
+    """`swembed build --teacher <tiny local LLM folder>` through extract, PCA and distillation, on CPU."""
+    import swembed
     from conftest import small_build_args
-    from swe.cli import main
+    from swembed.cli import main
 
     folder = llm_folder(tmp_path / kind, "mistral", {"kind": kind, "bidirectional": kind != "causal2vec",
                                                      "latents": 8, "heads": 2, "dim_head": 32, "mlp_mult": 2})
@@ -167,20 +167,20 @@ def test_swe_build_runs_end_to_end_on_each_llm_teacher(tmp_path, tiny_corpus, ki
     if kind == "lens":
         from transformers import AutoModelForCausalLM
 
-        from swe.teachers.lens import HEAD_FILE, cluster_rows
+        from swembed.teachers.lens import HEAD_FILE, cluster_rows
 
         rows = AutoModelForCausalLM.from_pretrained(str(folder)).get_output_embeddings().weight.detach().numpy()
         np.save(folder / HEAD_FILE, cluster_rows(rows, 24)[1])
         dim, extra = "24", ["--pca-level", "none", "--lexicon-top-k", "4"]  # a lexicon table over 24 clusters
     if kind == "causal2vec":
-        from swe.teachers.causal2vec import Projector, save_projector
+        from swembed.teachers.causal2vec import Projector, save_projector
 
         bert_folder(folder / "encoder")
         save_projector(Projector(32, 64), folder)
     if kind == "nvembed":
         from safetensors.torch import save_file
 
-        from swe.teachers.nvembed import LATENT_FILE, LatentAttention
+        from swembed.teachers.nvembed import LATENT_FILE, LatentAttention
 
         latent = LatentAttention(64, latents=8, heads=2, dim_head=32, mlp_mult=2)
         save_file({k: v.contiguous() for k, v in latent.state_dict().items()}, str(folder / LATENT_FILE))
@@ -188,7 +188,7 @@ def test_swe_build_runs_end_to_end_on_each_llm_teacher(tmp_path, tiny_corpus, ki
     args[args.index("minilm")] = str(folder)
     args[args.index("--dim") + 1] = dim
     assert main(args + extra) == 0
-    model = swe.load(tmp_path / "model")
+    model = swembed.load(tmp_path / "model")
     assert model.dim == int(dim) and model.config["teacher"]["kind"] == kind
     vectors = model.encode(["the small cat sees the dog", "a happy bird"])
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1, atol=1e-5)

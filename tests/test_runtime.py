@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from tokenizers import Tokenizer, models, pre_tokenizers
 
-import swe
-from swe.runtime import StaticEmbedder, WordTokenizer
-from swe.runtime.folder import ModelFolderError, write_model_folder
-from swe.runtime.tokenizer import TokenizationRules
+import swembed
+from swembed.runtime import StaticEmbedder, WordTokenizer
+from swembed.runtime.folder import ModelFolderError, write_model_folder
+from swembed.runtime.tokenizer import TokenizationRules
 
 
 def wordpiece(vocab_words):
@@ -46,23 +46,23 @@ def test_encode_is_normalised_mean_and_zero_for_unknown():
 def test_folder_round_trip_and_errors(tmp_path):
     table = np.random.default_rng(0).normal(size=(3, 4)).astype(np.float32)
     out = write_model_folder(tmp_path / "m", table, ["x", "y", "z"], {"tokenization": {}}, None)
-    model = swe.load(out)
+    model = swembed.load(out)
     np.testing.assert_array_equal(np.asarray(model.table), table)
     assert model.words == ["x", "y", "z"]
     with pytest.raises(ModelFolderError):
         write_model_folder(tmp_path / "bad", table, ["x", "y"], {}, None)
     assert not (tmp_path / "bad").exists()
     with pytest.raises(ModelFolderError):
-        swe.load(tmp_path / "missing")
+        swembed.load(tmp_path / "missing")
     (tmp_path / "m" / "config.json").write_text(json.dumps({"format": "other"}))
     with pytest.raises(ModelFolderError):
-        swe.load(out)
+        swembed.load(out)
 
 
 def test_runtime_does_not_import_torch(tmp_path):
     table = np.eye(2, dtype=np.float32)
     out = write_model_folder(tmp_path / "m", table, ["a", "b"], {}, None)
-    code = f"import sys, swe; swe.load({str(out)!r}).encode(['a b']); print('torch' in sys.modules)"
+    code = f"import sys, swembed; swembed.load({str(out)!r}).encode(['a b']); print('torch' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False"
 
@@ -84,7 +84,7 @@ def test_batch_path_equals_text_by_text_on_hostile_input():
 @pytest.mark.parametrize("dtype", ["float32", "float16", "int8"])
 def test_grouped_mean_equals_float64_per_text_mean(dtype, monkeypatch):
     """The length-grouped gather agrees with a plain per-text mean, also when a group is split in steps."""
-    import swe.runtime.embedder as embedder
+    import swembed.runtime.embedder as embedder
 
     rng = np.random.default_rng(0)
     table = rng.normal(size=(50, 8)).astype(np.float32)
@@ -107,7 +107,7 @@ def test_grouped_mean_equals_float64_per_text_mean(dtype, monkeypatch):
 
 
 def test_language_detection_from_script():
-    from swe.runtime.embedder import detect_language
+    from swembed.runtime.embedder import detect_language
 
     langs = ["en", "de", "zh", "ja"]
     assert detect_language("これはペンです。", langs) == "ja"

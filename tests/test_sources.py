@@ -6,8 +6,8 @@ import zipfile
 
 import pytest
 
-from swe.pipeline.corpus import CorpusConfig, write_sentences
-from swe.pipeline.sources import CorpusError, detokenize_wikitext, expand_sources, read_source
+from swembed.pipeline.corpus import CorpusConfig, write_sentences
+from swembed.pipeline.sources import CorpusError, detokenize_wikitext, expand_sources, read_source
 
 LINES = ["First line here.", "Second line there."]
 

@@ -1,4 +1,4 @@
-"""swe.integrations.spark on a local[2] session gives the same clusters as `swe dedup` on the same data."""
+"""swembed.integrations.spark on a local[2] session gives the same clusters as `swembed dedup` on the same data."""
 import os
 import shutil
 import subprocess
@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import pytest
 
-from swe.dedup import DedupConfig, dedup
+from swembed.dedup import DedupConfig, dedup
 
 pytest.importorskip("faiss")
 pyspark = pytest.importorskip("pyspark", reason="pyspark not installed (the spark extra)")
@@ -19,9 +19,9 @@ def spark():
         pytest.skip("Spark's local mode needs Java: no `java` on PATH")
     from pyspark.sql import SparkSession
 
-    os.environ["PYSPARK_PYTHON"] = sys.executable  # workers run this environment's Python, with swe
+    os.environ["PYSPARK_PYTHON"] = sys.executable  # workers run this environment's Python, with swembed
     try:
-        session = (SparkSession.builder.master("local[2]").appName("swe-test")
+        session = (SparkSession.builder.master("local[2]").appName("swembed-test")
                    .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "4").getOrCreate())
     except Exception as exc:  # noqa: BLE001 - the engine cannot start here: say why and skip
         version = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()[:1]
@@ -33,9 +33,9 @@ def spark():
 def test_spark_dedup_equals_single_machine(spark, tmp_path):
     from test_dedup import WORDS, read_mapping
 
-    from swe.integrations.spark import dedup as spark_dedup
-    from swe.integrations.spark import encode
-    from swe.runtime.folder import write_model_folder
+    from swembed.integrations.spark import dedup as spark_dedup
+    from swembed.integrations.spark import encode
+    from swembed.runtime.folder import write_model_folder
 
     table = np.random.default_rng(0).normal(size=(len(WORDS), 32)).astype(np.float32)
     model = write_model_folder(tmp_path / "model", table, WORDS, {"tokenization": {}}, None)
@@ -56,5 +56,5 @@ def test_spark_dedup_equals_single_machine(spark, tmp_path):
                                    atol=1e-4)
         assert sum(m["reason"] != "kept" for m in local) > 30  # the data has both kinds of duplicates
     vectors = encode(spark.createDataFrame([(0, "the cat sat")], "id long, text string"), model).collect()
-    np.testing.assert_allclose(vectors[0]["embedding"], __import__("swe").load(model).encode("the cat sat")[0],
+    np.testing.assert_allclose(vectors[0]["embedding"], __import__("swembed").load(model).encode("the cat sat")[0],
                                rtol=1e-6)

@@ -3,16 +3,16 @@ import numpy as np
 import pytest
 import torch
 
-from swe.pipeline.distill import kd_loss
-from swe.pipeline.extract import ContextAccumulator, ExtractConfig, choose_sentences, occurrence_tokens, word_splitter
-from swe.pipeline.pca import PCAConfig, PCAConfigError, fit_pca
+from swembed.pipeline.distill import kd_loss
+from swembed.pipeline.extract import ContextAccumulator, ExtractConfig, choose_sentences, occurrence_tokens, word_splitter
+from swembed.pipeline.pca import PCAConfig, PCAConfigError, fit_pca
 
 SPLITTER = word_splitter(ExtractConfig(), None)
 
 
 @pytest.fixture(scope="module")
 def teacher():
-    from swe.teachers import load_teacher
+    from swembed.teachers import load_teacher
 
     return load_teacher("minilm", device="cpu")
 

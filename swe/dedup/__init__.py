@@ -1,5 +1,0 @@
-"""Near-duplicate mining: ``swe dedup`` on one machine (``job``), the shared core (``clusters``) and
-streaming record I/O (``records``). Needs the ``dedup`` extra (faiss-cpu, scipy, tqdm)."""
-from swe.dedup.job import DedupConfig, dedup
-
-__all__ = ["DedupConfig", "dedup"]

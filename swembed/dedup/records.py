@@ -1,0 +1,147 @@
+"""Streaming record readers and writers for ``swembed dedup``: ``.txt`` (one record per line), ``.jsonl`` and
+``.parquet`` (a text column). Every record gets a global index in input order and an address
+(file, line or row) so the mapping can account for each one.
+
+Text files are read as bytes: a line that is not valid UTF-8 is decoded with replacement characters
+for hashing and encoding, while the kept output gets its original bytes back.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+FORMATS = {".txt": "txt", ".jsonl": "jsonl", ".parquet": "parquet"}
+
+
+class RecordError(ValueError):
+    """An input file is missing, of an unknown kind, or a record lacks its text."""
+
+
+@dataclass
+class Batch:
+    """Consecutive records of one file: their texts, raw lines (txt/jsonl) and 1-based line or 0-based row numbers."""
+
+    file: int
+    texts: list[str]
+    positions: list[int]
+    raw: list[bytes] | None
+    progress_bytes: int
+    rows: object = None  # parquet with full_rows: the pyarrow RecordBatch of all columns
+
+
+def input_format(path: Path) -> str:
+    fmt = FORMATS.get(path.suffix.lower())
+    if fmt is None:
+        raise RecordError(f"{path}: unknown input kind {path.suffix!r}; use {', '.join(FORMATS)}")
+    return fmt
+
+
+def check_inputs(paths: list[str | Path], text_column: str) -> list[Path]:
+    """Resolve inputs and fail early, naming the problem: missing files, unknown kinds, missing columns."""
+    files = [Path(p) for p in paths]
+    if not files:
+        raise RecordError("no input files")
+    for path in files:
+        if not path.is_file():
+            raise FileNotFoundError(f"input not found: {path}")
+        if input_format(path) == "parquet":
+            import pyarrow.parquet as pq
+
+            names = pq.read_schema(path).names
+            if text_column not in names:
+                raise RecordError(f"{path}: no column {text_column!r}; columns are {names}")
+    return files
+
+
+def _decode(raw: bytes) -> str:
+    return raw.decode("utf-8", errors="replace")
+
+
+def _strip_newline(line: bytes) -> bytes:
+    return line[:-2] if line.endswith(b"\r\n") else line[:-1] if line.endswith(b"\n") else line
+
+
+def _jsonl_text(raw: bytes, path: Path, number: int, text_column: str) -> str:
+    try:
+        record = json.loads(raw.decode("utf-8", errors="surrogateescape"))
+    except json.JSONDecodeError as exc:
+        raise RecordError(f"{path}:{number}: not a JSON object ({exc.msg})") from None
+    if not isinstance(record, dict) or text_column not in record:
+        raise RecordError(f"{path}:{number}: no {text_column!r} field")
+    text = record[text_column]
+    if not isinstance(text, str):
+        raise RecordError(f"{path}:{number}: {text_column!r} is {type(text).__name__}, not a string")
+    return text.encode("utf-8", errors="replace").decode("utf-8")  # lone surrogates -> '?'
+
+
+def read_batches(files: list[Path], text_column: str = "text", batch_size: int = 8192,
+                 full_rows: bool = False) -> Iterator[Batch]:
+    """Yield every record of ``files`` in order, ``batch_size`` at a time (never crossing files).
+    ``full_rows``: parquet batches carry all columns (for writing kept rows), not just the text."""
+    for index, path in enumerate(files):
+        fmt = input_format(path)
+        if fmt == "parquet":
+            import pyarrow.parquet as pq
+
+            parquet = pq.ParquetFile(path)
+            rows, size, start = parquet.metadata.num_rows, path.stat().st_size, 0
+            columns = None if full_rows else [text_column]
+            for record_batch in parquet.iter_batches(batch_size=batch_size, columns=columns):
+                texts = [t if t is not None else "" for t in record_batch.column(text_column).to_pylist()]
+                yield Batch(index, texts, list(range(start, start + len(texts))), None,
+                            size * len(texts) // max(rows, 1), record_batch if full_rows else None)
+                start += len(texts)
+            continue
+        with open(path, "rb") as handle:
+            texts, positions, raws, consumed, number = [], [], [], 0, 0
+            for line in handle:
+                number += 1
+                consumed += len(line)
+                raw = _strip_newline(line)
+                texts.append(_decode(raw) if fmt == "txt" else _jsonl_text(raw, path, number, text_column))
+                positions.append(number)
+                raws.append(raw)
+                if len(texts) == batch_size:
+                    yield Batch(index, texts, positions, raws, consumed)
+                    texts, positions, raws, consumed = [], [], [], 0
+            if texts:
+                yield Batch(index, texts, positions, raws, consumed)
+
+
+class KeptWriter:
+    """Writes the kept records of each input to ``out/kept/<input name>`` in the input's own format."""
+
+    def __init__(self, files: list[Path], out: Path) -> None:
+        self.files = files
+        self.folder = out / "kept"
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self._handles: dict[int, object] = {}
+        self._parquet: dict[int, object] = {}
+
+    def _name(self, index: int) -> Path:
+        names = [p.name for p in self.files]
+        name = self.files[index].name
+        return self.folder / (f"{index:03d}-{name}" if names.count(name) > 1 else name)
+
+    def write(self, batch: Batch, keep: list[bool]) -> None:
+        if batch.raw is not None:
+            handle = self._handles.get(batch.file)
+            if handle is None:
+                handle = self._handles[batch.file] = open(self._name(batch.file), "wb")
+            handle.write(b"".join(raw + b"\n" for raw, k in zip(batch.raw, keep) if k))
+            return
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        writer = self._parquet.get(batch.file)
+        if writer is None:
+            writer = self._parquet[batch.file] = pq.ParquetWriter(self._name(batch.file), batch.rows.schema)
+        writer.write_batch(batch.rows.filter(pa.array(keep)))
+
+    def close(self) -> None:
+        for handle in self._handles.values():
+            handle.close()
+        for writer in self._parquet.values():
+            writer.close()

@@ -1,0 +1,38 @@
+"""Load anything we evaluate or benchmark into an ``encode(list[str]) -> ndarray`` function.
+
+Kinds: a swembed model folder, ``model2vec:<folder>``, ``wordllama`` (its shipped l2_supercat 256 table,
+offline), or a teacher (short name, sentence-transformers folder, hub id). Each kind imports only
+what it needs.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+Encoder = Callable[[list[str]], np.ndarray]
+
+
+def load_encoder(spec: str, device: str = "auto") -> tuple[str, Encoder]:
+    """(kind, encode) for ``spec``."""
+    if spec.startswith("model2vec:"):
+        from model2vec import StaticModel
+
+        model = StaticModel.from_pretrained(spec.split(":", 1)[1])
+        return "model2vec", lambda texts: model.encode(texts, use_multiprocessing=False)
+    if spec == "wordllama":
+        import wordllama
+        from wordllama import WordLlama
+
+        model = WordLlama.load(disable_download=True, cache_dir=Path(wordllama.__file__).parent)
+        return "wordllama", model.embed
+    config = Path(spec) / "config.json"
+    if config.is_file() and json.loads(config.read_text()).get("format") == "swe-static":
+        from swembed import load
+
+        return "swembed", load(spec).encode
+    from swembed.teachers import load_teacher
+
+    return "teacher", load_teacher(spec, device=device).encode

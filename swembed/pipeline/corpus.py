@@ -1,0 +1,117 @@
+"""Stage 1, corpus: read sources, normalise Unicode, split sentences (blingfire), keep short ones, de-duplicate.
+
+Streams: memory holds one 8-byte hash per kept sentence, never the corpus itself.
+Artifact: ``sentences.txt``, one sentence per line.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from swembed.pipeline.sources import CorpusError, describe_source, expand_sources, read_source
+from swembed.pipeline.stage import StageResult, StageRun, run_stage
+from swembed.runtime.tokenizer import WORD_PATTERN, normalize_text
+
+logger = logging.getLogger(__name__)
+SENTENCES_FILE = "sentences.txt"
+_SPACES = re.compile(r"\s+")
+
+
+@dataclass
+class CorpusConfig:
+    sources: list[str] = field(default_factory=lambda: ["builtin:wikitext2"])
+    text_column: str = "text"
+    min_words: int = 3
+    max_words: int = 40
+    max_sentences: int | None = None
+    normalization: str = "NFKC"
+    split_sentences: bool = True
+
+    def validate(self) -> None:
+        if not self.sources:
+            raise CorpusError("no corpus given")
+        if not 1 <= self.min_words <= self.max_words:
+            raise CorpusError(f"word bounds must satisfy 1 <= min ({self.min_words}) <= max ({self.max_words})")
+
+
+def _dedup_key(sentence: str) -> int:
+    digest = hashlib.blake2b(sentence.lower().encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest, "little")
+
+
+def _split(text: str, enabled: bool) -> list[str]:
+    if not enabled:
+        return [text]
+    from blingfire import text_to_sentences
+
+    return text_to_sentences(text).split("\n")
+
+
+def write_sentences(config: CorpusConfig, files: list[str], out: Path) -> dict:
+    """Stream every source into ``out``; return counts of what was kept and dropped and why."""
+    count_words = re.compile(WORD_PATTERN).findall
+    seen: set[int] = set()
+    stats = {"units": 0, "sentences": 0, "kept": 0, "too_short": 0, "too_long": 0, "duplicates": 0}
+    per_source: dict[str, int] = {}
+    with open(out, "w", encoding="utf-8") as sink:
+        for spec in files:
+            kept_before = stats["kept"]
+            for unit in read_source(spec, config.text_column):
+                unit = _SPACES.sub(" ", normalize_text(unit, config.normalization)).strip()
+                if not unit:
+                    continue
+                stats["units"] += 1
+                for sentence in _split(unit, config.split_sentences):
+                    sentence = sentence.strip()
+                    if not sentence:
+                        continue
+                    stats["sentences"] += 1
+                    n_words = len(count_words(sentence))
+                    if n_words < config.min_words:
+                        stats["too_short"] += 1
+                        continue
+                    if n_words > config.max_words:
+                        stats["too_long"] += 1
+                        continue
+                    key = _dedup_key(sentence)
+                    if key in seen:
+                        stats["duplicates"] += 1
+                        continue
+                    seen.add(key)
+                    sink.write(sentence + "\n")
+                    stats["kept"] += 1
+                    if config.max_sentences and stats["kept"] >= config.max_sentences:
+                        break
+                if config.max_sentences and stats["kept"] >= config.max_sentences:
+                    break
+            per_source[spec] = stats["kept"] - kept_before
+            if config.max_sentences and stats["kept"] >= config.max_sentences:
+                break
+    stats["per_source"] = per_source
+    return stats
+
+
+def run_corpus(config: CorpusConfig, work_dir: Path, force: bool = False, quiet: bool = False) -> StageResult:
+    config.validate()
+    files = expand_sources(config.sources)
+    identity = {**asdict(config), "sources": [describe_source(f) for f in files]}
+
+    def compute(run: StageRun) -> dict:
+        stats = write_sentences(config, files, run.out / SENTENCES_FILE)
+        if stats["kept"] == 0:
+            raise CorpusError(
+                f"the corpus gave no usable sentence ({stats['sentences']} sentences read; "
+                f"{stats['too_short']} shorter than {config.min_words} words, {stats['too_long']} longer than "
+                f"{config.max_words})"
+            )
+        return stats
+
+    return run_stage("corpus", work_dir, identity, [], compute, force=force, quiet=quiet)
+
+
+def read_sentences(result: StageResult) -> list[str]:
+    with open(result.path / SENTENCES_FILE, encoding="utf-8") as handle:
+        return handle.read().split("\n")[:-1]

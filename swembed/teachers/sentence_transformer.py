@@ -1,0 +1,161 @@
+"""A sentence-transformers model folder as a teacher, run with plain transformers + tokenizers.
+
+We read the folder's own pooling config (``modules.json`` -> ``1_Pooling/config.json``) so the pooled
+vector is what ``SentenceTransformer.encode`` returns, and use the fast tokenizer directly for exact
+character offsets. Inputs are padded per batch, never to a fixed length.
+"""
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+from pathlib import Path
+
+import numpy as np
+import torch
+from tokenizers import Tokenizer
+
+from swembed.teachers.base import TeacherError, TeacherOutput
+from swembed.teachers.registry import TeacherSpec
+
+logger = logging.getLogger(__name__)
+
+POOLING_MODES = ("mean", "cls", "max", "lasttoken")
+
+
+def pick_device(device: str = "auto") -> torch.device:
+    """``auto`` -> CUDA when present, else CPU."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise TeacherError("--device cuda was asked for but CUDA is not available on this machine")
+    return torch.device(device)
+
+
+def read_pooling_mode(folder: Path) -> str:
+    """The pooling mode declared by a sentence-transformers folder (mean when none is declared)."""
+    modules_path = folder / "modules.json"
+    if not modules_path.is_file():
+        return "mean"
+    for module in json.loads(modules_path.read_text()):
+        if module.get("type", "").endswith("Pooling"):
+            config = json.loads((folder / module["path"] / "config.json").read_text())
+            if config.get("pooling_mode_cls_token"):
+                return "cls"
+            if config.get("pooling_mode_max_tokens"):
+                return "max"
+            if config.get("pooling_mode_lasttoken"):
+                return "lasttoken"
+            return "mean"
+    return "mean"
+
+
+def load_fast_tokenizer(folder: Path, max_length: int) -> Tokenizer:
+    """The folder's fast tokenizer with padding off and truncation at ``max_length``."""
+    path = folder / "tokenizer.json"
+    if path.is_file():
+        tokenizer = Tokenizer.from_file(str(path))
+    else:
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(str(folder), use_fast=True).backend_tokenizer
+    tokenizer.no_padding()
+    tokenizer.enable_truncation(max_length=max_length)
+    return tokenizer
+
+
+def pool(hidden: torch.Tensor, mask: torch.Tensor, mode: str) -> torch.Tensor:
+    """Pool (B, T, H) token vectors with a (B, T) attention mask the sentence-transformers way."""
+    if mode == "cls":
+        return hidden[:, 0]
+    if mode == "max":
+        return hidden.masked_fill(~mask.bool()[..., None], float("-inf")).max(dim=1).values
+    if mode == "lasttoken":
+        last = mask.sum(dim=1) - 1
+        return hidden[torch.arange(hidden.shape[0], device=hidden.device), last]
+    weights = mask.to(hidden.dtype)[..., None]
+    return (hidden * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1e-9)
+
+
+class SentenceTransformerTeacher:
+    """Contextual token vectors with offsets, and pooled sentence vectors, from one forward pass."""
+
+    def __init__(self, folder: Path, spec: TeacherSpec, device: str = "auto", batch_size: int = 64) -> None:
+        from transformers import AutoModel
+
+        self.folder = Path(folder)
+        self.spec = spec
+        self.prompt = spec.prompt
+        self.device = pick_device(device)
+        self.batch_size = batch_size
+        st_config_path = self.folder / "sentence_bert_config.json"
+        st_config = json.loads(st_config_path.read_text()) if st_config_path.is_file() else {}
+        self.max_length = int(st_config.get("max_seq_length", 512))
+        self.pooling = read_pooling_mode(self.folder)
+        self.tokenizer = load_fast_tokenizer(self.folder, self.max_length)
+        self.pad_id = self.tokenizer.token_to_id("[PAD]") or self.tokenizer.token_to_id("<pad>") or 0
+        dtype = torch.bfloat16 if self.device.type == "cuda" else torch.float32
+        try:
+            self.model = AutoModel.from_pretrained(
+                str(self.folder), trust_remote_code=spec.trust_remote_code, dtype=dtype
+            )
+        except Exception as exc:
+            raise TeacherError(f"could not load teacher weights from {self.folder}: {exc}") from exc
+        self.model.to(self.device).eval()
+        self.dim = int(self.model.config.hidden_size)
+        self.pooled_dim = self.dim
+        self._takes_token_types = "token_type_ids" in inspect.signature(self.model.forward).parameters
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def describe(self) -> dict:
+        return {"name": self.spec.name, "hub_id": self.spec.hub_id, "path": str(self.folder), "dim": self.dim,
+                "pooling": self.pooling, "prompt": self.prompt, "max_length": self.max_length}
+
+    def tokenizer_json(self) -> str:
+        """The sub-word tokenizer (padding/truncation off) to ship for OOV back-off."""
+        clone = Tokenizer.from_str(self.tokenizer.to_str())
+        clone.no_padding()
+        clone.no_truncation()
+        return clone.to_str()
+
+    def tokenize(self, texts: list[str]):
+        return self.tokenizer.encode_batch([self.prompt + t for t in texts])
+
+    @torch.inference_mode()
+    def forward(self, texts: list[str], encodings=None) -> TeacherOutput:
+        """One batch: last-layer vectors, offsets into each original text, pooled normalised vectors."""
+        encodings = encodings if encodings is not None else self.tokenize(texts)
+        lengths = [len(e.ids) for e in encodings]
+        width = max(lengths)
+        ids = np.full((len(encodings), width), self.pad_id, dtype=np.int64)
+        mask = np.zeros((len(encodings), width), dtype=np.int64)
+        offsets = []
+        shift = len(self.prompt)
+        for row, enc in enumerate(encodings):
+            n = lengths[row]
+            ids[row, :n] = enc.ids
+            mask[row, :n] = 1
+            spans = np.asarray(enc.offsets, dtype=np.int64).reshape(-1, 2) - shift
+            hidden_positions = (np.asarray(enc.special_tokens_mask, dtype=bool)) | (spans[:, 0] < 0)
+            spans[hidden_positions] = -1
+            offsets.append(spans)
+        ids_t = torch.from_numpy(ids).to(self.device)
+        mask_t = torch.from_numpy(mask).to(self.device)
+        kwargs = {"input_ids": ids_t, "attention_mask": mask_t}
+        if self._takes_token_types:
+            kwargs["token_type_ids"] = torch.zeros_like(ids_t)
+        hidden = self.model(**kwargs).last_hidden_state.float()
+        pooled = torch.nn.functional.normalize(pool(hidden, mask_t, self.pooling), dim=-1)
+        return TeacherOutput(hidden=hidden, offsets=offsets, pooled=pooled.cpu().numpy())
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        """Pooled, normalised sentence embeddings (the teacher as a sentence encoder), batched by length."""
+        order = np.argsort([len(t) for t in texts], kind="stable")
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for start in range(0, len(texts), self.batch_size):
+            idx = order[start : start + self.batch_size]
+            out[idx] = self.forward([texts[i] for i in idx]).pooled
+        return out
