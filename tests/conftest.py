@@ -36,6 +36,5 @@ def tiny_corpus(tmp_path: Path) -> Path:
 def small_build_args(corpus: Path, out: Path) -> list[str]:
     """CLI flags for a build that takes seconds on CPU with the real MiniLM teacher."""
     return ["build", "--teacher", "minilm", "--corpus", str(corpus), "--out", str(out), "--dim", "32",
-            "--sentences-per-word", "4", "--pca-sentences", "300", "--distill-steps", "60", "--batch-size", "16",
-            "--eval-every", "20", "--unit-sentences", "64", "--checkpoint-seconds", "0", "--no-teacher-words",
-            "--quiet"]
+            "--pca-sentences", "300", "--distill-steps", "60", "--batch-tokens", "512", "--eval-every", "20",
+            "--unit-sentences", "64", "--checkpoint-seconds", "0", "--no-teacher-words", "--quiet"]

@@ -77,6 +77,23 @@ def describe_source(spec: str) -> dict:
     return {"spec": str(Path(spec).resolve()), "size": stat.st_size, "mtime": int(stat.st_mtime)}
 
 
+_SNIFF_BYTES = 1 << 16
+MIN_PRINTABLE = 0.85
+
+
+def check_text(path: Path, head: bytes) -> None:
+    """Reject what is not text (an executable, an image, a database passed as a corpus): NUL bytes, or less
+    than ``MIN_PRINTABLE`` of the first characters printable or whitespace."""
+    if b"\x00" in head:
+        raise CorpusError(f"{path}: contains NUL bytes; not a text file")
+    sample = head.decode("utf-8", errors="replace")
+    if sample:
+        printable = sum(ch.isprintable() or ch.isspace() for ch in sample if ch != "\ufffd")
+        share = printable / len(sample)
+        if share < MIN_PRINTABLE:
+            raise CorpusError(f"{path}: only {share:.0%} of its first characters are printable text; not a text file")
+
+
 def _text_lines(handle: io.TextIOBase) -> Iterator[str]:
     for line in handle:
         yield line.rstrip("\r\n")
@@ -195,6 +212,8 @@ def read_source(spec: str, text_column: str = "text") -> Iterator[str]:
         elif fmt in ("jsonl", "parquet"):
             yield from _records(path, fmt, compression, text_column)
         else:
+            with COMPRESSED.get(compression, open)(path, "rb") as raw:
+                check_text(path, raw.read(_SNIFF_BYTES))
             with _open_text(path, compression) as handle:
                 yield from _text_lines(handle)
     except (OSError, EOFError, zipfile.BadZipFile, lzma.LZMAError, json.JSONDecodeError) as exc:
