@@ -202,7 +202,7 @@ def cmd_report(args) -> int:
     from swembed.eval.reports import write_reports
     from swembed.eval.suites import data_dir
 
-    data = data_dir(args.data, sub=".") if args.data else data_dir(None, sub=".")
+    data = data_dir(args.data, sub=".")
     written = write_reports(args.only.split(",") if args.only else None, Path(args.out), data,
                             "swembed " + " ".join(sys.argv[1:]), args.models)
     print(f"reports written to {args.out}/: {', '.join(written)}")

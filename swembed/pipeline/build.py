@@ -20,7 +20,7 @@ from swembed.pipeline.config import BuildConfig, BuildError
 from swembed.pipeline.corpus import run_corpus
 from swembed.pipeline.distill import run_distill
 from swembed.pipeline.extract import run_extract
-from swembed.pipeline.parallel import exclusions, read_parallel
+from swembed.pipeline.parallel import run_pairs
 from swembed.pipeline.pca import check_dims, kept_components, run_pca
 from swembed.pipeline.plan import build_plan, device_report
 from swembed.pipeline.sources import CorpusError
@@ -86,10 +86,12 @@ def build(config: BuildConfig, force: bool = False, quiet: bool = False, overwri
     stages += [("compose", compose), ("pca", pca)]
     final = pca
     if config.distill_enabled:
-        excluded = exclusions(config.exclude)
-        pair_sets = {(config.langs[0], lang): read_parallel(paths, excluded)
-                     for lang, paths in config.parallel_files().items()}
-        final = run_distill(config.distill, pca, compose, extracts, rules, tokenizer_json, work, pair_sets, teacher,
+        score = config.distill.min_teacher_similarity is not None
+        pair_stages = {(config.langs[0], lang): run_pairs(lang, paths, config.exclude, teacher, work, score, force,
+                                                          quiet)
+                       for lang, paths in config.parallel_files().items()}
+        stages += [(f"pairs ({a}-{b})", stage) for (a, b), stage in pair_stages.items()]
+        final = run_distill(config.distill, pca, compose, extracts, rules, tokenizer_json, work, pair_stages,
                             config.seed, config.device, config.checkpoint_seconds, force, quiet)
         stages.append(("distill", final))
     table = np.load(final.path / files.TABLE)

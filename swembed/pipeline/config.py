@@ -52,6 +52,7 @@ class ComposeConfig:
     min_contexts: int = 1  # words seen in fewer sentences have no row of their own: their pieces stand in
     shrinkage: float = 0.0  # k: a word seen in n sentences gets (n v_ctx + k v_pieces) / (n + k)
     pieces: bool = True  # keep the teacher's pieces as rows (used by oov_backoff = "pieces" only)
+    merge_languages: bool = False  # languages with the same rules share one vocabulary (no language needed)
 
 
 @dataclass

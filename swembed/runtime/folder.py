@@ -75,6 +75,7 @@ class ModelFolder:
     words: list[str]  # the label of every row
     subword_tokenizer: object | None
     scales: np.ndarray | None
+    arrays: dict[str, np.ndarray]  # the folder's other .npy files (pca_mean, word_contexts, ...), memory-mapped
 
 
 def _load_array(path: Path, mmap: bool) -> np.ndarray:
@@ -128,7 +129,9 @@ def read_model_folder(folder: Path, mmap: bool = True) -> ModelFolder:
             if not 0 <= start <= end <= len(words):
                 raise ModelFolderError(f"{folder / CONFIG_FILE}: {name} rows {spec.get('rows')} outside the "
                                        f"{len(words)} table rows")
-    return ModelFolder(config, table, words, subword, scales)
+    arrays = {p.stem: _load_array(p, True) for p in sorted(folder.glob("*.npy"))
+              if p.name not in (EMBEDDINGS_FILE, SCALES_FILE)}
+    return ModelFolder(config, table, words, subword, scales, arrays)
 
 
 @contextmanager
