@@ -136,7 +136,10 @@ def read_model_folder(folder: Path, mmap: bool = True) -> ModelFolder:
                                f"got shape {table.shape} {table.dtype}")
     if not (folder / VOCAB_FILE).is_file():
         raise ModelFolderError(f"{folder}: {VOCAB_FILE} is missing")
-    words = read_vocab(folder / VOCAB_FILE)
+    try:
+        words = read_vocab(folder / VOCAB_FILE)
+    except UnicodeDecodeError as exc:
+        raise ModelFolderError(f"{folder / VOCAB_FILE}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
     if len(words) != table.shape[0]:
         raise ModelFolderError(f"{folder}: {len(words)} words in {VOCAB_FILE} but {table.shape[0]} table rows")
     scales = _load_array(folder / SCALES_FILE, False) if (folder / SCALES_FILE).is_file() else None
