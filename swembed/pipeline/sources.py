@@ -81,7 +81,7 @@ _SNIFF_BYTES = 1 << 16
 MIN_PRINTABLE = 0.85
 
 
-def check_text(path: Path, head: bytes) -> None:
+def check_text(path: Path | str, head: bytes) -> None:
     """Reject what is not text (an executable, an image, a database passed as a corpus): NUL bytes, or less
     than ``MIN_PRINTABLE`` of the first characters printable or whitespace."""
     if b"\x00" in head:
@@ -135,6 +135,7 @@ def _zip_lines(path: Path) -> Iterator[str]:
                 data = raw.read()
             if member.endswith(".gz"):
                 data = gzip.decompress(data)
+            check_text(f"{path}:{member}", data[:_SNIFF_BYTES])
             yield from data.decode("utf-8", errors="replace").splitlines()
 
 
