@@ -23,10 +23,10 @@ from swembed.pipeline.extract import run_extract
 from swembed.pipeline.parallel import exclusions, read_parallel
 from swembed.pipeline.pca import check_dims, kept_components, run_pca
 from swembed.pipeline.plan import build_plan, device_report
-from swembed.pipeline.sources import CorpusError, check_sources
+from swembed.pipeline.sources import CorpusError
 from swembed.pipeline.stage import StageResult
 from swembed.pipeline.vocab import run_vocab
-from swembed.runtime.folder import check_writable, update_config, write_model_folder
+from swembed.runtime.folder import update_config, write_model_folder
 
 logger = logging.getLogger(__name__)
 
@@ -50,12 +50,9 @@ def build(config: BuildConfig, force: bool = False, quiet: bool = False, overwri
     """Run the whole pipeline; returns the build report (also saved in the model's config.json)."""
     from swembed.teachers import load_teacher
 
-    config.validate()
-    check_writable(Path(config.out), overwrite)
+    config.check_before_work(overwrite)
     started = time.time()
     work = config.work_path
-    for lang in config.langs:
-        check_sources(config.corpus_for(lang).sources)
     teacher = load_teacher(config.teacher, device=config.device, batch_tokens=config.extract.batch_tokens)
     check_dims(config.pca, teacher.dim)
     if config.lexicon_top_k is not None and not 1 <= config.lexicon_top_k <= config.pca.dim:

@@ -172,6 +172,17 @@ class BuildConfig:
         if self.compose.shrinkage < 0 or self.compose.min_contexts < 1:
             raise BuildError("compose shrinkage must be >= 0 and min_contexts >= 1")
 
+    def check_before_work(self, overwrite: bool = False) -> None:
+        """What a build can check before loading the teacher (and before importing torch): the settings, the
+        output folder, and that every corpus source exists and starts like text."""
+        from swembed.pipeline.sources import check_sources
+        from swembed.runtime.folder import check_writable
+
+        self.validate()
+        check_writable(Path(self.out), overwrite)
+        for lang in self.langs:
+            check_sources(self.corpus_for(lang).sources)
+
 
 SECTIONS = {f.name: f.type for f in fields(BuildConfig) if f.name in
             ("corpus", "tokenization", "vocab", "extract", "compose", "pca", "distill")}
