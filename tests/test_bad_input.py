@@ -25,8 +25,8 @@ from swembed.runtime.folder import ModelFolderError
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "what-happens-when.md"
 BEGIN, END = "<!-- rows: generated from tests/test_bad_input.py -->", "<!-- end of rows -->"
-HEADER = ("| input | before (issue 17) | what swembed does now | the line on stderr (an error: after `swembed <command>: error: `) |\n"
-          "|---|---|---|---|")
+HEADER = ("| input | before (issue 17) | what swembed does now | the line on stderr (an error: after "
+          "`swembed <command>: error: `) |\n|---|---|---|---|")
 
 
 @dataclass(frozen=True)

@@ -46,13 +46,13 @@ def test_wheel_installs_into_a_clean_venv_and_encodes_without_torch(tmp_path):
     # From here on nothing of this checkout or its environment: the venv alone.
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")} | quiet_pip
     (wheel,) = dist.glob("swembed-*.whl")
-    venv.create(tmp_path / "venv", with_pip=True)  # system_site_packages=False
+    venv.create(tmp_path / "venv")  # no system site packages; no pip of its own: this pip installs into it
     python, script = tmp_path / "venv" / "bin" / "python", tmp_path / "venv" / "bin" / "swembed"
-    installed = run([python, "-m", "pip", "install", wheel], env, tmp_path)
+    installed = run([sys.executable, "-m", "pip", "--python", python, "install", wheel], env, tmp_path)
     for output in (built, installed):
         assert not BANNER.search(output), BANNER.search(output).group()
-    where = run([python, "-c", "import importlib.util as u, swembed; print(swembed.__file__, "
-                 f"[m for m in {HEAVY!r} if u.find_spec(m)])"], env, tmp_path)
+    probe = f"import importlib.util as u, swembed; print(swembed.__file__, [m for m in {HEAVY!r} if u.find_spec(m)])"
+    where = run([python, "-c", probe], env, tmp_path)
     assert where.split()[0].startswith(str(tmp_path / "venv")) and where.split(maxsplit=1)[1].strip() == "[]"
 
     model = write_tiny_model(tmp_path / "model")
