@@ -104,9 +104,10 @@ def build_config(args):
 
 
 def cmd_build(args) -> int:
+    config = build_config(args)
+    config.check_before_work(args.overwrite)  # bad input fails before torch is imported
     from swembed.pipeline.build import build
 
-    config = build_config(args)
     report = build(config, force=args.force, quiet=args.quiet, overwrite=args.overwrite)
     stages = report["build"]["stages"]
     print(f"\nmodel written to {config.out}  (dim {report['dim']}, teacher {report['teacher']['name']}, "

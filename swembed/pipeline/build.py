@@ -26,7 +26,7 @@ from swembed.pipeline.plan import build_plan, device_report
 from swembed.pipeline.sources import CorpusError
 from swembed.pipeline.stage import StageResult
 from swembed.pipeline.vocab import run_vocab
-from swembed.runtime.folder import check_writable, update_config, write_model_folder
+from swembed.runtime.folder import update_config, write_model_folder
 
 logger = logging.getLogger(__name__)
 
@@ -50,8 +50,7 @@ def build(config: BuildConfig, force: bool = False, quiet: bool = False, overwri
     """Run the whole pipeline; returns the build report (also saved in the model's config.json)."""
     from swembed.teachers import load_teacher
 
-    config.validate()
-    check_writable(Path(config.out), overwrite)
+    config.check_before_work(overwrite)
     started = time.time()
     work = config.work_path
     teacher = load_teacher(config.teacher, device=config.device, batch_tokens=config.extract.batch_tokens)
