@@ -36,6 +36,8 @@ def test_build_writes_a_loadable_model_with_stage_costs(reference_build):
     assert all(stages[s]["wall_s"] is not None and stages[s]["peak_rss_mb"] > 0 for s in ("extract", "distill"))
     assert config["teacher"]["name"] == "minilm" and config["abtt_dropped"] == 3
     assert "peak MB" in result.stdout
+    assert "plan (cpu, teacher minilm" in result.stderr and "sentences through the teacher" in result.stderr
+    assert config["build"]["plan"]["en"]["sentences_to_encode"] == 400 and config["build"]["device"]["type"] == "cpu"
     # Similar sentences are closer than unrelated ones (the table carries meaning).
     a, b, c = model.encode(["the happy dog visits the river", "the happy dog visits the river number 3",
                             "strange engine letter"])

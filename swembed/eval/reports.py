@@ -267,7 +267,8 @@ def robust_report(models: dict[str, Path], data_dir: Path, out: Path, command: s
             for label, s in results.items()]
     buckets = sorted({k for s in results.values() for k in s if k.startswith("contexts")},
                      key=lambda k: int(k.split()[1].split("-")[0].rstrip("+")))
-    bucket_rows = [[label, *(f"{s[k]:.2f}" if k in s else "" for k in buckets)] for label, s in results.items()]
+    bucket_rows = [[label, *(f"{s[k]:.2f} ({s['pairs with ' + k]:,} pairs)" if k in s else "" for k in buckets)]
+                   for label, s in results.items()]
     text = ["# Robustness: rare and unseen words", "", _provenance(command), "",
             "English STS (mean of 7) with the rarest 25/50/75% of each table's words hidden at inference: their rows "
             "stay, the tokeniser no longer knows them, so the back-off (the teacher's pieces, or a known prefix) must "
@@ -358,12 +359,10 @@ def ensembles_report(members: dict[str, str], pairs: list[tuple[str, ...]], scor
         model = load(folder)
         by_weight = {}
         for w in ENSEMBLE_WEIGHTS:
-            for i, subspace in enumerate(model.config["ensemble"]["subspaces"]):
-                subspace["weight"] = float(w if i == 0 else 1)
+            _weigh_first(model, w)
             by_weight[w] = evaluate_sts(model.encode, scores.data, (DEV,))[DEV]
         best = max(by_weight, key=by_weight.get)
-        for i, subspace in enumerate(model.config["ensemble"]["subspaces"]):
-            subspace["weight"] = float(best if i == 0 else 1)
+        _weigh_first(model, best)
         result = score_encoder(model.encode, scores.data)
         results[name] = {"weight": best, "dev_by_weight": by_weight, "scores": result}
         rows.append([name, ":".join([str(best)] + ["1"] * (len(pair) - 1)), *_sts_cells(result)])
@@ -381,6 +380,12 @@ def ensembles_report(members: dict[str, str], pairs: list[tuple[str, ...]], scor
                     for name, r in results.items() if name != "alone"])]
     (out / "ensembles.md").write_text("\n".join(text) + "\n", encoding="utf-8")
     return results
+
+
+def _weigh_first(model, weight: float) -> None:
+    """Give an ensemble's first member ``weight`` and every other member 1."""
+    for i, subspace in enumerate(model.config["ensemble"]["subspaces"]):
+        subspace["weight"] = float(weight if i == 0 else 1)
 
 
 def multilingual_report(models: dict[str, Path], english_only: dict[str, Path], teacher: str | None,
