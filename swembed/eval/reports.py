@@ -174,9 +174,8 @@ def ablations(teacher_dim: int) -> dict[str, dict]:
             {"tokenization": {"oov_backoff": "teacher_prefix"}, "compose": {"pieces": False}},
         "piece rows, back-off to the longest known prefix":
             {"tokenization": {"oov_backoff": "teacher_prefix"}},
-        "piece rows, no shrinkage, no vocabulary cut": {"compose": {"shrinkage": 0.0, "min_contexts": 1}},
         **{f"shrinkage k = {k:g}": {"compose": {"shrinkage": k}} for k in (1.0, 2.0, 4.0, 8.0, 16.0, 32.0)},
-        **{f"vocabulary cut: words in >= {n} sentences": {"compose": {"min_contexts": n}} for n in (1, 2, 3, 5)},
+        **{f"vocabulary cut: words in >= {n} sentences": {"compose": {"min_contexts": n}} for n in (2, 3, 5)},
         "without ABTT (r = 0)": {"pca": {"drop": 0}},
         "word-level PCA": {"pca": {"level": "word"}},
         "d = 128": {"pca": {"dim": 128}},
@@ -184,14 +183,15 @@ def ablations(teacher_dim: int) -> dict[str, dict]:
     }
 
 
-# The levers also compared after distillation (each a full build; the recipe's own row is the third).
+# The levers also compared after distillation, each trained for the same fixed budget as the corpus curve.
 KD_ABLATIONS = {
     "back-off to the longest known prefix, no piece rows (previous rule)":
         {"tokenization": {"oov_backoff": "teacher_prefix"}, "compose": {"pieces": False}},
-    "piece rows, no shrinkage, no vocabulary cut": {"compose": {"shrinkage": 0.0, "min_contexts": 1}},
+    "shrinkage k = 4": {"compose": {"shrinkage": 4.0}},
+    "vocabulary cut: words in >= 3 sentences": {"compose": {"min_contexts": 3}},
 }
 KD_SENTENCES = (100_000, 200_000, 300_000, 400_000, 500_000)
-KD_CURVE_STEPS = 8_000  # the corpus-size curve trains each point for the same fixed budget
+KD_BUDGET_STEPS = 16_000  # fixed training budget of the KD levers and of each point of the corpus curve
 VOCAB_SIZES = (5_000, 10_000, 20_000, 50_000, 100_000)
 
 
@@ -241,16 +241,18 @@ def ablations_report(recipe: Path, scores: Scores, out: Path, models_dir: Path, 
         lever, _ = run({**changes, "distill_enabled": False}, "no-kd-" + _slug(label))
         results[label + " (no KD)"] = lever
         before.append([label, *_sts_cells(lever)])
-    after = [["the recipe (`" + str(recipe) + "`)", *_sts_cells(main_scores)]]
+    after = [["the recipe (`" + str(recipe) + "`), early-stopped", *_sts_cells(main_scores)]]
+    budget = {"distill": {"max_steps": KD_BUDGET_STEPS}}
+    after.append([f"the recipe, {KD_BUDGET_STEPS:,} steps", *_sts_cells(run(budget, "kd-budget-recipe")[0])])
     for label, changes in KD_ABLATIONS.items():
-        lever, _ = run(changes, "kd-" + _slug(label))
+        lever, _ = run({**changes, **budget}, "kd-budget-" + _slug(label))
         results[label] = lever
-        after.append([label, *_sts_cells(lever)])
+        after.append([f"{label}, {KD_BUDGET_STEPS:,} steps", *_sts_cells(lever)])
     curve = []
     encoded = main_model.config["build"]["stages"]["extract"]["stats"]["encoded_sentences"]
     for n in (*KD_SENTENCES, encoded):
-        label = f"KD on {n:,} sentences, {KD_CURVE_STEPS:,} steps"
-        changes = {"distill": {"max_sentences": n, "max_steps": KD_CURVE_STEPS}}
+        label = f"KD on {n:,} sentences, {KD_BUDGET_STEPS:,} steps"
+        changes = {"distill": {"max_sentences": n, "max_steps": KD_BUDGET_STEPS}}
         results[label] = run(changes, f"kd-curve-{n}")[0]
         curve.append([f"{n:,}", *_sts_cells(results[label])])
     vocab_rows = []
@@ -270,11 +272,12 @@ def ablations_report(recipe: Path, scores: Scores, out: Path, models_dir: Path, 
             "the table itself.", "",
             _table(["variant", *STS_HEADER], before), "",
             "## After distillation", "",
-            "Full builds (the recipe's own early-stopped KD on every sentence) for the levers that decide the recipe.",
+            f"The recipe's own early-stopped build, then the recipe and the deciding levers each distilled for the same "
+            f"{KD_BUDGET_STEPS:,} steps (batch 128), so that KD's effect on each lever is compared at equal cost.",
             "", _table(["variant", *STS_HEADER], after), "",
             "## Distillation corpus size", "",
             f"Knowledge distillation on the first N sentences of a seeded shuffle of every encoded sentence (the same "
-            f"held-out sentences for every N), each trained for the same {KD_CURVE_STEPS:,} steps: the gain per added "
+            f"held-out sentences for every N), each trained for the same {KD_BUDGET_STEPS:,} steps: the gain per added "
             "100k sentences at a fixed training budget.", "",
             _table(["KD sentences", *STS_HEADER], curve), "",
             "## Vocabulary size (Table 9)", "",
