@@ -104,9 +104,10 @@ def build_config(args):
 
 
 def cmd_build(args) -> int:
+    config = build_config(args)
+    config.check_before_work(args.overwrite)  # bad input fails before torch is imported
     from swembed.pipeline.build import build
 
-    config = build_config(args)
     report = build(config, force=args.force, quiet=args.quiet, overwrite=args.overwrite)
     stages = report["build"]["stages"]
     print(f"\nmodel written to {config.out}  (dim {report['dim']}, teacher {report['teacher']['name']}, "
@@ -202,7 +203,7 @@ def cmd_report(args) -> int:
     from swembed.eval.reports import write_reports
     from swembed.eval.suites import data_dir
 
-    data = data_dir(args.data, sub=".") if args.data else data_dir(None, sub=".")
+    data = data_dir(args.data, sub=".")
     written = write_reports(args.only.split(",") if args.only else None, Path(args.out), data,
                             "swembed " + " ".join(sys.argv[1:]), args.models)
     print(f"reports written to {args.out}/: {', '.join(written)}")

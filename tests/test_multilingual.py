@@ -146,6 +146,7 @@ eval_every = 50
 patience = 3
 held_out_pairs = 128
 val_sentences = 60
+min_teacher_similarity = 0.15
 """)
     assert main(["build", "--recipe", str(recipe), "--quiet"]) == 0
     model = swembed.load(tmp_path / "model")
@@ -163,8 +164,13 @@ val_sentences = 60
     stats = stages["distill"]["stats"]
     assert stats["best_val_loss"] < stats["initial_val_loss"]
     assert set(stats["train_examples"]) == {"kd en", "kd zh", "contrastive en-zh"}
-    assert stats["pairs_read en-zh"] == len(set(parallel_pairs(800, 1)) - {p for p in parallel_pairs(800, 1)
-                                                                      if p[0] == pairs[0][0]})
+    read = stages["pairs (en-zh)"]["stats"]
+    assert read["pairs_read"] == len(set(parallel_pairs(800, 1)) - {p for p in parallel_pairs(800, 1)
+                                                                  if p[0] == pairs[0][0]})
+    similarity = np.load(tmp_path / "model.work" / stages["pairs (en-zh)"]["artifact"] / "similarity.npy")
+    assert len(similarity) == read["pairs_read"]
+    assert stats["pairs en-zh"] == int((similarity >= 0.15).sum())  # the teacher filter, as configured
+    assert 0 < stats["held-out retrieval en-zh"] <= 1
     texts_en, texts_zh = ["The cat sees the dog."], ["人生大。"]
     np.testing.assert_allclose(model.encode(texts_zh), model.encode(texts_zh, lang="zh"))  # detected from script
     np.testing.assert_allclose(model.encode(texts_en), model.encode(texts_en, lang="en"))

@@ -129,17 +129,16 @@ def test_grouped_mean_equals_float64_per_text_mean(dtype, monkeypatch):
         np.testing.assert_allclose(out[i], expected, rtol=1e-6, atol=1e-6)
 
 
-def test_language_detection_from_script():
-    from swembed.runtime.embedder import detect_language
+def test_language_identification_by_script_then_word_frequencies():
+    from swembed.runtime.langid import LanguageIdentifier
 
-    langs = ["en", "de", "zh", "ja"]
-    assert detect_language("これはペンです。", langs) == "ja"
-    assert detect_language("我喜欢苹果。", langs) == "zh"
-    assert detect_language("我喜欢苹果。", ["en", "ja"]) == "ja"  # Han without a zh table: the Japanese one
-    assert detect_language("Der Hund und die Katze schlafen.", langs) == "de"
-    assert detect_language("The dog and the cat sleep.", langs) == "en"
-    assert detect_language("Straße", ["en", "de"]) == "de"
-    assert detect_language("12345", ["de", "zh"]) == "de"
+    counts = {"en": {"the": 50, "dog": 5, "and": 40, "cat": 5, "die": 1},
+              "de": {"der": 50, "hund": 5, "und": 40, "katze": 5, "die": 45}}
+    ident = LanguageIdentifier(["en", "de", "zh", "ja"], counts)
+    texts = ["これはペンです。", "我喜欢苹果。", "Der Hund und die Katze schlafen.", "The dog and the cat sleep.",
+             "die Katze", "12345", "Cat!"]
+    assert ident.predict(texts) == ["ja", "zh", "de", "en", "de", "en", "en"]
+    assert LanguageIdentifier(["en", "ja"], {}).predict(["我喜欢苹果。"]) == ["ja"]  # Han without a zh table
 
 
 @pytest.mark.parametrize("segmenter,text,expected", [

@@ -64,5 +64,6 @@ def robust_scores(folder: str | Path, data_dir: str | Path) -> dict[str, float]:
     contexts_path = Path(folder) / CONTEXTS_FILE
     if contexts_path.is_file():
         for label, result in context_buckets(model, np.load(contexts_path), Path(data_dir)).items():
-            scores[f"contexts {label} ({result['pairs']} pairs)"] = result["spearman"]
+            scores[f"contexts {label}"] = result["spearman"]
+            scores[f"pairs with contexts {label}"] = result["pairs"]
     return scores

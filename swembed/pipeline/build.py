@@ -20,13 +20,13 @@ from swembed.pipeline.config import BuildConfig, BuildError
 from swembed.pipeline.corpus import run_corpus
 from swembed.pipeline.distill import run_distill
 from swembed.pipeline.extract import run_extract
-from swembed.pipeline.parallel import exclusions, read_parallel
+from swembed.pipeline.parallel import run_pairs
 from swembed.pipeline.pca import check_dims, kept_components, run_pca
 from swembed.pipeline.plan import build_plan, device_report
 from swembed.pipeline.sources import CorpusError
 from swembed.pipeline.stage import StageResult
 from swembed.pipeline.vocab import run_vocab
-from swembed.runtime.folder import check_writable, update_config, write_model_folder
+from swembed.runtime.folder import update_config, write_model_folder
 
 logger = logging.getLogger(__name__)
 
@@ -50,8 +50,7 @@ def build(config: BuildConfig, force: bool = False, quiet: bool = False, overwri
     """Run the whole pipeline; returns the build report (also saved in the model's config.json)."""
     from swembed.teachers import load_teacher
 
-    config.validate()
-    check_writable(Path(config.out), overwrite)
+    config.check_before_work(overwrite)
     started = time.time()
     work = config.work_path
     teacher = load_teacher(config.teacher, device=config.device, batch_tokens=config.extract.batch_tokens)
@@ -86,10 +85,12 @@ def build(config: BuildConfig, force: bool = False, quiet: bool = False, overwri
     stages += [("compose", compose), ("pca", pca)]
     final = pca
     if config.distill_enabled:
-        excluded = exclusions(config.exclude)
-        pair_sets = {(config.langs[0], lang): read_parallel(paths, excluded)
-                     for lang, paths in config.parallel_files().items()}
-        final = run_distill(config.distill, pca, compose, extracts, rules, tokenizer_json, work, pair_sets, teacher,
+        score = config.distill.min_teacher_similarity is not None
+        pair_stages = {(config.langs[0], lang): run_pairs(lang, paths, config.exclude, teacher, work, score, force,
+                                                          quiet)
+                       for lang, paths in config.parallel_files().items()}
+        stages += [(f"pairs ({a}-{b})", stage) for (a, b), stage in pair_stages.items()]
+        final = run_distill(config.distill, pca, compose, extracts, rules, tokenizer_json, work, pair_stages,
                             config.seed, config.device, config.checkpoint_seconds, force, quiet)
         stages.append(("distill", final))
     table = np.load(final.path / files.TABLE)

@@ -4,6 +4,8 @@
   inference (and in distillation, which uses the inference tokeniser) its pieces stand in for it.
 * **Piece rows**: the teacher's tokens with their corpus mean vectors (shared by all languages, sums pooled),
   continuation pieces included, so that any unknown word composes from trained pieces.
+* **Merged languages** (``merge_languages``): languages with the same tokenisation rules share one block of
+  rows, a surface form they share one row, so a text needs no language to be encoded (and exports behave the same).
 * **Context-count shrinkage**: a word seen in n sentences gets ``(n v_ctx + k v_pieces) / (n + k)``, where
   ``v_pieces`` is the mean of its pieces' vectors: a word with one noisy context leans on its composition,
   a frequent word keeps its own mean (k = ``shrinkage``; 0 turns it off).
@@ -75,6 +77,26 @@ def piece_composition(words: list[str], splitter: WordTokenizer, piece_vectors: 
     return out, found
 
 
+def merge_blocks(blocks: list[tuple[list[str], np.ndarray, np.ndarray]]) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """One block of (words, vectors, contexts) from several languages': a surface form they share gets the
+    context-weighted mean of its vectors (the plain mean where none has contexts)."""
+    if len(blocks) == 1:
+        return blocks[0]
+    index: dict[str, int] = {}
+    for words, _, _ in blocks:
+        for word in words:
+            index.setdefault(word, len(index))
+    sums = np.zeros((len(index), blocks[0][1].shape[1]))
+    weights, contexts = np.zeros(len(index)), np.zeros(len(index), dtype=np.int64)
+    for words, vectors, counts in blocks:
+        rows = np.array([index[w] for w in words], dtype=np.int64)
+        weight = np.maximum(counts, 0) + (counts == 0) * 1e-6  # words encoded alone count a little
+        np.add.at(sums, rows, vectors * weight[:, None])
+        np.add.at(weights, rows, weight)
+        np.add.at(contexts, rows, counts)
+    return list(index), (sums / weights[:, None]).astype(np.float32), contexts
+
+
 def run_compose(config: ComposeConfig, languages: dict[str, tuple[TokenizationRules, StageResult, StageResult]],
                 tokenizer_json: str, work_dir: Path, force: bool = False, quiet: bool = False) -> StageResult:
     """``languages``: language -> (its rules, its vocab stage, its extract stage)."""
@@ -88,7 +110,7 @@ def run_compose(config: ComposeConfig, languages: dict[str, tuple[TokenizationRu
         extracts = {lang: Extracted.read(extract.path) for lang, (_, _, extract) in languages.items()}
         piece_vectors, piece_counts = pooled_pieces(list(extracts.values()))
         special = {t.content for t in subword.get_added_tokens_decoder().values() if t.special}
-        blocks, labels, spans, stats, row_contexts = [], [], {}, {}, []
+        blocks, labels, spans, stats, row_contexts, kept = [], [], {}, {}, [], {}
         for lang, (rules, vocab, _) in languages.items():
             words, _ = read_vocab(vocab)
             extracted = extracts[lang]
@@ -107,12 +129,19 @@ def run_compose(config: ComposeConfig, languages: dict[str, tuple[TokenizationRu
                 weight = (n[mix] / (n[mix] + config.shrinkage))[:, None]
                 vectors[mix] = weight * vectors[mix] + (1 - weight) * composed[mix]
                 shrunk = int(mix.sum())
-            start = sum(len(b) for b in blocks)
-            blocks.append(vectors[keep])
-            row_contexts.append(contexts[keep])
-            labels += [w for w, k in zip(words, keep) if k]
-            spans[lang] = [start, start + int(keep.sum())]
+            kept[lang] = ([w for w, k in zip(words, keep) if k], vectors[keep], contexts[keep])
             stats[lang] = {"word_rows": int(keep.sum()), "cut_words": int((~keep).sum()), "shrunk_words": shrunk}
+        groups: dict[str, list[str]] = {}
+        for lang, (rules, _, _) in languages.items():  # languages merged into one block share their rules
+            groups.setdefault(json.dumps(rules.to_dict()) if config.merge_languages else lang, []).append(lang)
+        for members in groups.values():
+            words, vectors, contexts = merge_blocks([kept[lang] for lang in members])
+            start = len(labels)
+            blocks.append(vectors)
+            row_contexts.append(contexts)
+            labels += words
+            spans.update({lang: [start, start + len(words)] for lang in members})
+        word_rows = len(labels)
         piece_ids = np.zeros(0, dtype=np.int64)
         if config.pieces and any(r.oov_backoff == "pieces" for r, _, _ in languages.values()):
             tokens = {i: t for t, i in subword.get_vocab(with_added_tokens=True).items()}
@@ -121,8 +150,7 @@ def run_compose(config: ComposeConfig, languages: dict[str, tuple[TokenizationRu
                                  dtype=np.int64)
             blocks.append(piece_vectors[piece_ids])
             labels += [tokens[int(i)] for i in piece_ids]
-        start = sum(len(b) for b in blocks[: len(languages)])
-        layout = {"languages": spans, "pieces": [start, start + len(piece_ids)]}
+        layout = {"languages": spans, "pieces": [word_rows, word_rows + len(piece_ids)]}
         np.save(run.out / files.TABLE, np.concatenate(blocks).astype(np.float32))
         files.write_lines(run.out / files.ROWS, labels)
         np.save(run.out / files.PIECE_IDS, piece_ids)

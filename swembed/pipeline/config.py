@@ -52,6 +52,7 @@ class ComposeConfig:
     min_contexts: int = 1  # words seen in fewer sentences have no row of their own: their pieces stand in
     shrinkage: float = 0.0  # k: a word seen in n sentences gets (n v_ctx + k v_pieces) / (n + k)
     pieces: bool = True  # keep the teacher's pieces as rows (used by oov_backoff = "pieces" only)
+    merge_languages: bool = False  # languages with the same rules share one vocabulary (no language needed)
 
 
 @dataclass
@@ -172,14 +173,38 @@ class BuildConfig:
         if self.compose.shrinkage < 0 or self.compose.min_contexts < 1:
             raise BuildError("compose shrinkage must be >= 0 and min_contexts >= 1")
 
+    def check_before_work(self, overwrite: bool = False) -> None:
+        """What a build can check before loading the teacher (and before importing torch): the settings, the
+        output folder, and that every corpus source exists and starts like text."""
+        from swembed.pipeline.sources import check_sources
+        from swembed.runtime.folder import check_writable
+
+        self.validate()
+        check_writable(Path(self.out), overwrite)
+        for lang in self.langs:
+            check_sources(self.corpus_for(lang).sources)
+
 
 SECTIONS = {f.name: f.type for f in fields(BuildConfig) if f.name in
             ("corpus", "tokenization", "vocab", "extract", "compose", "pca", "distill")}
 
 
+_TYPES = {"str": str, "int": int, "float": (int, float), "bool": bool, "None": type(None), "list": list, "dict": dict}
+
+
+def _check_types(source: str, where: str, annotations: dict[str, str], values: dict) -> None:
+    """Each value has its field's declared type (the outer type: ``list[str]`` checks for a list), so a
+    recipe's ``dim = "x"`` is an error naming the file and key, not a TypeError in some stage."""
+    for key, value in values.items():
+        kinds = [kind.strip().split("[")[0] for kind in annotations[key].split("|")]
+        if not any(isinstance(value, _TYPES[kind]) and not (kind in ("int", "float") and isinstance(value, bool))
+                   for kind in kinds):
+            raise BuildError(f"{source}: {where}{key} must be {annotations[key]}, got {value!r}")
+
+
 def apply_settings(config: BuildConfig, settings: dict, source: str) -> BuildConfig:
     """Set ``config``'s fields from a recipe-shaped dict (top-level keys and section tables)."""
-    top = {f.name for f in fields(config)}
+    top = {f.name: f.type for f in fields(config)}
     for key, value in settings.items():
         if key in SECTIONS:
             if not isinstance(value, dict):
@@ -188,11 +213,13 @@ def apply_settings(config: BuildConfig, settings: dict, source: str) -> BuildCon
             unknown = set(value) - {f.name for f in fields(section)}
             if unknown:
                 raise BuildError(f"{source}: unknown keys in [{key}]: {sorted(unknown)}")
+            _check_types(source, f"[{key}] ", {f.name: f.type for f in fields(section)}, value)
             try:
                 setattr(config, key, replace(section, **value))
             except (TypeError, ValueError) as exc:
                 raise BuildError(f"{source}: [{key}]: {exc}") from None
         elif key in top:
+            _check_types(source, "", top, {key: value})
             setattr(config, key, value)
         elif key not in ("name", "description"):
             raise BuildError(f"{source}: unknown key {key!r}")

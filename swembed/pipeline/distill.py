@@ -3,7 +3,7 @@
 Objectives: knowledge distillation (paper eq. 2-3) on each language's encoded sentences, towards the teacher
 vectors cached by the extract stage (the teacher never runs here); for a multilingual table also the
 contrastive loss (eq. 4-5) on each language pair's parallel sentences, optionally filtered by the teacher's
-own cosine. Every text is encoded with exactly the inference tokeniser (pieces for unknown words).
+own cosine (the ``pairs`` stages). Every text is encoded with exactly the inference tokeniser (pieces for unknown words).
 
 Artifact: ``table.npy`` (rows, d) float32, the best table by held-out loss, and ``history.json``.
 """
@@ -18,32 +18,26 @@ import numpy as np
 from swembed.pipeline import files
 from swembed.pipeline.compose import Layout
 from swembed.pipeline.config import DistillConfig
-from swembed.pipeline.stage import StageResult, StageRun, run_stage, text_digest
+from swembed.pipeline.parallel import read_pairs
+from swembed.pipeline.stage import StageResult, StageRun, run_stage
 from swembed.runtime.tokenizer import TokenizationRules
-
-
-def teacher_similarity(teacher, pairs: list[tuple[str, str]]) -> np.ndarray:
-    """The teacher's cosine of each pair (its vectors are L2-normalised)."""
-    left = teacher.encode([a for a, _ in pairs])
-    right = teacher.encode([b for _, b in pairs])
-    return np.sum(left * right, axis=1)
 
 
 def run_distill(config: DistillConfig, pca: StageResult, compose: StageResult, extracts: dict[str, StageResult],
                 rules: dict[str, TokenizationRules], tokenizer_json: str, work_dir: Path,
-                pair_sets: dict[tuple[str, str], list[tuple[str, str]]] | None = None, teacher=None, seed: int = 0,
+                pair_stages: dict[tuple[str, str], StageResult] | None = None, seed: int = 0,
                 device: str = "auto", checkpoint_seconds: float = 60.0, force: bool = False,
                 quiet: bool = False) -> StageResult:
-    pair_sets = pair_sets or {}
-    identity = {**asdict(config), "seed": seed,
-                "pairs": {f"{a}-{b}": text_digest("\n".join(f"{x}\t{y}" for x, y in pairs))
-                          for (a, b), pairs in pair_sets.items()}}
+    """``pair_stages``: (language a, language b) -> its ``pairs`` stage (``swembed.pipeline.parallel``)."""
+    pair_stages = pair_stages or {}
+    identity = {**asdict(config), "seed": seed}
 
     def compute(run: StageRun) -> dict:
         import torch
         from tokenizers import Tokenizer
 
-        from swembed.pipeline.train import LoopSettings, PackedRows, contrastive_objective, kd_objective, train
+        from swembed.pipeline.train import (LoopSettings, PackedRows, contrastive_objective, kd_objective,
+                                            retrieval_accuracy, train)
         from swembed.teachers.base import pick_device
 
         dev = pick_device(device)
@@ -58,12 +52,9 @@ def run_distill(config: DistillConfig, pca: StageResult, compose: StageResult, e
                 packed = PackedRows(tokenizers[lang].encode_batch(sentences), dev)
                 objectives.append(kd_objective(packed, targets, config.tau, config.kd_weight, f"kd {lang}",
                                                config.val_sentences, config.batch_size, rng, config.max_sentences))
-        for (a, b), pairs in pair_sets.items():
-            stats[f"pairs_read {a}-{b}"] = len(pairs)
-            if config.min_teacher_similarity is not None:
-                similarity = teacher_similarity(teacher, pairs)
-                pairs = [p for p, s in zip(pairs, similarity) if s >= config.min_teacher_similarity]
-                stats[f"pairs_after_teacher_filter {a}-{b}"] = len(pairs)
+        for (a, b), stage in pair_stages.items():
+            pairs = read_pairs(stage, config.min_teacher_similarity)
+            stats[f"pairs {a}-{b}"] = len(pairs)
             order = rng.permutation(len(pairs))[: config.max_pairs or None]
             left = PackedRows(tokenizers[a].encode_batch([pairs[i][0] for i in order]), dev)
             right = PackedRows(tokenizers[b].encode_batch([pairs[i][1] for i in order]), dev)
@@ -77,8 +68,12 @@ def run_distill(config: DistillConfig, pca: StageResult, compose: StageResult, e
                               run.quiet)
         np.save(run.out / files.TABLE, best.astype(np.float32))
         (run.out / files.HISTORY).write_text(json.dumps(history, indent=1))
+        for objective in objectives:
+            if objective.name.startswith("contrastive"):
+                stats[f"held-out retrieval {objective.name.split()[1]}"] = round(retrieval_accuracy(
+                    best, objective), 4)
         return {**stats, **{k: history[k] for k in ("initial_val_loss", "best_val_loss", "best_step", "steps",
                                                       "train_examples", "stopped_early", "device")}}
 
-    inputs = [pca, compose, *extracts.values()]
+    inputs = [pca, compose, *extracts.values(), *pair_stages.values()]
     return run_stage("distill", work_dir, identity, inputs, compute, force=force, quiet=quiet)

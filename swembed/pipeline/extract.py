@@ -362,17 +362,14 @@ def teacher_vocab_size(teacher) -> int:
 
 @dataclass
 class Extracted:
-    """An extract artifact, read."""
+    """The vectors of an extract artifact (its sentences and targets are read by the stages that use them)."""
 
     word_vectors: np.ndarray
     word_contexts: np.ndarray
     piece_vectors: np.ndarray
     piece_contexts: np.ndarray
-    sentences: list[str]  # in the order of targets
-    targets: np.ndarray  # memory-mapped
 
     @classmethod
     def read(cls, folder: Path) -> Extracted:
         return cls(np.load(folder / files.WORD_VECTORS), np.load(folder / files.WORD_CONTEXTS),
-                   np.load(folder / files.PIECE_VECTORS), np.load(folder / files.PIECE_CONTEXTS),
-                   files.read_lines(folder / files.TARGET_SENTENCES), np.load(folder / files.TARGETS, mmap_mode="r"))
+                   np.load(folder / files.PIECE_VECTORS), np.load(folder / files.PIECE_CONTEXTS))

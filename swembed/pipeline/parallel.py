@@ -59,3 +59,43 @@ def read_parallel(paths: list[str], exclude: set[str] = frozenset()) -> list[tup
             seen.add((a, b))
             pairs.append((a, b))
     return pairs
+
+
+def run_pairs(lang: str, paths: list[str], exclude: list[str], teacher, work_dir: Path, score: bool = True,
+              force: bool = False, quiet: bool = False):
+    """Stage ``pairs-xx``: the translation pairs of one language pair with the evaluation sentences excluded, and
+    (``score``) the teacher's cosine of each, so that distillation can drop the pairs the teacher does not
+    consider translations. Artifact ``pairs.tsv``, ``similarity.npy``."""
+    import numpy as np
+
+    from swembed.pipeline.sources import describe_source
+    from swembed.pipeline.stage import StageRun, run_stage
+
+    identity = {"lang": lang, "files": [describe_source(p.split("::")[0]) | {"spec": p} for p in paths],
+                "exclude": [describe_source(p) for p in exclude],
+                "teacher": {k: v for k, v in teacher.describe().items() if k != "path"} if score else None}
+
+    def compute(run: StageRun) -> dict:
+        pairs = read_parallel(paths, exclusions(exclude))
+        with open(run.out / "pairs.tsv", "w", encoding="utf-8") as handle:
+            handle.writelines(f"{a}\t{b}\n" for a, b in pairs)
+        stats = {"pairs_read": len(pairs)}
+        if score and pairs:
+            similarity = np.sum(teacher.encode([a for a, _ in pairs]) * teacher.encode([b for _, b in pairs]), axis=1)
+            np.save(run.out / "similarity.npy", similarity.astype(np.float32))
+            stats["similarity_deciles"] = [round(float(q), 3) for q in np.quantile(similarity, np.linspace(0, 1, 11))]
+        return stats
+
+    return run_stage(f"pairs-{lang}", work_dir, identity, [], compute, force=force, quiet=quiet)
+
+
+def read_pairs(result, min_similarity: float | None = None) -> list[tuple[str, str]]:
+    """The pairs of a ``pairs`` stage artifact, those the teacher scores below ``min_similarity`` dropped."""
+    import numpy as np
+
+    with open(Path(result.path) / "pairs.tsv", encoding="utf-8") as handle:
+        pairs = [tuple(line.rstrip("\n").split("\t", 1)) for line in handle]
+    if min_similarity is None:
+        return pairs
+    similarity = np.load(Path(result.path) / "similarity.npy")
+    return [p for p, s in zip(pairs, similarity) if s >= min_similarity]

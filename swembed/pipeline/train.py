@@ -84,6 +84,7 @@ class Objective:
     train: np.ndarray
     held_out: list[np.ndarray]
     loss: Callable[[Callable, torch.Tensor], torch.Tensor]
+    pairs: tuple[PackedRows, PackedRows] | None = None  # a contrastive objective's two sides
 
 
 def kd_objective(packed: PackedRows, targets: torch.Tensor, tau: float, weight: float, name: str, n_held: int,
@@ -117,7 +118,23 @@ def contrastive_objective(left: PackedRows, right: PackedRows, tau: float, weigh
         return contrastive_loss(encode(left, batch), encode(right, batch), tau)
 
     whole = [held[i : i + batch_size] for i in range(0, n_held - batch_size + 1, batch_size)]
-    return Objective(name, weight, train, whole or [held], loss)
+    return Objective(name, weight, train, whole or [held], loss, (left, right))
+
+
+@torch.no_grad()
+def retrieval_accuracy(table: np.ndarray, objective: Objective) -> float:
+    """Share of held-out pairs whose left text's nearest neighbour among all held-out right texts is its own
+    translation (a Tatoeba-like check that never sees a test set)."""
+    left, right = objective.pairs
+    rows = torch.as_tensor(np.concatenate(objective.held_out), dtype=torch.long, device=left.ids.device)
+    weight = torch.as_tensor(table, device=left.ids.device)
+
+    def encode(packed: PackedRows) -> torch.Tensor:
+        ids, offsets, weights = packed.gather(rows)
+        return F.normalize(F.embedding_bag(ids, weight, offsets, mode="sum", per_sample_weights=weights), dim=-1)
+
+    nearest = (encode(left) @ encode(right).T).argmax(dim=1)
+    return float((nearest == torch.arange(len(rows), device=nearest.device)).float().mean())
 
 
 def _round_batches(rng: np.random.Generator, n_train: int, steps: int, batch: int) -> np.ndarray:

@@ -1,13 +1,13 @@
 """StaticEmbedder: mean of word vectors, L2-normalised. numpy and tokenizers only."""
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
 from swembed.runtime.folder import read_model_folder
+from swembed.runtime.langid import LanguageIdentifier
 from swembed.runtime.tokenizer import TokenIds, TokenizationRules, WordTokenizer
 
 _GATHER_ROWS = 1 << 16  # table rows gathered at once by mean_rows
@@ -24,7 +24,8 @@ class StaticEmbedder:
     """
 
     def __init__(self, table: np.ndarray, tokenizer: WordTokenizer, config: dict | None = None,
-                 scales: np.ndarray | None = None, tokenizers: dict[str, WordTokenizer] | None = None) -> None:
+                 scales: np.ndarray | None = None, tokenizers: dict[str, WordTokenizer] | None = None,
+                 word_contexts: np.ndarray | None = None) -> None:
         if table.ndim != 2:
             raise ValueError(f"table must be 2-D, got shape {table.shape}")
         if (table.dtype == np.int8) != (scales is not None):
@@ -36,6 +37,8 @@ class StaticEmbedder:
         self.tokenizers = dict(tokenizers or {})
         self.config = dict(config or {})
         self._labels: list[str] | None = None
+        self.word_contexts = word_contexts
+        self._language_identifier: LanguageIdentifier | None = None
 
     @property
     def dim(self) -> int:
@@ -61,6 +64,20 @@ class StaticEmbedder:
     def languages(self) -> list[str]:
         return list(self.tokenizers)
 
+    @property
+    def language_identifier(self) -> LanguageIdentifier:
+        """Picks each text's language when ``encode`` is not told (``swembed.runtime.langid``): word counts from
+        the build's corpus (``word_contexts.npy``), else one count per vocabulary word."""
+        if self._language_identifier is None:
+            counts: dict[str, dict[str, float]] = {}
+            for lang, tokenizer in self.tokenizers.items():
+                per_word = counts.setdefault(lang, {})
+                for word, row in tokenizer.vocab.items():
+                    weight = float(self.word_contexts[row]) if self.word_contexts is not None else 1.0
+                    per_word[word.lower()] = per_word.get(word.lower(), 0.0) + weight
+            self._language_identifier = LanguageIdentifier(self.languages, counts)
+        return self._language_identifier
+
     @classmethod
     def load(cls, path: str | Path, mmap: bool = True) -> StaticEmbedder:
         """Load a model folder written by ``swembed build`` / ``swembed export`` (checked first: see
@@ -76,16 +93,19 @@ class StaticEmbedder:
             piece_rows.pop(None, None)
         languages = {lang: (spec["rows"], TokenizationRules.from_dict(spec.get("tokenization", {})))
                      for lang, spec in (config.get("languages") or {}).items()}
+        rules = TokenizationRules.from_dict(config.get("tokenization", {}))
+        end = pieces["rows"][0] if pieces else len(words)
+        vocab = {words[i]: i for i in range(end)}
+        contexts = folder.arrays.get("word_contexts")
+        contexts = np.asarray(contexts) if contexts is not None else None
         if not languages:
-            rules = TokenizationRules.from_dict(config.get("tokenization", {}))
-            end = pieces["rows"][0] if pieces else len(words)
-            vocab = {words[i]: i for i in range(end)}
-            model = cls(table, WordTokenizer(vocab, rules, subword, piece_rows), config, folder.scales)
+            model = cls(table, WordTokenizer(vocab, rules, subword, piece_rows), config, folder.scales,
+                        word_contexts=contexts)
         else:
             tokenizers = {lang: WordTokenizer({words[i]: i for i in range(start, end)}, lang_rules, subword,
                                               piece_rows)
                           for lang, ((start, end), lang_rules) in languages.items()}
-            model = cls(table, next(iter(tokenizers.values())), config, folder.scales, tokenizers)
+            model = cls(table, next(iter(tokenizers.values())), config, folder.scales, tokenizers, contexts)
         model._labels = words
         return model
 
@@ -161,8 +181,8 @@ class StaticEmbedder:
                lang: str | None = None) -> np.ndarray:
         """Encode texts into an (n, d) float32 array of L2-normalised sentence vectors.
 
-        ``lang`` selects a multilingual table's language (detected per text from its script when
-        omitted); a monolingual table ignores it.
+        ``lang`` selects a multilingual table's language (identified per text when omitted: see
+        ``language_identifier``); a monolingual table ignores it.
         """
         if isinstance(texts, str):
             texts = [texts]
@@ -172,7 +192,7 @@ class StaticEmbedder:
             if lang not in self.tokenizers:
                 raise ValueError(f"this table has languages {self.languages}, not {lang!r}")
             return self._encode_with(self.tokenizers[lang], texts, batch_size, normalize)
-        detected = np.array([detect_language(t, self.languages) for t in texts])
+        detected = np.array(self.language_identifier.predict(texts))
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for code in np.unique(detected):
             rows = np.flatnonzero(detected == code)
@@ -184,29 +204,6 @@ class StaticEmbedder:
         chunks = [self.mean_rows(tokenizer.encode_batch(texts[i : i + batch_size]), normalize)
                   for i in range(0, len(texts), batch_size)]
         return np.concatenate(chunks) if chunks else np.zeros((0, self.dim), dtype=np.float32)
-
-
-_KANA = re.compile(r"[\u3040-\u30ff]")
-_HAN = re.compile(r"[\u4e00-\u9fff\u3400-\u4dbf]")
-_GERMAN = re.compile(r"[äöüßÄÖÜ]|\b(?:der|die|das|und|ist|nicht|ein|eine|ich|zu|mit|sie|es|den|auf)\b")
-_ENGLISH = re.compile(r"\b(?:the|and|is|not|a|an|i|to|with|she|it|of|on|you|that)\b")
-
-
-def detect_language(text: str, languages: Sequence[str]) -> str:
-    """A language of ``languages`` for ``text`` from its script: kana -> ja, Han -> zh (else ja);
-    Latin script -> de when German letters or function words outnumber English ones, else en;
-    the first language when nothing decides."""
-    if "ja" in languages and _KANA.search(text):
-        return "ja"
-    if _HAN.search(text):
-        for code in ("zh", "ja"):
-            if code in languages:
-                return code
-    if "de" in languages and "en" in languages:
-        lowered = text.lower()
-        return "de" if len(_GERMAN.findall(lowered)) > len(_ENGLISH.findall(lowered)) else "en"
-    latin = [code for code in languages if code not in ("zh", "ja")]
-    return latin[0] if latin else languages[0]
 
 
 def load(path: str | Path, mmap: bool = True) -> StaticEmbedder:

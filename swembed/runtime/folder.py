@@ -61,9 +61,45 @@ def read_config(folder: Path) -> dict:
     if not isinstance(config, dict) or config.get("format") != FORMAT_NAME:
         found = config.get("format") if isinstance(config, dict) else type(config).__name__
         raise ModelFolderError(f"{path}: format is {found!r}, expected {FORMAT_NAME!r}")
-    if int(config.get("format_version", 0)) > FORMAT_VERSION:
-        raise ModelFolderError(f"{path}: format_version {config['format_version']} is newer than this swembed reads")
+    version = config.get("format_version", 0)
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise ModelFolderError(f"{path}: format_version must be an integer, got {json.dumps(version)}")
+    if version > FORMAT_VERSION:
+        raise ModelFolderError(f"{path}: format_version {version} is newer than this swembed reads")
+    _check_types(path, config)
     return config
+
+
+def _check_types(path: Path, config: dict) -> None:
+    """The keys a reader uses have the types it expects, so a hand-edited config.json fails here, naming the
+    key, not later with a traceback."""
+    from swembed.runtime.tokenizer import TokenizationRules
+
+    def fail(key: str, expected: str, value: object) -> None:
+        raise ModelFolderError(f"{path}: {key} must be {expected}, got {json.dumps(value)}")
+
+    if not isinstance(config.get("tokenizer", TOKENIZER_FILE), (str, type(None))):
+        fail("tokenizer", "a file name or null", config["tokenizer"])
+    languages = config.get("languages")
+    if languages is not None and not isinstance(languages, dict):
+        fail("languages", "an object", languages)
+    rules = {"": config.get("tokenization", {})}
+    for name, spec in [("pieces", config.get("pieces"))] + [(f"language {k}", v) for k, v in (languages or {}).items()]:
+        if spec is None and name == "pieces":
+            continue
+        rows = spec.get("rows") if isinstance(spec, dict) else None
+        if not (isinstance(rows, list) and len(rows) == 2 and
+                all(isinstance(r, int) and not isinstance(r, bool) for r in rows)):
+            fail(name, 'an object with "rows": [start, end]', spec)
+        if name != "pieces":
+            rules[f"{name}: "] = spec.get("tokenization", {})
+    for where, value in rules.items():
+        if not isinstance(value, dict):
+            fail(f"{where}tokenization", "an object", value)
+        try:
+            TokenizationRules.from_dict(value)
+        except (TypeError, ValueError) as exc:
+            raise ModelFolderError(f"{path}: {where}{exc}") from None
 
 
 @dataclass
@@ -75,6 +111,7 @@ class ModelFolder:
     words: list[str]  # the label of every row
     subword_tokenizer: object | None
     scales: np.ndarray | None
+    arrays: dict[str, np.ndarray]  # the folder's other .npy files (pca_mean, word_contexts, ...), memory-mapped
 
 
 def _load_array(path: Path, mmap: bool) -> np.ndarray:
@@ -100,7 +137,10 @@ def read_model_folder(folder: Path, mmap: bool = True) -> ModelFolder:
                                f"got shape {table.shape} {table.dtype}")
     if not (folder / VOCAB_FILE).is_file():
         raise ModelFolderError(f"{folder}: {VOCAB_FILE} is missing")
-    words = read_vocab(folder / VOCAB_FILE)
+    try:
+        words = read_vocab(folder / VOCAB_FILE)
+    except UnicodeDecodeError as exc:
+        raise ModelFolderError(f"{folder / VOCAB_FILE}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
     if len(words) != table.shape[0]:
         raise ModelFolderError(f"{folder}: {len(words)} words in {VOCAB_FILE} but {table.shape[0]} table rows")
     scales = _load_array(folder / SCALES_FILE, False) if (folder / SCALES_FILE).is_file() else None
@@ -128,7 +168,9 @@ def read_model_folder(folder: Path, mmap: bool = True) -> ModelFolder:
             if not 0 <= start <= end <= len(words):
                 raise ModelFolderError(f"{folder / CONFIG_FILE}: {name} rows {spec.get('rows')} outside the "
                                        f"{len(words)} table rows")
-    return ModelFolder(config, table, words, subword, scales)
+    arrays = {p.stem: _load_array(p, True) for p in sorted(folder.glob("*.npy"))
+              if p.name not in (EMBEDDINGS_FILE, SCALES_FILE)}
+    return ModelFolder(config, table, words, subword, scales, arrays)
 
 
 @contextmanager
