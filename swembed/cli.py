@@ -181,7 +181,16 @@ def cmd_dedup(args) -> int:
     config = DedupConfig(threshold=args.threshold, text_column=args.text_column, keep=args.keep,
                          target_size=args.target_size, target_fraction=args.target_fraction, k=args.k,
                          method=args.search, batch_size=args.batch_size, progress=not args.quiet)
-    summary = dedup(args.inputs, args.model, args.out, config)
+    if args.engine == "spark":
+        from swembed.integrations.spark.files import dedup_files
+
+        bad = [item for item in args.spark_conf if "=" not in item]
+        if bad:
+            raise ValueError(f"--spark-conf takes KEY=VALUE, got {bad[0]!r}")
+        conf = dict(item.split("=", 1) for item in args.spark_conf)
+        summary = dedup_files(args.inputs, args.model, args.out, config, master=args.spark_master, conf=conf)
+    else:
+        summary = dedup(args.inputs, args.model, args.out, config)
     print(f"{summary['records']:,} records: kept {summary['kept']:,}, exact duplicates "
           f"{summary['exact_duplicates']:,}, near duplicates {summary['near_duplicates']:,} "
           f"(cosine >= {summary['threshold']:.3f}) -> {args.out}/", file=sys.stderr)
@@ -342,6 +351,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--search", choices=["auto", "exact", "ann"], default="auto")
     p.add_argument("--batch-size", type=int, default=8192)
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--engine", choices=["local", "spark"], default="local",
+                   help="spark: the same job on a Spark cluster (needs the spark extra; outputs are folders of "
+                   "part files, an existing --out is an error; no --target-*)")
+    p.add_argument("--spark-master", default="local[*]", help="with --engine spark: the master URL")
+    p.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
+                   help="with --engine spark: a Spark setting, e.g. spark.driver.memory=2g (repeatable)")
     p = sub.add_parser("vocab", help="vocabulary resources: LENS token clusters")
     vocab_sub = p.add_subparsers(dest="vocab_command", required=True)
     q = vocab_sub.add_parser("clusters", help="KMeans over a model's LM head (or token embeddings): a LENS head")
