@@ -14,12 +14,13 @@ MAX_ROUNDS = 200
 def connected_roots(pairs, a: str = "a", b: str = "b") -> tuple[object, int]:
     """(node, root) for every node of the undirected graph ``pairs`` (a, b): root is the smallest node of
     its component. Nodes without an edge are absent. Returns the frame and the rounds it took."""
+    from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
     edges = pairs.select(F.col(a).alias("src"), F.col(b).alias("dst")).union(
-        pairs.select(F.col(b).alias("src"), F.col(a).alias("dst"))).localCheckpoint()
-    labels = (edges.groupBy("src").agg(F.least(F.col("src"), F.min("dst")).alias("label"))
-              .withColumnRenamed("src", "node").localCheckpoint())
+        pairs.select(F.col(b).alias("src"), F.col(a).alias("dst"))).persist(StorageLevel.DISK_ONLY)
+    labels = edges.groupBy("src").agg(F.least(F.col("src"), F.min("dst")).alias("label")).withColumnRenamed(
+        "src", "node")
     for rounds in range(1, MAX_ROUNDS + 1):
         neighbours = (edges.join(labels.select(F.col("node").alias("dst"), F.col("label").alias("seen")), "dst")
                       .groupBy("src").agg(F.min("seen").alias("seen")))
@@ -31,5 +32,6 @@ def connected_roots(pairs, a: str = "a", b: str = "b") -> tuple[object, int]:
                   .localCheckpoint())
         labels = jumped.select("node", "label")
         if jumped.filter(F.col("label") < F.col("before")).isEmpty():
+            edges.unpersist()
             return labels.withColumnRenamed("label", "root"), rounds
     raise RuntimeError(f"connected components did not converge in {MAX_ROUNDS} rounds")

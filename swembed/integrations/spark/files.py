@@ -165,7 +165,7 @@ def dedup_files(inputs: list[str | Path], model_path: str | Path, out: str | Pat
                 "engine": "spark", "master": spark.sparkContext.master, "inputs": [str(p) for p in files],
                 "model": str(model_path), "records": sum(counts.values()), "kept": counts.get("kept", 0),
                 "exact_duplicates": counts.get("exact", 0), "near_duplicates": counts.get("near", 0),
-                **result.stats, "target": None,
+                **result.stats, "pairs_found": result.pairs.count(), "target": None,
                 "seconds": {"hash_encode_search_cluster": round(searched, 2),
                             "write": round(time.perf_counter() - start - searched, 2)},
                 "driver_peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),

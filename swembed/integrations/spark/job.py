@@ -29,8 +29,8 @@ REASONS = ("kept", "exact", "near")
 
 @dataclass
 class SparkDedup:
-    """A finished run: ``mapping`` (_id, representative, similarity, reason) for every record, ``pairs``
-    (a, b, similarity: the distinct texts' first records) and the counts behind ``summary.json``."""
+    """A run: ``mapping`` (_id, representative, similarity, reason) for every record, ``pairs`` (a, b,
+    similarity: the distinct texts' first records), both lazy over persisted stages, and what the search did."""
 
     mapping: object
     pairs: object
@@ -51,12 +51,11 @@ def check_ids(df, id_col: str) -> None:
     kind = df.schema[id_col].dataType
     if not isinstance(kind, IntegralType):
         raise ValueError(f"id column {id_col!r} is {kind.simpleString()}, not an integer type")
-    if not df.filter(F.col(id_col).isNull()).isEmpty():
+    bad = df.groupBy(id_col).count().filter(F.col(id_col).isNull() | (F.col("count") > 1)).limit(1).collect()
+    if bad and bad[0][id_col] is None:
         raise ValueError(f"id column {id_col!r} has null values")
-    repeated = df.groupBy(id_col).count().filter(F.col("count") > 1).limit(1).collect()
-    if repeated:
-        raise ValueError(f"id column {id_col!r} is not unique: {repeated[0][id_col]} occurs "
-                         f"{repeated[0]['count']} times")
+    if bad:
+        raise ValueError(f"id column {id_col!r} is not unique: {bad[0][id_col]} occurs {bad[0]['count']} times")
 
 
 def distinct_texts(texts, model_path, spark):
@@ -154,18 +153,17 @@ def run(texts, model_path, config: DedupConfig | None = None, search: CellSearch
     vectors = table.filter(F.col("_vector").isNotNull()).select(
         "_first", "_longest", "_longest_length", "_vector")
     n_distinct = vectors.count()
-    pairs, stats = candidate_pairs(vectors.select(F.col("_first").alias("_id"), "_vector"), n_distinct, dim,
-                                   threshold, config, search)
-    roots, rounds = connected_roots(pairs)
-    chosen = representatives(vectors, roots, config.keep).localCheckpoint()
+    pairs, links, stats = candidate_pairs(vectors.select(F.col("_first").alias("_id"), "_vector"), n_distinct,
+                                          dim, threshold, config, search)
+    roots, rounds = connected_roots(links)
+    chosen = representatives(vectors, roots, config.keep)
     scored = cosine_to_representative(chosen, vectors, dim)
     distinct_map = chosen.join(scored, "_first", "left").fillna(1.0, ["similarity"])
     reason = (F.when(F.col("_id") == F.col("representative"), REASONS[0])
               .when(F.col("_first") == F.col("_rep_first"), REASONS[1]).otherwise(REASONS[2]))
     mapping = table.select("_id", "_first").join(distinct_map, "_first").select(
         "_id", "representative", "similarity", reason.alias("reason"))
-    stats = {"distinct_texts": n_distinct, "pairs_found": pairs.count(), "threshold": threshold,
-             "component_rounds": rounds, **stats}
+    stats = {"distinct_texts": n_distinct, "threshold": threshold, "component_rounds": rounds, **stats}
     return SparkDedup(mapping, pairs, stats)
 
 

@@ -47,10 +47,8 @@ def vectors_to_bytes(vectors: np.ndarray) -> list[bytes]:
 
 
 def vectors_from_bytes(values: Sequence[bytes], dim: int) -> np.ndarray:
-    """The float32 matrix of float16 byte strings (``vectors_to_bytes``'s inverse)."""
-    if len(values) == 0:
-        return np.zeros((0, dim), np.float32)
-    return np.frombuffer(b"".join(values), dtype=np.float16).reshape(len(values), dim).astype(np.float32)
+    """The float32 matrix of float16 byte strings of one or more rows each (``vectors_to_bytes``'s inverse)."""
+    return np.frombuffer(b"".join(values), dtype=np.float16).reshape(-1, dim).astype(np.float32)
 
 
 def require_columns(df, *columns: str) -> None:

@@ -7,7 +7,9 @@
    of half that size by a hash of the id, and each pair of blocks is a task, so no task holds more than about
    ``max_task_rows`` vectors and every pair of the cell still meets in one task.
 4. A task runs ``swembed dedup``'s own search (``clusters.near_pairs``: each row's ``k`` nearest, exact below
-   50k rows) and emits the pairs with cosine >= threshold; pairs found in several tasks are merged.
+   50k rows) and emits the pairs with cosine >= threshold (pairs found in several tasks are merged), and its
+   pairs' connected components (``clusters.connected_roots``) as stars: the same components globally, but
+   with paths of a few hops, so the distributed components need few rounds.
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 from pyspark import AccumulatorParam
 
-from swembed.dedup.clusters import near_pairs
+from swembed.dedup.clusters import connected_roots, near_pairs
 from swembed.dedup.job import DedupConfig
 from swembed.integrations.spark.model import vectors_from_bytes
 
@@ -60,6 +62,14 @@ def nearest_cells(centroids: np.ndarray, x: np.ndarray, m: int) -> np.ndarray:
     return index.search(np.ascontiguousarray(x, dtype=np.float32), min(m, len(centroids)))[1]
 
 
+def _joined(frames):
+    """One byte string per batch of float16 vectors: the driver receives a few large rows, not many small ones."""
+    import pandas as pd
+
+    for frame in frames:
+        yield pd.DataFrame({"blob": [b"".join(frame["_vector"].tolist())]})
+
+
 def train_cells(vectors, n_vectors: int, dim: int, search: CellSearch) -> tuple[np.ndarray, np.ndarray]:
     """Spherical k-means centroids from a seeded sample of ``vectors`` (columns _id, _vector), and each
     cell's estimated size (vectors assigned to it, multi-assignment included). The driver holds at most
@@ -70,11 +80,7 @@ def train_cells(vectors, n_vectors: int, dim: int, search: CellSearch) -> tuple[
     wanted = cells * search.sample_per_cell
     fraction = min(1.0, 1.2 * wanted / max(n_vectors, 1))
     chosen = vectors.select("_vector").sample(fraction=fraction, seed=search.seed).limit(wanted)
-    sample = np.zeros((wanted, dim), np.float32)
-    taken = 0
-    for taken, row in enumerate(chosen.toLocalIterator(), start=1):  # one row at a time: no Python list of rows
-        sample[taken - 1] = np.frombuffer(row["_vector"], dtype=np.float16)
-    sample = sample[:taken]
+    sample = vectors_from_bytes([r["blob"] for r in chosen.mapInPandas(_joined, "blob binary").collect()], dim)
     cells = min(cells, len(sample))
     kmeans = faiss.Kmeans(dim, cells, niter=search.kmeans_iterations, spherical=True, seed=search.seed,
                           max_points_per_centroid=search.sample_per_cell, min_points_per_centroid=1)
@@ -118,9 +124,10 @@ class MaxParam(AccumulatorParam):
 
 
 def candidate_pairs(vectors, n_vectors: int, dim: int, threshold: float, config: DedupConfig,
-                    search: CellSearch) -> tuple[object, dict]:
+                    search: CellSearch) -> tuple[object, object, dict]:
     """Distinct pairs (a < b ids, cosine >= threshold) among ``vectors`` (columns _id long, _vector float16
-    bytes) as a DataFrame (a, b, similarity), and what the search did (cells, tasks, largest task)."""
+    bytes) as a DataFrame (a, b, similarity); links (a, b) with the pairs' connected components, each task's
+    components as stars (fewer rounds for ``components.connected_roots``); and what the search did."""
     from pyspark.sql import functions as F
 
     spark = vectors.sparkSession
@@ -147,17 +154,25 @@ def candidate_pairs(vectors, n_vectors: int, dim: int, threshold: float, config:
 
         largest.add(len(frame))
         tasks_run.add(1)
+        frame = frame.sort_values("_id")  # local roots (smallest row) are then the smallest ids: stars are final
         ids = frame["_id"].to_numpy(np.int64)
         i, j, sims = near_pairs(vectors_from_bytes(frame["_vector"].tolist(), dim), threshold, k, method, nprobe)
+        roots = connected_roots(len(ids), i, j)
+        joined = np.flatnonzero(roots != np.arange(len(ids)))
         a, b = ids[i], ids[j]
-        return pd.DataFrame({"a": np.minimum(a, b), "b": np.maximum(a, b), "similarity": sims})
+        return pd.DataFrame({"a": np.r_[np.minimum(a, b), ids[roots[joined]]],
+                             "b": np.r_[np.maximum(a, b), ids[joined]],
+                             "similarity": np.r_[sims, np.zeros(len(joined), np.float32)],
+                             "link": np.r_[np.zeros(len(a), bool), np.ones(len(joined), bool)]})
 
     tasks = vectors.select("_id", "_vector").mapInPandas(
         assign, "_cell int, _low int, _high int, _id long, _vector binary")
-    found = tasks.groupBy("_cell", "_low", "_high").applyInPandas(search_task, "a long, b long, similarity float")
-    pairs = found.groupBy("a", "b").agg(F.max("similarity").alias("similarity")).localCheckpoint()
+    found = tasks.groupBy("_cell", "_low", "_high").applyInPandas(
+        search_task, "a long, b long, similarity float, link boolean").localCheckpoint()
+    pairs = found.filter(~F.col("link")).groupBy("a", "b").agg(F.max("similarity").alias("similarity"))
+    links = found.filter(F.col("link")).select("a", "b")
     stats = {"cells": int(len(centroids)), "cells_per_text": m, "split_cells": int((blocks > 1).sum()),
              "search_tasks": int(tasks_run.value),
              "largest_cell_estimate": int(estimated.max(initial=0)), "largest_task_rows": int(largest.value),
              "kmeans_sample": int(min(n_vectors, len(centroids) * search.sample_per_cell))}
-    return pairs, stats
+    return pairs, links, stats
