@@ -9,160 +9,122 @@ from pathlib import Path
 
 EXIT_BAD_INPUT = 2
 
+# `swembed build` flags: (flag, where in BuildConfig, argparse options). One table serves every build, one
+# language or several, so every flag works on every path (or BuildConfig.validate rejects it there).
+BUILD_FLAGS = [
+    ("--teacher", "teacher", {"help": "short name (minilm, mpnet, gte-base, me5-small, ...), folder or hub id"}),
+    ("--out", "out", {"help": "model folder to write (default models/minilm-256)"}),
+    ("--dim", "pca.dim", {"type": int, "help": "output dimension d' (default 256)"}),
+    ("--text-column", "corpus.text_column", {"help": "text field of .jsonl/.parquet/hf: corpora (default text)"}),
+    ("--min-words", "corpus.min_words", {"type": int, "help": "shortest sentence kept, in words (default 3)"}),
+    ("--max-words", "corpus.max_words", {"type": int, "help": "longest sentence kept, in words (default 40)"}),
+    ("--max-sentences", "corpus.max_sentences", {"type": int, "help": "stop reading the corpus after this many"}),
+    ("--cased", "tokenization.lowercase", {"action": "store_const", "const": False,
+                                           "help": "case-sensitive words (default: lower-cased)"}),
+    ("--backoff", "tokenization.oov_backoff", {"choices": ["pieces", "teacher_prefix", "none"],
+                                               "help": "unknown words: the teacher's pieces (default), the longest "
+                                                       "known prefix, or skipped"}),
+    ("--vocab-size", "vocab.max_size", {"type": int, "help": "vocabulary cap (default 150000)"}),
+    ("--min-count", "vocab.min_count", {"type": int, "help": "keep words seen at least this often (default 1)"}),
+    ("--no-teacher-words", "vocab.teacher_words", {"action": "store_const", "const": False,
+                                                   "help": "do not add the teacher's whole-word tokens"}),
+    ("--sentences", "extract.sentences", {"choices": ["all", "quota"],
+                                          "help": "encode every corpus sentence (default) or a quota per word"}),
+    ("--sentences-per-word", "extract.sentences_per_word", {"type": int, "help": "the quota N (default 30)"}),
+    ("--encode-sentences", "extract.max_sentences", {"type": int, "help": "encode at most this many sentences"}),
+    ("--batch-tokens", "extract.batch_tokens", {"type": int, "help": "padded tokens per teacher batch (8192)"}),
+    ("--unit-sentences", "extract.unit_sentences", {"type": int, "help": "extract checkpoint unit (default 8192)"}),
+    ("--min-contexts", "compose.min_contexts", {"type": int, "help": "words seen in fewer sentences go through "
+                                                                     "their pieces (default 1)"}),
+    ("--shrinkage", "compose.shrinkage", {"type": float, "help": "k of (n v_ctx + k v_pieces)/(n + k) (default 0)"}),
+    ("--no-pieces", "compose.pieces", {"action": "store_const", "const": False, "help": "no piece rows"}),
+    ("--pca-sentences", "pca.sentences", {"type": int, "help": "sentences M for the PCA (default 100000)"}),
+    ("--abtt-drop", "pca.drop", {"type": int, "help": "top components dropped (default floor(teacher_dim/100))"}),
+    ("--pca-level", "pca.level", {"choices": ["sentence", "word", "none"],
+                                  "help": "fit PCA on sentences (default) or words; none keeps the table"}),
+    ("--no-distill", "distill_enabled", {"action": "store_const", "const": False, "help": "stop after PCA"}),
+    ("--distill-steps", "distill.max_steps", {"type": int, "help": "maximum training steps (default 100000)"}),
+    ("--eval-every", "distill.eval_every", {"type": int, "help": "steps between validation rounds (default 250)"}),
+    ("--distill-batch-size", "distill.batch_size", {"type": int, "help": "sentences per KD batch (default 128)"}),
+    ("--kd-sentences", "distill.max_sentences", {"type": int, "help": "distil on at most this many sentences"}),
+    ("--lexicon-top-k", "lexicon_top_k", {"type": int, "help": "keep each word's k largest dims (LENS tables)"}),
+    ("--checkpoint-seconds", "checkpoint_seconds", {"type": float, "help": "least time between checkpoints (60)"}),
+    ("--dtype", "dtype", {"choices": ["float32", "float16"], "help": "table dtype (default float32)"}),
+    ("--device", "device", {"choices": ["auto", "cpu", "cuda"], "help": "where the teacher and training run"}),
+    ("--work-dir", "work_dir", {"help": "stage cache (default <out>.work)"}),
+    ("--seed", "seed", {"type": int, "help": "seed for every sampling step (default 0)"}),
+    ("--parallel", "parallel", {"nargs": "+", "help": "english<TAB>other pair files for the contrastive loss"}),
+    ("--exclude", "exclude", {"nargs": "+", "help": "files whose lines never enter training pairs (eval sets)"}),
+]
+
 
 def _add_build(sub) -> None:
     p = sub.add_parser("build", help="distil a static word table from a sentence-embedding teacher")
     p.add_argument("--recipe", help="a TOML recipe (see pipelines/); flags given here override it")
-    p.add_argument("--teacher", help="short name (minilm, mpnet, gte-base, bge-base, nomic, ...), folder or hub id")
-    p.add_argument("--dim", type=int, help="output dimension d' (default 256)")
-    p.add_argument("--out", help="model folder to write (default models/minilm-256)")
+    p.add_argument("--langs", help="comma-separated languages, e.g. en,de (then --corpus LANG=PATH ...)")
     p.add_argument("--corpus", nargs="+", help="files, folders, globs, hf:<dataset>[:config][:split] or "
-                   "builtin:wikitext2 (the default)")
-    p.add_argument("--text-column", help="text field of .jsonl/.parquet/hf: corpora (default text)")
-    p.add_argument("--min-words", type=int, help="shortest sentence kept, in words (default 3)")
-    p.add_argument("--max-words", type=int, help="longest sentence kept, in words (default 40)")
-    p.add_argument("--max-sentences", type=int, help="stop reading the corpus after this many sentences")
-    p.add_argument("--vocab-size", type=int, help="vocabulary cap (default 150000)")
-    p.add_argument("--min-count", type=int, help="keep words seen at least this often (default 1)")
-    p.add_argument("--no-teacher-words", action="store_true", help="do not add the teacher's whole-word tokens")
-    p.add_argument("--sentences-per-word", type=int, help="contexts per word N (default 30)")
-    p.add_argument("--batch-size", type=int, help="teacher batch size (default 64)")
-    p.add_argument("--pca-sentences", type=int, help="sentences M for the sentence-level PCA (default 100000)")
-    p.add_argument("--abtt-drop", type=int, help="top components dropped (default floor(teacher_dim/100))")
-    p.add_argument("--pca-level", choices=["sentence", "word", "none"],
-                   help="fit PCA on sentences (default) or words; none keeps the extracted table (ablation)")
-    p.add_argument("--no-distill", action="store_true", help="stop after PCA")
-    p.add_argument("--lexicon-top-k", type=int, help="keep each word's k largest dims (lexicon tables from a LENS "
-                   "teacher built with --pca-level none)")
-    p.add_argument("--distill-steps", type=int,
-                   help="maximum distillation steps (default 100000; early stopping decides)")
-    p.add_argument("--eval-every", type=int, help="distillation steps between validation rounds (default 250)")
-    p.add_argument("--unit-sentences", type=int, help="extract checkpoint unit, in sentences (default 8192)")
-    p.add_argument("--checkpoint-seconds", type=float, help="least time between distill checkpoints (default 60)")
-    p.add_argument("--dtype", choices=["float32", "float16"], help="table dtype (default float32)")
-    p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="where the teacher runs (default auto)")
-    p.add_argument("--work-dir", help="stage cache (default <out>.work)")
-    p.add_argument("--seed", type=int, help="seed for every sampling step (default 0)")
+                   "builtin:wikitext2 (the default); with --langs: LANG=PATH")
+    for flag, dest, options in BUILD_FLAGS:
+        p.add_argument(flag, dest=dest.replace(".", "__"), **options)
     p.add_argument("--force", action="store_true", help="recompute every stage")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --out folder")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
-    g = p.add_argument_group("bilingual / multilingual tables (--langs)")
-    g.add_argument("--langs", help="comma-separated languages, e.g. en,de (corpora given as --corpus LANG=PATH)")
-    g.add_argument("--parallel", nargs="+", help="english<TAB>other pair files (.tsv/.tsv.gz) for the contrastive "
-                   "refinement of the first two languages")
-    g.add_argument("--exclude", nargs="+", help="text files whose lines never enter training pairs (e.g. eval sets)")
-    g.add_argument("--no-contrastive", action="store_true", help="stop after the cross-lingual PCA")
 
 
-def _is_multilingual(args) -> bool:
-    if args.langs:
-        return True
-    if args.recipe:
-        import tomllib
+def build_config(args):
+    """The BuildConfig of a recipe (if any) with the flags given on top."""
+    from dataclasses import replace
 
-        return "langs" in tomllib.loads(Path(args.recipe).read_text())
-    return False
+    from swembed.pipeline.config import BuildConfig, BuildError, load_recipe
 
-
-def _multilingual_config(args):
-    from swembed.pipeline.multilingual import MultilingualConfig, load_multilingual_recipe
-
-    config = load_multilingual_recipe(args.recipe) if args.recipe else MultilingualConfig()
+    config = load_recipe(args.recipe) if args.recipe else BuildConfig()
     if args.langs:
         config.langs = [lang.strip() for lang in args.langs.split(",") if lang.strip()]
     if args.corpus:
-        for item in args.corpus:
-            lang, sep, path = item.partition("=")
-            if not sep:
-                raise ValueError(f"with --langs give corpora as LANG=PATH, got {item!r}")
-            config.corpora.setdefault(lang, [])
-            config.corpora[lang] = [*config.corpora[lang], path] if args.recipe is None else [path]
-    for key, value in {"teacher": args.teacher, "out": args.out, "work_dir": args.work_dir, "device": args.device,
-                       "seed": args.seed, "parallel": args.parallel, "exclude": args.exclude,
-                       "vocab_size": args.vocab_size, "max_sentences": args.max_sentences}.items():
-        if value is not None:
-            setattr(config, key, value)
-    if args.dim is not None:
-        config.crosspca.dim = args.dim
-    if args.sentences_per_word is not None:
-        config.extract.sentences_per_word = args.sentences_per_word
-    if args.batch_size is not None:
-        config.extract.batch_size = args.batch_size
-    if args.no_contrastive:
-        config.contrastive_enabled = False
-    return config
-
-
-def _build_config(args):
-    from swembed.pipeline.build import BuildConfig, load_recipe
-
-    config = load_recipe(args.recipe) if args.recipe else BuildConfig()
-    top = {"teacher": args.teacher, "out": args.out, "work_dir": args.work_dir, "device": args.device,
-           "dtype": args.dtype, "seed": args.seed, "checkpoint_seconds": args.checkpoint_seconds}
-    for key, value in top.items():
-        if value is not None:
-            setattr(config, key, value)
-    section_flags = {
-        "corpus": {"sources": args.corpus, "text_column": args.text_column, "min_words": args.min_words,
-                   "max_words": args.max_words, "max_sentences": args.max_sentences},
-        "vocab": {"max_size": args.vocab_size, "min_count": args.min_count},
-        "extract": {"sentences_per_word": args.sentences_per_word, "batch_size": args.batch_size,
-                    "unit_sentences": args.unit_sentences},
-        "pca": {"dim": args.dim, "sentences": args.pca_sentences, "drop": args.abtt_drop, "level": args.pca_level},
-        "distill": {"max_steps": args.distill_steps, "eval_every": args.eval_every},
-    }
-    for section, values in section_flags.items():
-        for key, value in values.items():
-            if value is not None:
-                setattr(getattr(config, section), key, value)
-    if args.no_teacher_words:
-        config.vocab.teacher_words = False
-    if args.no_distill:
-        config.distill_enabled = False
-    if args.lexicon_top_k is not None:
-        config.lexicon_top_k = args.lexicon_top_k
+        if config.multilingual:
+            corpora: dict[str, list[str]] = {}
+            for item in args.corpus:
+                lang, sep, path = item.partition("=")
+                if not sep or lang not in config.langs:
+                    raise BuildError(f"with --langs {','.join(config.langs)} give corpora as LANG=PATH, got {item!r}")
+                corpora.setdefault(lang, []).append(path)
+            config.corpora = {**config.corpora, **corpora}
+        else:
+            config.corpus = replace(config.corpus, sources=list(args.corpus))
+    for _, dest, _ in BUILD_FLAGS:
+        value = getattr(args, dest.replace(".", "__"))
+        if value is None:
+            continue
+        if "." in dest:
+            section, name = dest.split(".")
+            setattr(config, section, replace(getattr(config, section), **{name: value}))
+        else:
+            setattr(config, dest, value)
     return config
 
 
 def cmd_build(args) -> int:
+    config = build_config(args)
+    config.check_before_work(args.overwrite)  # bad input fails before torch is imported
     from swembed.pipeline.build import build
 
-    if _is_multilingual(args):
-        from swembed.pipeline.multilingual import build_multilingual
-
-        config = _multilingual_config(args)
-        report = build_multilingual(config, quiet=args.quiet)
-        print(f"\nmodel written to {config.out}  (dim {report['dim']}, languages {', '.join(config.langs)})")
-        for name, info in report["build"]["stages"].items():
-            print(f"{name:<16}{info.get('wall_s') or 0:>10.1f} s{info.get('peak_rss_mb') or 0:>8.0f} MB"
-                  f"  {'cached' if info.get('cached') else ''}")
-        return 0
-    config = _build_config(args)
-    report = build(config, force=args.force, quiet=args.quiet)
+    report = build(config, force=args.force, quiet=args.quiet, overwrite=args.overwrite)
     stages = report["build"]["stages"]
-    print(f"\nmodel written to {config.out}  (dim {report['dim']}, teacher {report['teacher']['name']})")
-    print(f"{'stage':<10}{'wall s':>10}{'peak MB':>10}  note")
+    print(f"\nmodel written to {config.out}  (dim {report['dim']}, teacher {report['teacher']['name']}, "
+          f"languages {', '.join(config.langs)})")
+    print(f"{'stage':<16}{'wall s':>10}{'peak MB':>10}  note")
     for name, info in stages.items():
         note = "cached" if info.get("cached") else ""
-        print(f"{name:<10}{info.get('wall_s') or 0:>10.1f}{info.get('peak_rss_mb') or 0:>10.0f}  {note}")
-    print(f"{'total':<10}{report['build']['total_wall_s']:>10.1f}")
+        print(f"{name:<16}{info.get('wall_s') or 0:>10.1f}{info.get('peak_rss_mb') or 0:>10.0f}  {note}")
+    print(f"{'total':<16}{report['build']['total_wall_s']:>10.1f}")
     return 0
 
 
 def cmd_encode(args) -> int:
-    import numpy as np
+    from swembed.runtime.textfile import encode_file
 
-    from swembed import load
-    from swembed.runtime.folder import atomic_save_npy
-
-    model = load(args.model)
-    source = sys.stdin if args.input == "-" else open(args.input, encoding="utf-8")
-    with source:
-        texts = source.read().split("\n")
-    if texts and texts[-1] == "":
-        texts.pop()
-    vectors = model.encode(texts)
-    atomic_save_npy(Path(args.output), vectors.astype(np.float32))
-    print(f"{len(texts)} texts -> {args.output} {vectors.shape}", file=sys.stderr)
+    summary = encode_file(args.model, args.input, args.output, args.errors, args.overwrite)
+    print(summary, file=sys.stderr)
     return 0
 
 
@@ -170,7 +132,7 @@ def cmd_ensemble(args) -> int:
     from swembed.ensemble import build_ensemble
 
     weights = [float(w) for w in args.weights.split(",")] if args.weights else None
-    out = build_ensemble(args.members, args.out, weights)
+    out = build_ensemble(args.members, args.out, weights, overwrite=args.overwrite)
     print(f"ensemble of {len(args.members)} members -> {out}", file=sys.stderr)
     return 0
 
@@ -182,23 +144,31 @@ def cmd_dedup(args) -> int:
                          target_size=args.target_size, target_fraction=args.target_fraction, k=args.k,
                          method=args.search, batch_size=args.batch_size, progress=not args.quiet)
     if args.engine == "spark":
+        from swembed._extras import require
+
+        require("dedup", "faiss", "scipy")  # the cells' k-means and each task's search
+        require("spark", "pyspark", "pandas", "pyarrow")
         from swembed.integrations.spark.files import dedup_files
 
         bad = [item for item in args.spark_conf if "=" not in item]
         if bad:
             raise ValueError(f"--spark-conf takes KEY=VALUE, got {bad[0]!r}")
         conf = dict(item.split("=", 1) for item in args.spark_conf)
-        summary = dedup_files(args.inputs, args.model, args.out, config, master=args.spark_master, conf=conf)
+        summary = dedup_files(args.inputs, args.model, args.out, config, master=args.spark_master, conf=conf,
+                              overwrite=args.overwrite)
     else:
-        summary = dedup(args.inputs, args.model, args.out, config)
+        summary = dedup(args.inputs, args.model, args.out, config, overwrite=args.overwrite)
     print(f"{summary['records']:,} records: kept {summary['kept']:,}, exact duplicates "
           f"{summary['exact_duplicates']:,}, near duplicates {summary['near_duplicates']:,} "
           f"(cosine >= {summary['threshold']:.3f}) -> {args.out}/", file=sys.stderr)
     return 0
 
 
-def cmd_vocab(args) -> int:
-    from swembed.teachers.lens import example_clusters, vocab_clusters
+def cmd_lens_clusters(args) -> int:
+    from swembed._extras import require
+
+    require("build", "torch", "transformers", "sklearn")
+    from swembed.lens_clusters import example_clusters, vocab_clusters
 
     summary = vocab_clusters(args.model, args.k, Path(args.out), args.seed)
     print(f"{summary['rows']:,} rows of {args.model}'s {summary['matrix']} -> {args.k} clusters -> {args.out} "
@@ -209,23 +179,13 @@ def cmd_vocab(args) -> int:
 
 
 def cmd_eval(args) -> int:
-    from swembed.eval.models import load_encoder
-    from swembed.eval.sts import EN_SETS, evaluate_sts
-    from swembed.eval.xling import evaluate_xling
+    from swembed.eval.suites import data_dir, evaluate
 
-    kind, encode = load_encoder(args.model, device=args.device)
-    languages = encode.__self__.languages if kind == "swembed" else []  # a swembed encoder is StaticEmbedder.encode
-    scores: dict[str, float] = {}
-    if args.suite in ("en", "all"):
-        scores.update(evaluate_sts((lambda texts: encode(texts, lang="en")) if languages else encode,
-                                   args.data, EN_SETS))
-    if args.suite in ("xling", "all"):
-        by_lang = (lambda texts, lang: encode(texts, lang=lang)) if languages else (lambda texts, lang: encode(texts))
-        scores.update(evaluate_xling(by_lang, Path(args.data), Path(args.bucc) if args.bucc else None,
-                                     languages or None))
+    kind, scores = evaluate(args.model, args.suite, data_dir(args.data), args.device,
+                            Path(args.bucc) if args.bucc else None, args.give_lang)
     print(f"{args.model} ({kind})")
     for name, value in scores.items():
-        print(f"  {name:<18}{value:7.2f}")
+        print(f"  {name:<34}{value:7.2f}")
     if args.json:
         Path(args.json).write_text(json.dumps({"model": args.model, "kind": kind, "suite": args.suite,
                                                "scores": scores}, indent=2))
@@ -233,29 +193,18 @@ def cmd_eval(args) -> int:
 
 
 def cmd_bench_extract(args) -> int:
-    from swembed.eval.extract_bench import bench_extract
-    from swembed.pipeline.sources import expand_sources, read_source
-    from swembed.teachers import load_teacher
+    from swembed.eval.extract_bench import bench_extract_corpus
 
-    teacher = load_teacher(args.teacher, device=args.device)
-    sentences = []
-    for spec in expand_sources(args.corpus):
-        for line in read_source(spec):
-            if line.strip():
-                sentences.append(line.strip())
-            if len(sentences) >= args.sentences:
-                break
-        if len(sentences) >= args.sentences:
-            break
-    result = bench_extract(teacher, sentences, args.batch_size)
-    print(json.dumps(result))
+    print(json.dumps(bench_extract_corpus(args.teacher, args.corpus, args.sentences, args.batch_tokens, args.device,
+                                          args.repeats)))
     return 0
 
 
 def cmd_bench(args) -> int:
     from swembed.eval.bench import bench, format_rows, stsb_texts
+    from swembed.eval.suites import data_dir
 
-    texts = stsb_texts(args.data) if not args.texts else Path(args.texts).read_text(encoding="utf-8").splitlines()
+    texts = Path(args.texts).read_text(encoding="utf-8").splitlines() if args.texts else stsb_texts(data_dir(args.data))
     rows = bench(args.models, texts, args.seconds, args.cores)
     print(f"{len(texts)} texts, {args.cores or 'all'} cores for the all-core column")
     print(format_rows(rows))
@@ -265,61 +214,25 @@ def cmd_bench(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from swembed.eval import reports
+    from swembed.eval.reports import write_reports
+    from swembed.eval.suites import data_dir
 
-    out, data = Path(args.out), Path(args.data)
-    out.mkdir(parents=True, exist_ok=True)
-    model = Path(args.model)
-    work = Path(args.work_dir or f"{args.model.rstrip('/')}.work")
-    command = "swembed " + " ".join(sys.argv[1:])
-    sections = args.only.split(",") if args.only else ["english", "stages", "ablations", "analysis", "ensembles"]
-    baselines = Path(args.baselines)
-    if "english" in sections:
-        models = {"ours (" + model.name + ")": str(model), "teacher (all-MiniLM-L6-v2)": args.teacher}
-        for label, folder in (("model2vec distill", "model2vec-minilm-256"), ("tokenlearn", "tokenlearn-minilm-256")):
-            if (baselines / folder).is_dir():
-                models[label] = f"model2vec:{baselines / folder}"
-        models["WordLlama l2_supercat 256"] = "wordllama"
-        reports.english_report(models, data, out, command)
-    if "stages" in sections:
-        reports.stages_report(model, work, data, out, command)
-    if "ablations" in sections:
-        reports.ablations_report(Path(args.recipe), work, data, out, Path(args.ablation_models), command)
-    if "analysis" in sections:
-        reports.analysis_report(model, work, data, out, command)
-    if "multilingual" in sections:
-        from swembed.eval.models import load_encoder
-        from swembed.eval.xling import evaluate_xling
-
-        models = {Path(m).name: Path(m) for m in args.multilingual_models if (Path(m) / "config.json").is_file()}
-        teacher_scores = {}
-        if args.multilingual_teacher:
-            encode = load_encoder(args.multilingual_teacher, "cpu")[1]
-            # cross-lingual sets only: the teacher's English STS suite would take ~10 min on 2 CPU cores
-            teacher_scores[f"teacher {args.multilingual_teacher}"] = evaluate_xling(lambda texts, lang: encode(texts),
-                                                                                    data / "eval")
-        reports.multilingual_report(models, data, out, command, teacher_scores)
-    if "ensembles" in sections:
-        members = {"ours": str(model), "WordLlama": "wordllama"}
-        for label, folder in (("model2vec", "model2vec-minilm-256"), ("tokenlearn", "tokenlearn-minilm-256")):
-            if (baselines / folder).is_dir():
-                members[label] = f"model2vec:{baselines / folder}"
-        pairs = [("ours", other) for other in members if other != "ours"] + [("ours", "WordLlama", "tokenlearn")]
-        pairs = [p for p in pairs if all(label in members for label in p)]
-        reports.ensembles_report(members, pairs, data, out, Path(args.ensemble_models), command)
-    print(f"reports written to {out}/")
+    data = data_dir(args.data, sub=".")
+    written = write_reports(args.only.split(",") if args.only else None, Path(args.out), data,
+                            "swembed " + " ".join(sys.argv[1:]), args.models)
+    print(f"reports written to {args.out}/: {', '.join(written)}")
     return 0
 
 
 def cmd_export(args) -> int:
-    from swembed.integrations.export import export
+    from swembed.integrations.formats import export
 
-    out = export(args.model, args.format, args.out, args.dtype)
+    out = export(args.model, args.format, args.out, args.dtype, overwrite=args.overwrite)
     print(f"{args.model} -> {out} ({args.format}, {args.dtype})")
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="swembed", description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -328,15 +241,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("model")
     p.add_argument("--input", required=True, help="text file, one text per line ('-' for stdin)")
     p.add_argument("--output", required=True, help=".npy file to write")
+    p.add_argument("--errors", choices=["replace", "skip", "strict"], default="replace",
+                   help="lines that are not UTF-8: decode with U+FFFD (default), leave out, or stop")
+    p.add_argument("--overwrite", action="store_true")
     p = sub.add_parser("export", help="write a model as npy (edge), st (sentence-transformers) or model2vec")
     p.add_argument("model")
     p.add_argument("--format", choices=["npy", "st", "model2vec"], default="npy")
     p.add_argument("--dtype", choices=["float32", "float16", "int8"], default="float32", help="int8: npy only")
     p.add_argument("--out", required=True)
+    p.add_argument("--overwrite", action="store_true")
     p = sub.add_parser("ensemble", help="concatenate tables over their union vocabulary (paper appendix D)")
     p.add_argument("members", nargs="+", help="swembed folders, wordllama, model2vec:<folder>")
     p.add_argument("--weights", help="comma-separated positive weights, one per member (default: equal)")
     p.add_argument("--out", required=True)
+    p.add_argument("--overwrite", action="store_true")
     p = sub.add_parser("dedup", help="exact and near-duplicate mining over .txt/.jsonl/.parquet, every record mapped")
     p.add_argument("inputs", nargs="+")
     p.add_argument("--model", required=True, help="a swembed model folder")
@@ -350,64 +268,66 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--k", type=int, default=16, help="neighbours searched per distinct text")
     p.add_argument("--search", choices=["auto", "exact", "ann"], default="auto")
     p.add_argument("--batch-size", type=int, default=8192)
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --out folder")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.add_argument("--engine", choices=["local", "spark"], default="local",
                    help="spark: the same job on a Spark cluster (needs the spark extra; outputs are folders of "
-                   "part files, an existing --out is an error; no --target-*)")
+                   "part files, no --target-*)")
     p.add_argument("--spark-master", default="local[*]", help="with --engine spark: the master URL")
     p.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
                    help="with --engine spark: a Spark setting, e.g. spark.driver.memory=2g (repeatable)")
-    p = sub.add_parser("vocab", help="vocabulary resources: LENS token clusters")
-    vocab_sub = p.add_subparsers(dest="vocab_command", required=True)
-    q = vocab_sub.add_parser("clusters", help="KMeans over a model's LM head (or token embeddings): a LENS head")
-    q.add_argument("--model", required=True, help="teacher short name, folder or hub id")
-    q.add_argument("--k", type=int, default=4000)
-    q.add_argument("--out", required=True, help="JSON of cluster -> tokens; centroids go beside it")
-    q.add_argument("--seed", type=int, default=0)
-    p = sub.add_parser("eval", help="STS (STS12-16, STS-B test, SICK-R) and cross-lingual suites")
-    p.add_argument("model", help="a swembed model folder, or a teacher (short name, folder, hub id)")
-    p.add_argument("--data", default="../shared/data/eval", help="folder with sts12..sts16, stsb, sick, ...")
-    p.add_argument("--suite", choices=["en", "xling", "all"], default="en")
+    p = sub.add_parser("lens-clusters", help="the LENS head: KMeans over a model's LM head (or token embeddings)")
+    p.add_argument("--model", required=True, help="teacher short name, folder or hub id")
+    p.add_argument("--k", type=int, default=4000)
+    p.add_argument("--out", required=True, help="JSON of cluster -> tokens; centroids go beside it")
+    p.add_argument("--seed", type=int, default=0)
+    p = sub.add_parser("eval", help="STS (STS12-16, STS-B test, SICK-R), cross-lingual and robustness suites")
+    p.add_argument("model", help="a swembed model folder, model2vec:<folder>, wordllama, or a teacher")
+    p.add_argument("--data", help="folder with sts12..sts16, stsb, sick, ... (default $SWEMBED_DATA/eval)")
+    p.add_argument("--suite", choices=["en", "xling", "robust", "all"], default="en")
     p.add_argument("--bucc", help="with xling: a folder of BUCC '<xx>-en.<split>.{xx,en,gold}' files to mine")
+    p.add_argument("--give-lang", action="store_true", help="name each text's language (default: as users do, "
+                   "no language given)")
     p.add_argument("--json", help="also write the scores here")
     p.add_argument("--device", default="auto")
     p = sub.add_parser("bench-extract", help="extract-stage throughput vs a bare teacher forward pass")
     p.add_argument("--teacher", default="minilm")
     p.add_argument("--corpus", nargs="+", required=True)
     p.add_argument("--sentences", type=int, default=4000)
-    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--batch-tokens", type=int, default=8192)
+    p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--device", default="auto")
     p = sub.add_parser("bench", help="encode throughput, load time and memory, side by side")
     p.add_argument("models", nargs="+", help="swembed folders, model2vec:<folder>, wordllama, or teachers (minilm)")
-    p.add_argument("--data", default="../shared/data/eval", help="STS-B test sentences are the default texts")
+    p.add_argument("--data", help="eval folder: STS-B test sentences are the default texts ($SWEMBED_DATA/eval)")
     p.add_argument("--texts", help="a text file (one text per line) instead of STS-B")
     p.add_argument("--seconds", type=float, default=3.0, help="time each measurement at least this long")
     p.add_argument("--cores", type=int, help="workers for the all-core column (default: every core)")
     p.add_argument("--json")
-    p = sub.add_parser("report", help="regenerate reports/ (English table, stages, ablations, analysis)")
-    p.add_argument("--model", default="models/minilm-256-shared", help="the build to report on")
-    p.add_argument("--recipe", default="pipelines/minilm-256-shared.toml", help="its recipe (for ablations)")
-    p.add_argument("--work-dir", help="its stage cache (default <model>.work)")
-    p.add_argument("--teacher", default="minilm")
-    p.add_argument("--baselines", default="models/baselines", help="folder of `python -m swembed.eval.baselines`")
-    p.add_argument("--ablation-models", default="models/ablations")
-    p.add_argument("--ensemble-models", default="models/ensembles")
-    p.add_argument("--multilingual-models", nargs="+", default=["models/me5-en-de", "models/me5-en-zh",
-                   "models/me5-en-ja", "models/me5-en-de-no-abtt", "models/me5-en-zh-jieba", "models/me5-en-ja-fugashi",
-                   "models/me5-multi"], help="bilingual builds for the multilingual section")
-    p.add_argument("--multilingual-teacher", default="me5-small", help="teacher scored beside them ('' to skip)")
-    p.add_argument("--data", default="../shared/data", help="the shared data folder (eval/ and corpora/)")
+    p = sub.add_parser("report", help="regenerate reports/ (see swembed.eval.reports for the sections)")
+    p.add_argument("--data", help="the shared data folder with eval/ and corpora/ (default $SWEMBED_DATA)")
+    p.add_argument("--models", default="models", help="where the reported builds are (default models/)")
     p.add_argument("--out", default="reports")
-    p.add_argument("--only", help="comma-separated sections: english,stages,ablations,analysis,ensembles,multilingual "
-                   "(multilingual runs only when asked)")
-    args = parser.parse_args(argv)
+    p.add_argument("--only", help="comma-separated sections (default: all whose models exist)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    from swembed._extras import MissingExtraError
+
+    args = _parser().parse_args(argv)
     level = logging.DEBUG if args.verbose else logging.WARNING if getattr(args, "quiet", False) else logging.INFO
     logging.basicConfig(level=level, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
     handlers = {"build": cmd_build, "encode": cmd_encode, "export": cmd_export, "ensemble": cmd_ensemble,
-                "dedup": cmd_dedup, "vocab": cmd_vocab, "eval": cmd_eval, "bench": cmd_bench, "bench-extract": cmd_bench_extract, "report": cmd_report}
+                "dedup": cmd_dedup, "lens-clusters": cmd_lens_clusters, "eval": cmd_eval, "bench": cmd_bench,
+                "bench-extract": cmd_bench_extract, "report": cmd_report}
     try:
+        if args.command in ("build", "bench-extract"):
+            from swembed._extras import require
+
+            require("build", "torch", "transformers", "blingfire", "tqdm")
         return handlers[args.command](args)
-    except (ValueError, FileNotFoundError, PermissionError, IsADirectoryError, UnicodeDecodeError) as exc:
+    except (ValueError, MissingExtraError, OSError, UnicodeDecodeError) as exc:
         print(f"swembed {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
 

@@ -16,7 +16,7 @@ its tokenizer splits least (``paris`` -> ``Paris``, one token).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
@@ -81,13 +81,13 @@ def load_member(spec: str, rules: TokenizationRules) -> Member:
     from swembed import load
 
     model = load(spec)
-    subword = model.tokenizer.subword_tokenizer
+    subword = model.tokenizer.pieces
     return Member(Path(spec).name, model.words, lambda words: model.encode(words, normalize=False),
                   model.tokenizer.rules, subword.to_str() if subword is not None else None)
 
 
 def build_ensemble(specs: list[str], out: str | Path, weights: list[float] | None = None,
-                   batch_size: int = 8192) -> Path:
+                   batch_size: int = 8192, overwrite: bool = False) -> Path:
     """Write an ensemble model folder of ``specs`` (weights default to 1 each)."""
     if len(specs) < 2:
         raise ValueError("an ensemble needs at least two members")
@@ -99,7 +99,9 @@ def build_ensemble(specs: list[str], out: str | Path, weights: list[float] | Non
     members = [load_member(s, TokenizationRules()) for s in specs]
     first_swe = next((m for m in members if m.rules is not None), None)
     rules = first_swe.rules if first_swe else TokenizationRules(oov_backoff="none")
-    if any(m.rules is not None and m.rules != rules for m in members):
+    if rules.oov_backoff == "pieces":  # piece rows are per member: the ensemble backs off to a known prefix
+        rules = replace(rules, oov_backoff="teacher_prefix")
+    if any(m.rules is not None and m.rules.splitting_only() != rules.splitting_only() for m in members):
         raise ValueError("swembed members disagree on tokenisation rules; ensemble tables with the same rules")
     words = list(dict.fromkeys(w for m in members for w in m.words))
     blocks, subspaces = [], []
@@ -111,4 +113,4 @@ def build_ensemble(specs: list[str], out: str | Path, weights: list[float] | Non
     config = {"ensemble": {"subspaces": subspaces, "members": specs},
               "tokenization": rules.to_dict()}
     return write_model_folder(Path(out), np.hstack(blocks), words, config,
-                              first_swe.tokenizer_json if first_swe else None)
+                              first_swe.tokenizer_json if first_swe else None, overwrite=overwrite)

@@ -1,9 +1,13 @@
-"""Shared fixtures: tiny corpora written by the tests, small build configurations."""
+"""Shared fixtures: tiny corpora and model folders written by the tests, small build configurations, the CLI."""
 from __future__ import annotations
 
+import os
 import random
+import subprocess
+import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 NOUNS = ["cat", "dog", "bird", "teacher", "student", "river", "city", "garden", "doctor", "child", "car", "house",
@@ -36,6 +40,43 @@ def tiny_corpus(tmp_path: Path) -> Path:
 def small_build_args(corpus: Path, out: Path) -> list[str]:
     """CLI flags for a build that takes seconds on CPU with the real MiniLM teacher."""
     return ["build", "--teacher", "minilm", "--corpus", str(corpus), "--out", str(out), "--dim", "32",
-            "--sentences-per-word", "4", "--pca-sentences", "300", "--distill-steps", "60", "--batch-size", "16",
-            "--eval-every", "20", "--unit-sentences", "64", "--checkpoint-seconds", "0", "--no-teacher-words",
-            "--quiet"]
+            "--pca-sentences", "300", "--distill-steps", "60", "--batch-tokens", "512", "--eval-every", "20",
+            "--unit-sentences", "64", "--checkpoint-seconds", "0", "--no-teacher-words", "--quiet"]
+
+
+def run_cli(args, env_extra=None, cwd=None) -> subprocess.CompletedProcess:
+    """``python -m swembed.cli ARGS`` in a subprocess, as a user runs it."""
+    env = {**os.environ, **(env_extra or {})}
+    return subprocess.run([sys.executable, "-m", "swembed.cli", *map(str, args)], capture_output=True, text=True,
+                          env=env, cwd=cwd)
+
+
+TINY_WORDS = ["the", "cat", "sat", "on", "mat", "good", "dog", "a"]
+
+
+def write_tiny_model(folder: Path, tokenizer: bool = True, dim: int = 8) -> Path:
+    """A model folder of ``TINY_WORDS`` whose WordPiece sub-word tokenizer splits goodness into good + ##ness
+    (so the back-off reads it as "good"); ``tokenizer=False`` declares a table without one."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    from swembed.runtime.folder import write_model_folder
+
+    vocab = {"[UNK]": 0, **{w: i + 1 for i, w in enumerate(TINY_WORDS)}, "##ness": len(TINY_WORDS) + 1}
+    sub = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]"))
+    sub.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    table = np.random.default_rng(0).normal(size=(len(TINY_WORDS), dim)).astype(np.float32)
+    return write_model_folder(folder, table, TINY_WORDS, {"tokenization": {"oov_backoff": "teacher_prefix"}},
+                              sub.to_str() if tokenizer else None)
+
+
+@pytest.fixture
+def tiny_model(tmp_path: Path) -> Path:
+    return write_tiny_model(tmp_path / "tiny-model")
+
+
+def snapshot(path: Path) -> dict[str, bytes]:
+    """Every file under ``path`` (or the file itself), by relative name: to check that nothing changed."""
+    path = Path(path)
+    if path.is_file():
+        return {"": path.read_bytes()}
+    return {str(f.relative_to(path)): f.read_bytes() for f in sorted(path.rglob("*")) if f.is_file()}

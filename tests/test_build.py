@@ -1,6 +1,5 @@
 """`swembed build` end to end on a tiny corpus with the real MiniLM teacher: output, resume, bad input."""
 import json
-import os
 import subprocess
 import sys
 
@@ -8,12 +7,7 @@ import numpy as np
 import pytest
 
 import swembed
-from conftest import small_build_args
-
-
-def run_cli(args, env_extra=None):
-    env = {**os.environ, **(env_extra or {})}
-    return subprocess.run([sys.executable, "-m", "swembed.cli", *args], capture_output=True, text=True, env=env)
+from conftest import run_cli, small_build_args
 
 
 @pytest.fixture(scope="module")
@@ -42,6 +36,8 @@ def test_build_writes_a_loadable_model_with_stage_costs(reference_build):
     assert all(stages[s]["wall_s"] is not None and stages[s]["peak_rss_mb"] > 0 for s in ("extract", "distill"))
     assert config["teacher"]["name"] == "minilm" and config["abtt_dropped"] == 3
     assert "peak MB" in result.stdout
+    assert "plan (cpu, teacher minilm" in result.stderr and "sentences through the teacher" in result.stderr
+    assert config["build"]["plan"]["en"]["sentences_to_encode"] == 400 and config["build"]["device"]["type"] == "cpu"
     # Similar sentences are closer than unrelated ones (the table carries meaning).
     a, b, c = model.encode(["the happy dog visits the river", "the happy dog visits the river number 3",
                             "strange engine letter"])
@@ -66,28 +62,28 @@ def test_killed_build_resumes_to_the_same_table(reference_build, tmp_path, stage
     np.testing.assert_array_equal(np.load(out / "embeddings.npy"), np.load(ref_out / "embeddings.npy"))
 
 
-def test_rerun_reuses_cached_stages(reference_build, tmp_path):
+def test_rerun_reuses_cached_stages_and_overwrites_only_when_asked(reference_build, tmp_path):
     corpus, out, _ = reference_build
-    result = run_cli(small_build_args(corpus, out) + ["--work-dir", str(out.parent / "work")])
-    assert result.returncode == 0
+    before = (out / "embeddings.npy").stat().st_mtime_ns
+    refused = run_cli(small_build_args(corpus, out) + ["--work-dir", str(out.parent / "work")])
+    assert refused.returncode == 2 and "already exists; pass --overwrite" in refused.stderr
+    assert (out / "embeddings.npy").stat().st_mtime_ns == before  # nothing written
+    result = run_cli(small_build_args(corpus, out) + ["--work-dir", str(out.parent / "work"), "--overwrite"])
+    assert result.returncode == 0, result.stderr
     stages = json.loads((out / "config.json").read_text())["build"]["stages"]
     assert all(stages[s]["cached"] for s in ("corpus", "vocab", "extract", "pca", "distill"))
 
 
 def test_bad_input_fails_clearly_and_leaves_nothing(tmp_path, tiny_corpus):
+    """More in test_bad_input.py (a missing or empty corpus, an unknown teacher, --dim 0, ...)."""
     out = tmp_path / "model"
-    empty = tmp_path / "empty.txt"
-    empty.write_text("\n\n")
     broken = tmp_path / "broken.txt.gz"
     broken.write_bytes(b"this is not gzip")
     few = tmp_path / "few.txt"
     few.write_text("The cat sat on the mat.\nA dog ran far away.\n")
     cases = [
-        (["--corpus", str(tmp_path / "missing.txt")], "not found"),
-        (["--corpus", str(empty)], "no usable sentence"),
         (["--corpus", str(broken)], "cannot read corpus file"),
         (["--corpus", str(few)], "needs at least"),
-        (["--corpus", str(tiny_corpus), "--teacher", "no-such-teacher"], "unknown teacher"),
         (["--corpus", str(tiny_corpus), "--dim", "384"], "too large"),
     ]
     for extra, message in cases:
@@ -96,3 +92,82 @@ def test_bad_input_fails_clearly_and_leaves_nothing(tmp_path, tiny_corpus):
         assert result.returncode == 2, (extra, result.stderr)
         assert message in result.stderr, (extra, result.stderr)
         assert not out.exists()
+
+
+def test_cased_recipe_keeps_capitalised_words_and_their_contexts(tmp_path):
+    """One rule set: a case-sensitive recipe gives cased vocabulary words that are credited in extraction (not
+    encoded alone) and a model that reads case."""
+    from conftest import make_sentences
+
+    corpus = tmp_path / "corpus.txt"
+    cities = ["Paris", "London", "Berlin", "Madrid"]
+    lines = [f"{s[:-1]} in {cities[i % 4]}." for i, s in enumerate(make_sentences(400))]
+    corpus.write_text("\n".join(lines) + "\n")
+    recipe = tmp_path / "cased.toml"
+    recipe.write_text(f"""
+teacher = "minilm"
+out = "{tmp_path / 'model'}"
+[corpus]
+sources = ["{corpus}"]
+[tokenization]
+lowercase = false
+[vocab]
+teacher_words = false
+[pca]
+dim = 32
+sentences = 300
+[distill]
+max_steps = 40
+eval_every = 20
+""")
+    result = run_cli(["build", "--recipe", str(recipe), "--batch-tokens", "512", "--quiet"])
+    assert result.returncode == 0, result.stderr
+    model = swembed.load(tmp_path / "model")
+    assert model.config["tokenization"]["lowercase"] is False
+    contexts = dict(zip(model.words, np.load(tmp_path / "model" / "word_contexts.npy")))
+    assert all(contexts[c] == 100 for c in cities)  # every sentence naming the city credited it
+    assert "paris" not in contexts and "The" in contexts
+    assert not np.allclose(model.encode("Paris"), model.encode("paris"))
+
+
+def test_every_build_flag_is_applied_or_rejected_on_single_and_multi_language_builds(tmp_path):
+    from swembed.cli import BUILD_FLAGS, _parser, build_config
+    from swembed.pipeline.config import BuildError
+
+    values = {int: "7", float: "2.5"}
+    for langs in ([], ["--langs", "en,zh", "--corpus", "en=a.txt", "zh=b.txt"]):
+        for flag, dest, options in BUILD_FLAGS:
+            if "action" in options:
+                extra = [flag]
+            elif "choices" in options:
+                extra = [flag, options["choices"][-1]]
+            elif options.get("nargs") == "+":
+                extra = [flag, str(tmp_path / "x.tsv")]
+            else:
+                extra = [flag, values.get(options.get("type"), "v")]
+            args = _parser().parse_args(["build", *langs, *extra])
+            config = build_config(args)
+            section, _, name = dest.rpartition(".")
+            holder = getattr(config, section) if section else config
+            expected = getattr(args, dest.replace(".", "__"))
+            assert getattr(holder, name) == expected, (flag, langs)
+            try:
+                config.validate()
+            except BuildError as exc:  # rejected: one line naming the flag
+                assert "\n" not in str(exc) and flag in str(exc), (flag, langs, str(exc))
+            else:
+                assert flag not in ("--parallel", "--exclude") or langs, flag  # pairs need two languages
+
+
+@pytest.mark.parametrize("command,hidden,extra", [  # build without torch: test_bad_input.py
+    (["dedup", "in.txt", "--model", "m", "--out", "o", "--search", "ann"], "faiss", "dedup"),
+    (["eval", "m", "--data", "."], "scipy", "eval"),
+])
+def test_missing_extras_give_one_line_naming_the_extra(tmp_path, command, hidden, extra):
+    code = (f"import sys; sys.modules[{hidden!r}] = None\n"
+            f"from swembed.cli import main; sys.exit(main({command!r}))")
+    (tmp_path / "in.txt").write_text("a line\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert f"pip install 'swembed[{extra}]'" in result.stderr and hidden in result.stderr

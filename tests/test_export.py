@@ -6,7 +6,7 @@ import pytest
 from tokenizers import Tokenizer, models, pre_tokenizers
 
 import swembed
-from swembed.integrations.export import export, quantize_int8
+from swembed.integrations.formats import export, quantize_int8
 from swembed.runtime.folder import write_model_folder
 
 TEXTS = ["The cat sat on the mat.", "A dog, a cat!", "goodness me", "", "?!", "CATS and dogs"]

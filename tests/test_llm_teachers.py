@@ -44,7 +44,7 @@ def test_bidirectional_attention_is_real(tmp_path):
 def test_mean_pool_excludes_instruction_and_bos(tmp_path):
     teacher = load_teacher(str(llm_folder(tmp_path / "m", settings={"kind": "decoder", "instruction": INSTRUCTION})),
                            device="cpu")
-    batch = teacher.batch(["the cat sees the dog"])
+    batch = teacher.prepare(["the cat sees the dog"])
     hidden = teacher.hidden_states(batch)
     n_head = 1 + len(teacher.tokenizer.encode(INSTRUCTION, add_special_tokens=False).ids)
     expected = hidden[0, n_head:].mean(0)  # 5 text tokens and the EOS
@@ -72,7 +72,7 @@ def test_lens_head_features_and_pooling(tmp_path):
     np.testing.assert_allclose(np.linalg.norm(out.pooled, axis=1), 1, atol=1e-5)
     np.testing.assert_allclose(out.pooled, one_by_one(teacher, TEXTS), atol=2e-5)
     # hand-computed: max over text tokens i of log1p(relu(logits at i-1)); instruction logits never matter
-    batch = teacher.batch([TEXTS[0]])
+    batch = teacher.prepare([TEXTS[0]])
     features = teacher.lexicon(teacher.hidden_states(batch))[0]
     text_positions = torch.nonzero(batch.text[0]).flatten()
     manual = features[text_positions - 1].max(0).values
@@ -101,7 +101,7 @@ def test_causal2vec_contextual_token(tmp_path):
     fixed = teacher.contextual_vectors(["the cat sees the dog"]).detach()
     states = []
     for text in ("the cat sees the dog", "a famous ship builds 7 letters"):
-        batch = teacher.batch([text])
+        batch = teacher.prepare([text])
         states.append((teacher.states_with(batch, fixed)[0], teacher.context_slot(batch)[0], batch.eos[0]))
     (h1, c1, e1), (h2, c2, e2) = states
     assert c1 == c2 == 1 + len(teacher.tokenizer.encode(INSTRUCTION, add_special_tokens=False).ids)
@@ -127,7 +127,7 @@ def test_nvembed_latent_attention(tmp_path):
     out = teacher.forward(TEXTS)
     assert out.pooled.shape == (3, 64) and np.allclose(np.linalg.norm(out.pooled, axis=1), 1, atol=1e-5)
     np.testing.assert_allclose(out.pooled, one_by_one(teacher, TEXTS), atol=2e-5)
-    batch = teacher.batch(["the cat sees the dog"])
+    batch = teacher.prepare(["the cat sees the dog"])
     mask = teacher.pool_mask(batch)[0]
     n_head = 1 + len(teacher.tokenizer.encode(INSTRUCTION, add_special_tokens=False).ids)
     assert not mask[:n_head].any() and mask[n_head:].all()  # BOS and instruction out; text and EOS in

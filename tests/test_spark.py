@@ -17,6 +17,8 @@ from swembed.runtime.folder import write_model_folder
 
 pytest.importorskip("faiss")
 pyspark = pytest.importorskip("pyspark", reason="pyspark not installed (the spark extra)")
+pytestmark = pytest.mark.spark
+from conftest import snapshot  # noqa: E402
 from test_dedup import WORDS, read_mapping, reference_clusters, stored  # noqa: E402
 
 from swembed.integrations.spark.search import blocks_per_cell, task_keys  # noqa: E402
@@ -139,11 +141,19 @@ def test_engine_spark_writes_what_swembed_dedup_writes(spark, model, tmp_path, c
     capsys.readouterr()
     # bad input: one line naming the problem, nothing written
     (tmp_path / "bad.jsonl").write_text('{"body": "fine"}\nnot json\n', encoding="utf-8")
-    cases = [([*inputs, *common, "--out", str(tmp_path / "spark")], "spark exists: remove it"),
+    cases = [([*inputs, *common, "--out", str(tmp_path / "spark")],
+              f"{tmp_path / 'spark'} already exists; pass --overwrite to replace it"),
              ([str(tmp_path / "bad.jsonl"), *common, "--out", str(tmp_path / "bad")], "bad.jsonl:2: not a JSON object"),
-             ([*inputs, *common, "--target-size", "5", "--out", str(tmp_path / "bad")], "--target-size")]
+             ([*inputs, *common, "--target-size", "5", "--out", str(tmp_path / "bad")], "--target-size"),
+             ([*inputs, *common, "--model", str(tmp_path / "nowhere"), "--out", str(tmp_path / "bad")],
+              f"model folder not found: {tmp_path / 'nowhere'}")]
+    before = snapshot(tmp_path / "spark")
     for arguments, message in cases:
         assert main(["dedup", *arguments, "--engine", "spark"]) == 2
         err = capsys.readouterr().err
-        assert message in err and "Traceback" not in err
+        assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
         assert not (tmp_path / "bad").exists()
+    assert snapshot(tmp_path / "spark") == before and not list(tmp_path.glob(".spark*"))
+    # --overwrite replaces it, as with swembed dedup
+    assert main(["dedup", *inputs, *common, "--out", str(tmp_path / "spark"), "--engine", "spark", "--overwrite"]) == 0
+    assert pq.read_table(tmp_path / "spark" / "mapping").to_pylist() == mapped

@@ -9,7 +9,7 @@ peak memory), and the recall of its near-duplicate pairs against exact search fo
 doubled or swapped with its neighbour, case changed, punctuation changed), and exact copies, until
 ``n`` lines. With ``--splice``, when the corpus has fewer than ``0.7 n`` sentences, the rest of the base texts
 are synthetic: the first half of one random sentence joined to the second half of another (the 5M-record Spark
-benchmark, ``reports/dedup-spark.md``). ``recall`` encodes the distinct lines as ``swembed dedup`` does
+benchmark, ``reports/spark-dedup.md``). ``recall`` encodes the distinct lines as ``swembed dedup`` does
 (float16), runs the same ANN pair search, and for ``sample`` random texts compares the pairs it found with
 every pair an exact search over all texts finds at the same threshold.
 """

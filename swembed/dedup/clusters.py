@@ -53,6 +53,9 @@ def ann_search_pairs(vectors: np.ndarray, threshold: float, k: int, nprobe: int 
                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Pairs i < j with cosine >= threshold among each row's ``k`` approximate nearest neighbours: faiss IVF
     (inner product on unit vectors, ~4 sqrt(N) lists, trained on a seeded sample), exact scores."""
+    from swembed._extras import require
+
+    require("dedup", "faiss")
     import faiss
 
     x = np.ascontiguousarray(vectors, dtype=np.float32)

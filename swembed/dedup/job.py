@@ -170,15 +170,21 @@ def write_outputs(files: list[Path], config: DedupConfig, result: dict, tmp: Pat
 
 
 def dedup(inputs: list[str | Path], model_path: str | Path, out: str | Path,
-          config: DedupConfig | None = None) -> dict:
-    """Run the three passes and write ``out/`` atomically; returns the summary (also ``out/summary.json``)."""
+          config: DedupConfig | None = None, overwrite: bool = False) -> dict:
+    """Run the three passes and write ``out/`` atomically (an existing ``out`` only when ``overwrite``); returns
+    the summary (also ``out/summary.json``)."""
     from swembed import load
+    from swembed.runtime.folder import check_writable
+
+    from swembed._extras import require
 
     config = config or DedupConfig()
     config.validate()
+    require("dedup", "scipy", *(["faiss"] if config.method == "ann" else []))
+    check_writable(Path(out), overwrite)
     files = check_inputs(inputs, config.text_column)
     model = load(model_path)
-    with atomic_directory(Path(out)) as tmp:
+    with atomic_directory(Path(out), overwrite) as tmp:
         first = first_pass(files, model, config, tmp / ".vectors.f16")
         result = cluster(first, config)
         write_seconds = write_outputs(files, config, result, tmp)

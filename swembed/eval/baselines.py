@@ -47,13 +47,14 @@ def sample_sentences(sources: list[str], n: int, seed: int) -> list[str]:
     """``n`` sentences drawn (seeded) from the corpus stage's reading of ``sources``."""
     import tempfile
 
-    from swembed.pipeline.corpus import CorpusConfig, write_sentences
+    from swembed.pipeline.config import CorpusConfig
+    from swembed.pipeline.corpus import write_sentences
     from swembed.pipeline.sources import expand_sources
 
     files = expand_sources(sources)
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "s.txt"
-        write_sentences(CorpusConfig(sources=files), files, out)
+        write_sentences(CorpusConfig(sources=files), "NFKC", files, out)
         sentences = out.read_text(encoding="utf-8").split("\n")[:-1]
     take = np.sort(np.random.default_rng(seed).permutation(len(sentences))[:n])
     return [sentences[i] for i in take]

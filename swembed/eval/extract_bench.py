@@ -1,45 +1,69 @@
-"""Extraction throughput: the extract stage's per-batch work vs a bare teacher forward pass.
+"""Extraction throughput: the extract stage's loop vs a bare teacher pass over the same batches.
 
-Both runs see the same sentences, in the same length-sorted batches of the same size, on the same
-machine; the ratio (extract sentences/s over bare sentences/s) is what the stage costs beyond the
-teacher itself. Run: ``swembed bench-extract --teacher minilm --corpus FILES --sentences 4000``.
+Both runs see the same sentences in the same token-budget batches on the same device. The bare pass
+tokenises and runs each batch (what encoding sentences with the teacher costs); the extract pass is the
+stage's own loop (``swembed.pipeline.extract.extraction_loop``: background tokenising and indexing, word
+and piece sums on the device). The ratio of their rates is what extraction costs beyond the teacher.
+Run: ``swembed bench-extract --teacher minilm --corpus FILES --sentences 4000``.
 """
 from __future__ import annotations
 
 import time
 
-import numpy as np
 
-from swembed.pipeline.extract import ContextAccumulator, ExtractConfig, choose_sentences, word_splitter
+from swembed.pipeline.extract import Accumulator, extraction_loop, teacher_vocab_size
+from swembed.runtime.tokenizer import TokenizationRules, word_splitter
+from swembed.teachers.base import token_budget_batches
 
 
-def bench_extract(teacher, sentences: list[str], batch_size: int, per_word: int = 30, repeats: int = 2) -> dict:
-    splitter = word_splitter(ExtractConfig(), None)
+def bench_extract(teacher, sentences: list[str], batch_tokens: int, repeats: int = 2) -> dict:
+    import torch
+
+    splitter = word_splitter(TokenizationRules(), None)
     words = sorted({w for s in sentences for w, _, _ in splitter.spans(s)})
     index = {w: i for i, w in enumerate(words)}
-    chosen, credits = choose_sentences(sentences, index, [1] * len(words), per_word, splitter, 0)
-    order = np.argsort([len(sentences[i]) for i in chosen], kind="stable")
-    texts = [sentences[chosen[i]] for i in order]
-    credits = [credits[i] for i in order]
-    batches = [(texts[i : i + batch_size], credits[i : i + batch_size]) for i in range(0, len(texts), batch_size)]
-    teacher.forward(batches[0][0])  # warm-up
+    batches = token_budget_batches(teacher.token_lengths(sentences) + 2, batch_tokens)
+    n_pieces = teacher_vocab_size(teacher)
+    teacher.forward(sentences[:8])  # warm-up
+
+    def sync() -> None:
+        if teacher.device.type == "cuda":
+            torch.cuda.synchronize(teacher.device)
 
     def bare() -> None:
-        for batch, _ in batches:
-            teacher.forward(batch)
+        with torch.inference_mode():
+            for rows in batches:
+                teacher.run(teacher.prepare([sentences[i] for i in rows])).pooled.float()
+        sync()
 
     def extract() -> None:
-        acc = ContextAccumulator(len(words), teacher.dim, teacher.device)
-        for batch, credit in batches:
-            acc.add_batch(batch, credit, teacher.forward(batch), index, splitter)
+        acc = Accumulator(len(words), n_pieces, teacher.dim, teacher.device)
+        extraction_loop(teacher, sentences, batches, 0, index, splitter, None, acc)
+        sync()
 
-    timings = {"bare": [], "extract": []}
+    timings: dict[str, list[float]] = {"bare": [], "extract": []}
     for _ in range(repeats):  # interleaved, so drifts in machine load hit both alike
         for name, fn in (("bare", bare), ("extract", extract)):
             start = time.perf_counter()
             fn()
             timings[name].append(time.perf_counter() - start)
-    bare_rate = len(texts) / min(timings["bare"])
-    extract_rate = len(texts) / min(timings["extract"])
-    return {"sentences": len(texts), "batch_size": batch_size, "bare_sent_per_s": round(bare_rate, 1),
+    bare_rate = len(sentences) / min(timings["bare"])
+    extract_rate = len(sentences) / min(timings["extract"])
+    return {"device": str(teacher.device), "sentences": len(sentences), "batches": len(batches),
+            "batch_tokens": batch_tokens, "bare_sent_per_s": round(bare_rate, 1),
             "extract_sent_per_s": round(extract_rate, 1), "ratio": round(extract_rate / bare_rate, 3)}
+
+
+def bench_extract_corpus(teacher_name: str, corpus: list[str], n: int, batch_tokens: int, device: str = "auto",
+                         repeats: int = 2) -> dict:
+    """``bench_extract`` on the first ``n`` non-empty lines of ``corpus`` (files, folders, globs)."""
+    from itertools import islice
+
+    from swembed.pipeline.sources import expand_sources, read_source
+    from swembed.teachers import load_teacher
+
+    teacher = load_teacher(teacher_name, device=device, batch_tokens=batch_tokens)
+    lines = (line.strip() for spec in expand_sources(corpus) for line in read_source(spec))
+    sentences = list(islice((line for line in lines if line), n))
+    result = bench_extract(teacher, sentences, batch_tokens, repeats)
+    return {"teacher": teacher_name, **result}

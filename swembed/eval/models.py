@@ -15,24 +15,30 @@ import numpy as np
 Encoder = Callable[[list[str]], np.ndarray]
 
 
-def load_encoder(spec: str, device: str = "auto") -> tuple[str, Encoder]:
-    """(kind, encode) for ``spec``."""
+def load_encoder(spec: str, device: str = "auto") -> tuple[str, Encoder, list[str]]:
+    """(kind, encode, languages of a multilingual swembed table) for ``spec``."""
+    from swembed._extras import require
+
     if spec.startswith("model2vec:"):
+        require("peers", "model2vec")
         from model2vec import StaticModel
 
         model = StaticModel.from_pretrained(spec.split(":", 1)[1])
-        return "model2vec", lambda texts: model.encode(texts, use_multiprocessing=False)
+        return "model2vec", lambda texts: model.encode(texts, use_multiprocessing=False), []
     if spec == "wordllama":
+        require("peers", "wordllama")
         import wordllama
         from wordllama import WordLlama
 
         model = WordLlama.load(disable_download=True, cache_dir=Path(wordllama.__file__).parent)
-        return "wordllama", model.embed
+        return "wordllama", model.embed, []
     config = Path(spec) / "config.json"
     if config.is_file() and json.loads(config.read_text()).get("format") == "swe-static":
         from swembed import load
 
-        return "swembed", load(spec).encode
+        table = load(spec)
+        return "swembed", table.encode, table.languages
+    require("build", "torch", "transformers")
     from swembed.teachers import load_teacher
 
-    return "teacher", load_teacher(spec, device=device).encode
+    return "teacher", load_teacher(spec, device=device).encode, []

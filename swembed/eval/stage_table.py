@@ -1,15 +1,12 @@
-"""The paper's Table 6 on our build: STS after each stage (extract, PCA without ABTT, PCA with ABTT, distill).
-
-Reads the stage artifacts of a build's work directory; the PCA-without-ABTT row is refitted here on
-the same sentences with the same seed (r = 0), everything else is read as built.
-"""
+"""The paper's Table 6 on our build: the table after each stage (compose, PCA without ABTT, PCA with ABTT, distill),
+read from the build's work directory (PCA without ABTT is a slice of the same fit: no refitting)."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 
+from swembed.pipeline import files
 from swembed.runtime import load
 
 
@@ -20,20 +17,14 @@ def stage_dirs(model, work_dir: Path) -> dict[str, Path]:
 
 
 def stage_tables(model_dir: Path, work_dir: Path) -> dict[str, np.ndarray]:
-    from swembed.pipeline.extract import read_extract
-    from swembed.pipeline.pca import fit_pca, sentence_matrix
-
     model = load(model_dir)
     stages = stage_dirs(model, work_dir)
-    vectors, sentences, _ = read_extract(stages["extract"])
-    pca_config = json.loads((stages["pca"] / "manifest.json").read_text())["config"]
-    rng = np.random.default_rng(pca_config["seed"])
-    take = np.sort(rng.permutation(len(sentences))[: pca_config["sentences"]])
-    data = sentence_matrix(vectors, model.tokenizer, [sentences[i] for i in take])
-    mean, components, _ = fit_pca(data)
-    no_abtt = ((vectors - mean) @ components[: pca_config["dim"]].T).astype(np.float32)
-    tables = {"after extract (3.1)": vectors, "after PCA without ABTT": no_abtt,
-              "after PCA with ABTT (3.2)": np.load(stages["pca"] / "table.npy")}
+    composed = np.load(stages["compose"] / files.TABLE)
+    tables = {"after extract and compose (3.1)": composed}
+    with np.load(stages["pca"] / files.PCA) as pca:
+        mean, components, drop, dim = pca["mean"], pca["components"], int(pca["drop"]), int(pca["dim"])
+    tables["after PCA without ABTT"] = ((composed - mean) @ components[:dim].T).astype(np.float32)
+    tables["after PCA with ABTT (3.2)"] = ((composed - mean) @ components[drop : drop + dim].T).astype(np.float32)
     if "distill" in stages:
-        tables["after distillation (3.3)"] = np.load(stages["distill"] / "table.npy")
+        tables["after distillation (3.3)"] = np.load(stages["distill"] / files.TABLE)
     return tables

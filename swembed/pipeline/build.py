@@ -1,94 +1,42 @@
-"""`swembed build`: run the stages in order, each cached under the work directory, then export."""
+"""`swembed build`: the one build driver, for one language or several.
+
+Per language: corpus -> vocab -> extract (cached per language, so English is extracted once for every
+table that has it). Then, over all languages: compose -> pca -> distill -> the model folder. Every stage
+is cached under the work directory by the hash of its config and inputs, and resumes after a crash.
+"""
 from __future__ import annotations
 
 import logging
+import sys
 import time
-import tomllib
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
 
-from swembed.pipeline.corpus import CorpusConfig, run_corpus
-from swembed.pipeline.distill import DistillConfig, run_distill
-from swembed.pipeline.export import DTYPES, export_model
-from swembed.pipeline.extract import ExtractConfig, run_extract
-from swembed.pipeline.pca import PCA_FILE, TABLE_FILE, PCAConfig, run_pca
+from swembed.pipeline import files
+from swembed.pipeline.compose import Layout, run_compose
+from swembed.pipeline.config import BuildConfig, BuildError
+from swembed.pipeline.corpus import run_corpus
+from swembed.pipeline.distill import run_distill
+from swembed.pipeline.extract import run_extract
+from swembed.pipeline.parallel import run_pairs
+from swembed.pipeline.pca import check_dims, kept_components, run_pca
+from swembed.pipeline.plan import build_plan, device_report
 from swembed.pipeline.sources import CorpusError
 from swembed.pipeline.stage import StageResult
-from swembed.pipeline.vocab import VocabConfig, read_vocab, run_vocab
-from swembed.runtime.folder import update_config
-from swembed.runtime.tokenizer import TokenizationRules, WordTokenizer
+from swembed.pipeline.vocab import run_vocab
+from swembed.runtime.folder import update_config, write_model_folder
 
 logger = logging.getLogger(__name__)
 
 
-class BuildError(ValueError):
-    """The build cannot run as configured."""
-
-
-@dataclass
-class BuildConfig:
-    teacher: str = "minilm"
-    out: str = "models/minilm-256"
-    work_dir: str | None = None  # default: <out>.work
-    device: str = "auto"
-    dtype: str = "float32"
-    seed: int = 0
-    distill_enabled: bool = True
-    lexicon_top_k: int | None = None  # keep each word's k largest dims (lexicon tables, e.g. from LENS)
-    checkpoint_seconds: float = 60.0
-    corpus: CorpusConfig = field(default_factory=CorpusConfig)
-    vocab: VocabConfig = field(default_factory=VocabConfig)
-    extract: ExtractConfig = field(default_factory=ExtractConfig)
-    pca: PCAConfig = field(default_factory=PCAConfig)
-    distill: DistillConfig = field(default_factory=DistillConfig)
-
-    @property
-    def work_path(self) -> Path:
-        return Path(self.work_dir) if self.work_dir else Path(f"{self.out}.work")
-
-    def seeded(self) -> BuildConfig:
-        """Propagate the build seed to every stage that samples."""
-        self.extract.seed = self.pca.seed = self.distill.seed = self.seed
-        return self
-
-
-_SECTIONS = {"corpus": CorpusConfig, "vocab": VocabConfig, "extract": ExtractConfig, "pca": PCAConfig,
-             "distill": DistillConfig}
-
-
 def prune_top_k(table: np.ndarray, k: int) -> np.ndarray:
     """Each row with all but its k largest entries set to 0 (a sparse lexicon table whose dims are clusters)."""
-    if not 1 <= k <= table.shape[1]:
-        raise BuildError(f"--lexicon-top-k must be between 1 and the table's {table.shape[1]} dims, got {k}")
     keep = np.argpartition(-table, k - 1, axis=1)[:, :k]
     out = np.zeros_like(table)
     np.put_along_axis(out, keep, np.take_along_axis(table, keep, axis=1), axis=1)
     return out
-
-
-def apply_recipe(config, path: str | Path, sections: tuple[str, ...]):
-    """Set ``config``'s fields from a TOML recipe: top-level keys, and one table per named stage section."""
-    data = tomllib.loads(Path(path).read_text())
-    for key, value in data.items():
-        if key in sections:
-            section = getattr(config, key)
-            unknown = set(value) - {f.name for f in fields(section)}
-            if unknown:
-                raise BuildError(f"{path}: unknown keys in [{key}]: {sorted(unknown)}")
-            for name, item in value.items():
-                setattr(section, name, item)
-        elif key in {f.name for f in fields(config)}:
-            setattr(config, key, value)
-        elif key not in ("name", "description"):
-            raise BuildError(f"{path}: unknown key {key!r}")
-    return config
-
-
-def load_recipe(path: str | Path) -> BuildConfig:
-    """A build from a TOML recipe in ``pipelines/``: top-level keys and one table per stage."""
-    return apply_recipe(BuildConfig(), path, tuple(_SECTIONS))
 
 
 def stage_summary(results: list[tuple[str, StageResult]]) -> dict:
@@ -98,59 +46,81 @@ def stage_summary(results: list[tuple[str, StageResult]]) -> dict:
             for name, r in results}
 
 
-def build(config: BuildConfig, force: bool = False, quiet: bool = False) -> dict:
+def build(config: BuildConfig, force: bool = False, quiet: bool = False, overwrite: bool = False) -> dict:
     """Run the whole pipeline; returns the build report (also saved in the model's config.json)."""
     from swembed.teachers import load_teacher
 
-    config.seeded()
-    if config.dtype not in DTYPES:
-        raise BuildError(f"--dtype must be one of {DTYPES}, got {config.dtype!r}")
+    config.check_before_work(overwrite)
     started = time.time()
     work = config.work_path
-    teacher = load_teacher(config.teacher, device=config.device, batch_size=config.extract.batch_size)
-    config.pca.validate(teacher.dim)
-    config.distill.validate()
+    teacher = load_teacher(config.teacher, device=config.device, batch_tokens=config.extract.batch_tokens)
+    check_dims(config.pca, teacher.dim)
     if config.lexicon_top_k is not None and not 1 <= config.lexicon_top_k <= config.pca.dim:
         raise BuildError(f"--lexicon-top-k must be between 1 and --dim {config.pca.dim}, got {config.lexicon_top_k}")
     tokenizer_json = teacher.tokenizer_json()
-    corpus = run_corpus(config.corpus, work, force=force, quiet=quiet)
-    needed = max(config.distill.batch_size * 2 if config.distill_enabled else 0, config.pca.dim + 1)
-    if corpus.stats["kept"] < needed:
-        raise CorpusError(f"the corpus has {corpus.stats['kept']} usable sentences; this build needs at least "
-                          f"{needed} (PCA to {config.pca.dim} dims, distillation batches of "
-                          f"{config.distill.batch_size})")
-    vocab = run_vocab(config.vocab, corpus, tokenizer_json, work, force=force, quiet=quiet)
-    words, _ = read_vocab(vocab)
-    rules = TokenizationRules(lowercase=config.vocab.lowercase, unicode_normalization=config.corpus.normalization)
-
-    def make_tokenizer() -> WordTokenizer:
-        from tokenizers import Tokenizer
-
-        return WordTokenizer({w: i for i, w in enumerate(words)}, rules, Tokenizer.from_str(tokenizer_json))
-
-    extract = run_extract(config.extract, corpus, vocab, teacher, work, force=force, quiet=quiet)
-    pca = run_pca(config.pca, extract, make_tokenizer, work, force=force, quiet=quiet)
-    stages = [corpus, vocab, extract, pca]
+    rules = {lang: config.rules(lang) for lang in config.langs}
+    stages: list[tuple[str, StageResult]] = []
+    corpora, vocabs = {}, {}
+    for lang in config.langs:
+        corpus = run_corpus(config.corpus_for(lang), rules[lang].unicode_normalization, work, force, quiet)
+        needed = max(2 * config.distill.batch_size if config.distill_enabled else 0, config.pca.dim + 1)
+        if corpus.stats["kept"] < needed:
+            raise CorpusError(f"the {lang} corpus has {corpus.stats['kept']} usable sentences; this build needs at "
+                              f"least {needed} (PCA to {config.pca.dim} dims, distillation batches of "
+                              f"{config.distill.batch_size})")
+        corpora[lang] = corpus
+        vocabs[lang] = run_vocab(config.vocab, rules[lang], corpus, tokenizer_json, work, force, quiet)
+    plan = build_plan(config, teacher, corpora, vocabs)
+    print(plan["text"], file=sys.stderr, flush=True)
+    extracts = {}
+    for lang in config.langs:
+        extracts[lang] = run_extract(config.extract, rules[lang], corpora[lang], vocabs[lang], teacher, work,
+                                     config.seed, config.checkpoint_seconds, force, quiet)
+        suffix = f" ({lang})" if config.multilingual else ""
+        stages += [(f"corpus{suffix}", corpora[lang]), (f"vocab{suffix}", vocabs[lang]),
+                   (f"extract{suffix}", extracts[lang])]
+    compose = run_compose(config.compose, {lang: (rules[lang], vocabs[lang], extracts[lang]) for lang in config.langs},
+                          tokenizer_json, work, force, quiet)
+    pca = run_pca(config.pca, compose, extracts, rules, tokenizer_json, work, config.seed, force, quiet)
+    stages += [("compose", compose), ("pca", pca)]
     final = pca
     if config.distill_enabled:
-        final = run_distill(config.distill, extract, pca, make_tokenizer, work, config.checkpoint_seconds,
-                            force=force, quiet=quiet)
-        stages.append(final)
-    table = np.load(final.path / TABLE_FILE)
+        score = config.distill.min_teacher_similarity is not None
+        pair_stages = {(config.langs[0], lang): run_pairs(lang, paths, config.exclude, teacher, work, score, force,
+                                                          quiet)
+                       for lang, paths in config.parallel_files().items()}
+        stages += [(f"pairs ({a}-{b})", stage) for (a, b), stage in pair_stages.items()]
+        final = run_distill(config.distill, pca, compose, extracts, rules, tokenizer_json, work, pair_stages,
+                            config.seed, config.device, config.checkpoint_seconds, force, quiet)
+        stages.append(("distill", final))
+    table = np.load(final.path / files.TABLE)
     if config.lexicon_top_k:
         table = prune_top_k(table, config.lexicon_top_k)
     export_start = time.time()
+    layout = Layout.read(compose.path)
     report = {
-        "teacher": teacher.describe(),
+        "teacher": {k: v for k, v in teacher.describe().items() if k != "path"},
         "dim": int(table.shape[1]),
         "abtt_dropped": pca.stats.get("drop"),
-        "tokenization": rules.to_dict(),
-        "swe_version": __import__("swembed").__version__,
-        "build": {"config": asdict(config), "stages": stage_summary([(r.name, r) for r in stages])},
+        "tokenization": rules[config.langs[0]].to_dict(),
+        "swembed_version": __import__("swembed").__version__,
+        "build": {"config": asdict(config), "plan": plan["numbers"],
+                  "stages": stage_summary(stages)},
     }
-    report["teacher"].pop("path", None)
-    export_model(Path(config.out), table, words, tokenizer_json, report, pca.path / PCA_FILE, config.dtype)
+    if layout.pieces[1] > layout.pieces[0]:
+        report["pieces"] = {"rows": layout.pieces}
+    if config.multilingual:
+        report["languages"] = {lang: {"rows": span, "tokenization": rules[lang].to_dict()}
+                               for lang, span in layout.languages.items()}
+    extra = {"word_contexts": np.load(compose.path / files.WORD_CONTEXTS)}
+    if (pca.path / files.PCA).is_file():
+        mean, kept, _ = kept_components(pca.path / files.PCA)
+        extra.update(pca_mean=mean, pca_components=kept)
+    write_model_folder(Path(config.out), table.astype(config.dtype), layout.labels,
+                       {**report, "created": time.strftime("%Y-%m-%dT%H:%M:%S")}, tokenizer_json, extra,
+                       overwrite=overwrite)
     report["build"]["stages"]["export"] = {"wall_s": round(time.time() - export_start, 2), "cached": False}
+    report["build"]["device"] = device_report(teacher.device)
     report["build"]["total_wall_s"] = round(time.time() - started, 2)
     update_config(Path(config.out), {"build": report["build"]})
     return report

@@ -8,33 +8,17 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 
+from swembed.pipeline import files
+from swembed.pipeline.config import CorpusConfig
 from swembed.pipeline.sources import CorpusError, describe_source, expand_sources, read_source
 from swembed.pipeline.stage import StageResult, StageRun, run_stage
 from swembed.runtime.tokenizer import WORD_PATTERN, normalize_text
 
 logger = logging.getLogger(__name__)
-SENTENCES_FILE = "sentences.txt"
 _SPACES = re.compile(r"\s+")
-
-
-@dataclass
-class CorpusConfig:
-    sources: list[str] = field(default_factory=lambda: ["builtin:wikitext2"])
-    text_column: str = "text"
-    min_words: int = 3
-    max_words: int = 40
-    max_sentences: int | None = None
-    normalization: str = "NFKC"
-    split_sentences: bool = True
-
-    def validate(self) -> None:
-        if not self.sources:
-            raise CorpusError("no corpus given")
-        if not 1 <= self.min_words <= self.max_words:
-            raise CorpusError(f"word bounds must satisfy 1 <= min ({self.min_words}) <= max ({self.max_words})")
 
 
 def _dedup_key(sentence: str) -> int:
@@ -50,17 +34,17 @@ def _split(text: str, enabled: bool) -> list[str]:
     return text_to_sentences(text).split("\n")
 
 
-def write_sentences(config: CorpusConfig, files: list[str], out: Path) -> dict:
+def write_sentences(config: CorpusConfig, normalization: str, sources: list[str], out: Path) -> dict:
     """Stream every source into ``out``; return counts of what was kept and dropped and why."""
     count_words = re.compile(WORD_PATTERN).findall
     seen: set[int] = set()
     stats = {"units": 0, "sentences": 0, "kept": 0, "too_short": 0, "too_long": 0, "duplicates": 0}
     per_source: dict[str, int] = {}
     with open(out, "w", encoding="utf-8") as sink:
-        for spec in files:
+        for spec in sources:
             kept_before = stats["kept"]
             for unit in read_source(spec, config.text_column):
-                unit = _SPACES.sub(" ", normalize_text(unit, config.normalization)).strip()
+                unit = _SPACES.sub(" ", normalize_text(unit, normalization)).strip()
                 if not unit:
                     continue
                 stats["units"] += 1
@@ -94,13 +78,17 @@ def write_sentences(config: CorpusConfig, files: list[str], out: Path) -> dict:
     return stats
 
 
-def run_corpus(config: CorpusConfig, work_dir: Path, force: bool = False, quiet: bool = False) -> StageResult:
-    config.validate()
-    files = expand_sources(config.sources)
-    identity = {**asdict(config), "sources": [describe_source(f) for f in files]}
+def run_corpus(config: CorpusConfig, normalization: str, work_dir: Path, force: bool = False,
+               quiet: bool = False) -> StageResult:
+    """Stage 1 over ``config.sources``; ``normalization`` is the tokenisation rules' Unicode form."""
+    if not config.sources:
+        raise CorpusError("no corpus given")
+    sources = expand_sources(config.sources)
+    identity = {**asdict(config), "normalization": normalization,
+                "sources": [describe_source(f) for f in sources]}
 
     def compute(run: StageRun) -> dict:
-        stats = write_sentences(config, files, run.out / SENTENCES_FILE)
+        stats = write_sentences(config, normalization, sources, run.out / files.SENTENCES)
         if stats["kept"] == 0:
             raise CorpusError(
                 f"the corpus gave no usable sentence ({stats['sentences']} sentences read; "
@@ -110,8 +98,3 @@ def run_corpus(config: CorpusConfig, work_dir: Path, force: bool = False, quiet:
         return stats
 
     return run_stage("corpus", work_dir, identity, [], compute, force=force, quiet=quiet)
-
-
-def read_sentences(result: StageResult) -> list[str]:
-    with open(result.path / SENTENCES_FILE, encoding="utf-8") as handle:
-        return handle.read().split("\n")[:-1]

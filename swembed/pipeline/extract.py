@@ -1,22 +1,27 @@
-"""Stage 3, extract: each word's vector is the mean, over up to N sentences containing it, of the
-teacher's last-layer vectors at that word's sub-word positions (paper eq. 1).
+"""Stage 3, extract: one teacher pass over the chosen sentences gives three things (paper eq. 1 and 3.3).
 
-* Sentences are chosen once, rarest words first, and each chosen sentence is credited to every
-  vocabulary word it contains whose quota is not full: one teacher pass over the chosen sentences.
-* Word spans come from the fast tokenizer's character offsets, so ``good`` is never credited with
-  the first piece of ``goodness`` (the official code's prefix bug).
-* Words with no context are encoded alone (the sentence is the word itself) and counted.
-* The teacher's pooled embedding of every chosen sentence is kept for the distill stage.
-* Work is done in units of sentences; the running sums are checkpointed after each unit, and a
-  re-run resumes after the last completed unit with bit-identical results.
+* **Word vectors**: a word's vector is the mean, over the sentences containing it, of the teacher's
+  last-layer vectors at that word's sub-word positions. Word spans come from the fast tokenizer's
+  character offsets, so ``good`` is never credited with the first piece of ``goodness`` (the official
+  code's prefix bug). Words with no context are encoded alone (the sentence is the word itself).
+* **Piece vectors**: every teacher token's mean vector over all its occurrences, continuation pieces
+  included: the rows that unknown words back off to.
+* **Distillation targets**: the teacher's pooled embedding of every encoded sentence.
 
-Artifact: ``vectors.npy`` (V, H) float32, ``context_counts.npy``, ``sentences.txt`` and
-``teacher_embeddings.npy`` (the chosen sentences and their pooled teacher vectors).
+Sentences: ``all`` encodes every corpus sentence (each word credited with every sentence it occurs in),
+``quota`` picks sentences once, rarest words first, until each word has N (the paper's cheaper choice for
+slow teachers). They are sorted by token length and cut into batches of at most ``batch_tokens`` padded
+tokens. A background thread tokenises the next batches and builds their index arrays (token -> word
+occurrence -> word, token -> piece) while the device runs the current one; the running sums stay on the
+device and leave it only at checkpoints. Checkpoints (at most every ``checkpoint_seconds``, at unit ends)
+let a killed run resume after its last checkpoint with bit-identical results.
 """
 from __future__ import annotations
 
 import logging
 import os
+import queue
+import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -24,42 +29,20 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from swembed.pipeline.corpus import read_sentences
+from swembed.pipeline import files
+from swembed.pipeline.config import ExtractConfig
 from swembed.pipeline.stage import StageResult, StageRun, run_stage
 from swembed.pipeline.vocab import read_vocab
-from swembed.runtime.tokenizer import TokenizationRules, WordTokenizer
+from swembed.runtime.tokenizer import TokenizationRules, WordTokenizer, word_splitter
+from swembed.teachers.base import token_budget_batches
 
 logger = logging.getLogger(__name__)
-VECTORS_FILE = "vectors.npy"
-CONTEXT_COUNTS_FILE = "context_counts.npy"
-SENTENCES_FILE = "sentences.txt"
-TEACHER_EMBEDDINGS_FILE = "teacher_embeddings.npy"
 _STATE = "state.npz"
 
 
-@dataclass
-class ExtractConfig:
-    sentences_per_word: int = 30
-    batch_size: int = 64
-    unit_sentences: int = 8192
-    lowercase: bool = True
-    seed: int = 0
-    words: str = "pattern"  # or "teacher" (zh/ja: the teacher's tokens), "jieba" / "fugashi" (segmenters)
-
-
-def word_splitter(config, tokenizer_json: str | None) -> WordTokenizer:
-    """The vocabulary-less tokenizer whose ``spans``/``words`` split sentences for the vocab and extract stages."""
-    from tokenizers import Tokenizer
-
-    pieces = Tokenizer.from_str(tokenizer_json) if config.words == "teacher" else None
-    return WordTokenizer({}, TokenizationRules(lowercase=config.lowercase, words=config.words, oov_backoff="none"),
-                         pieces)
-
-
-def choose_sentences(
-    sentences: list[str], index: dict[str, int], counts: list[int], per_word: int, splitter: WordTokenizer, seed: int
-) -> tuple[np.ndarray, list[np.ndarray]]:
-    """Pick sentences so that every word gets up to ``per_word`` contexts, rare words first.
+def choose_sentences(sentences: list[str], index: dict[str, int], counts: list[int], per_word: int,
+                     splitter: WordTokenizer, seed: int) -> tuple[np.ndarray, list[np.ndarray]]:
+    """``quota`` mode: pick sentences so that every word gets up to ``per_word`` contexts, rare words first.
 
     Sentences are visited in order of their rarest vocabulary word (ties in seeded random order); a
     sentence is chosen when it still fills some word's quota, and is credited to every such word.
@@ -91,172 +74,302 @@ def choose_sentences(
     return np.asarray(chosen, dtype=np.int64), credits
 
 
-def occurrence_tokens(text: str, credited: set[int], index: dict[str, int], offsets: np.ndarray,
-                      splitter: WordTokenizer) -> tuple[list[int], list[int], list[int]]:
-    """For the first occurrence of each credited word in ``text``: (word id, occurrence #, token position).
+@dataclass
+class BatchIndex:
+    """Where a batch's token vectors go, built on the CPU from the tokenised batch alone.
 
-    A token belongs to a word when its character span overlaps the word's span (special and prompt
-    tokens carry -1 spans and never match).
+    ``word_pos``/``word_id``/``word_weight``: flat token positions (row * width + t) of credited word
+    occurrences, the word each belongs to, and 1 / (tokens of that occurrence), so that one weighted
+    ``index_add`` sums each occurrence's mean vector into its word; ``occurrence_words``: one entry per
+    credited occurrence. ``piece_pos``/``piece_id``: every text token's position and teacher token id.
     """
-    spans, ids = [], []
-    for word, start, end in splitter.spans(text):
-        idx = index.get(word)
-        if idx is not None and idx in credited:
-            credited = credited - {idx}
-            spans.append((start, end))
-            ids.append(idx)
-    if not ids:
-        return [], [], []
-    span_arr = np.asarray(spans, dtype=np.int64)
-    starts, ends = offsets[:, 0], offsets[:, 1]
-    overlap = (starts[None, :] < span_arr[:, 1:2]) & (ends[None, :] > span_arr[:, 0:1]) & (starts[None, :] >= 0)
-    occ, tok = np.nonzero(overlap)
-    return ids, occ.tolist(), tok.tolist()
+
+    word_pos: torch.Tensor
+    word_id: torch.Tensor
+    word_weight: torch.Tensor
+    occurrence_words: torch.Tensor
+    piece_pos: torch.Tensor
+    piece_id: torch.Tensor
+
+    def to(self, device: torch.device) -> BatchIndex:
+        return BatchIndex(*(getattr(self, f).to(device, non_blocking=True) for f in self.__dataclass_fields__))
+
+    def pinned(self) -> BatchIndex:
+        return BatchIndex(*(getattr(self, f).pin_memory() for f in self.__dataclass_fields__))
 
 
-class ContextAccumulator:
-    """Running per-word sums of contextual vectors and context counts."""
+def batch_index(texts: list[str], inputs, index: dict[str, int], splitter: WordTokenizer,
+                credits: list[set[int]] | None) -> BatchIndex:
+    """The index arrays of one tokenised batch: each credited word's first occurrence in each text (all vocabulary
+    words when ``credits`` is None) matched to the tokens that overlap its span, all texts at once."""
+    ids = np.asarray(inputs.ids)
+    width = ids.shape[1]
+    offsets = np.stack(inputs.offsets)  # (B, T, 2)
+    span = max((len(t) for t in texts), default=0) + 2  # texts laid end to end in one coordinate system
+    starts, ends, words = [], [], []
+    for row, text in enumerate(texts):
+        allowed = credits[row] if credits is not None else None
+        seen: set[int] = set()
+        base = row * span
+        for word, start, end in splitter.spans(text):
+            idx = index.get(word)
+            if idx is None or idx in seen or (allowed is not None and idx not in allowed):
+                continue
+            seen.add(idx)
+            starts.append(base + start)
+            ends.append(base + end)
+            words.append(idx)
+    text_token = offsets[..., 0] >= 0
+    rows, cols = np.nonzero(text_token)
+    token_start = offsets[rows, cols, 0] + rows * span
+    token_end = offsets[rows, cols, 1] + rows * span
+    position = rows * width + cols
+    occ_start, occ_end = np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64)
+    occurrence = np.searchsorted(occ_end, token_start, side="right")  # first occurrence ending after the start
+    inside = occurrence < len(occ_end)
+    inside[inside] = occ_start[occurrence[inside]] < token_end[inside]
+    occurrence = occurrence[inside]
+    tokens_per_occurrence = np.bincount(occurrence, minlength=len(words))
+    word_ids = np.asarray(words, dtype=np.int64)
+    as_tensor = torch.from_numpy
+    return BatchIndex(
+        word_pos=as_tensor(position[inside]),
+        word_id=as_tensor(word_ids[occurrence]),
+        word_weight=as_tensor((1.0 / tokens_per_occurrence[occurrence]).astype(np.float32)),
+        occurrence_words=as_tensor(word_ids[tokens_per_occurrence > 0]),
+        piece_pos=as_tensor(position),
+        piece_id=as_tensor(ids[rows, cols]),
+    )
 
-    def __init__(self, vocab_size: int, dim: int, device: torch.device) -> None:
-        self.sums = torch.zeros(vocab_size, dim, dtype=torch.float32, device=device)
-        self.counts = np.zeros(vocab_size, dtype=np.int64)
 
-    def add_batch(self, texts: list[str], credits: list[np.ndarray], output, index: dict[str, int],
-                  splitter: WordTokenizer) -> None:
-        hidden = output.hidden
-        width = hidden.shape[1]
-        occ_word: list[int] = []
-        occ_of_token: list[int] = []
-        token_flat: list[int] = []
-        for row, text in enumerate(texts):
-            ids, occ, tok = occurrence_tokens(text, set(credits[row].tolist()), index, output.offsets[row],
-                                              splitter)
-            base = len(occ_word)
-            occ_word.extend(ids)
-            occ_of_token.extend(base + o for o in occ)
-            token_flat.extend(row * width + t for t in tok)
-        if not token_flat:
-            return
-        device = hidden.device
-        occ_t = torch.tensor(occ_of_token, device=device)
-        flat = hidden.reshape(-1, hidden.shape[-1])[torch.tensor(token_flat, device=device)]
-        occ_sums = torch.zeros(len(occ_word), flat.shape[1], device=device).index_add_(0, occ_t, flat)
-        tokens_per_occ = torch.bincount(occ_t, minlength=len(occ_word))
-        found = tokens_per_occ > 0
-        occ_vecs = occ_sums[found] / tokens_per_occ[found, None]
-        word_ids = torch.tensor(occ_word, device=device)[found]
-        self.sums.index_add_(0, word_ids, occ_vecs)
-        np.add.at(self.counts, word_ids.cpu().numpy(), 1)
+class Accumulator:
+    """Running sums and context counts of word and piece vectors, on the teacher's device."""
+
+    def __init__(self, n_words: int, n_pieces: int, dim: int, device: torch.device) -> None:
+        zeros = lambda *shape: torch.zeros(*shape, dtype=torch.float32, device=device)  # noqa: E731
+        self.word_sums, self.word_counts = zeros(n_words, dim), zeros(n_words)
+        self.piece_sums, self.piece_counts = zeros(n_pieces, dim), zeros(n_pieces)
+
+    def add(self, hidden: torch.Tensor, where: BatchIndex) -> None:
+        flat = hidden.reshape(-1, hidden.shape[-1])
+        self.word_sums.index_add_(0, where.word_id, flat[where.word_pos] * where.word_weight[:, None])
+        self.word_counts.index_add_(0, where.occurrence_words, torch.ones_like(where.occurrence_words,
+                                                                                dtype=torch.float32))
+        self.piece_sums.index_add_(0, where.piece_id, flat[where.piece_pos])
+        self.piece_counts.index_add_(0, where.piece_id, torch.ones_like(where.piece_id, dtype=torch.float32))
+
+    def state(self) -> dict[str, np.ndarray]:
+        return {name: getattr(self, name).cpu().numpy()
+                for name in ("word_sums", "word_counts", "piece_sums", "piece_counts")}
 
     def save(self, path: Path, units_done: int) -> None:
         tmp = path.with_name(f".{path.name}.tmp.npz")
-        np.savez(tmp, sums=self.sums.cpu().numpy(), counts=self.counts, units_done=units_done)
+        np.savez(tmp, units_done=units_done, **self.state())
         os.replace(tmp, path)
 
     def load(self, path: Path) -> int:
         with np.load(path) as state:
-            self.sums.copy_(torch.from_numpy(state["sums"]))
-            self.counts[:] = state["counts"]
+            for name in ("word_sums", "word_counts", "piece_sums", "piece_counts"):
+                getattr(self, name).copy_(torch.from_numpy(state[name]))
             return int(state["units_done"])
 
 
-def embed_alone(teacher, words: list[str], batch_size: int) -> np.ndarray:
-    """Vectors of words encoded on their own: the mean of the word's sub-word vectors."""
-    out = np.zeros((len(words), teacher.dim), dtype=np.float32)
-    for start in range(0, len(words), batch_size):
-        batch = words[start : start + batch_size]
-        result = teacher.forward(batch)
-        for row in range(len(batch)):
-            positions = np.nonzero(result.offsets[row][:, 0] >= 0)[0]
-            if len(positions):
-                out[start + row] = result.hidden[row, torch.from_numpy(positions)].mean(0).cpu().numpy()
+def means(sums: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    out = np.zeros_like(sums)
+    seen = counts > 0
+    out[seen] = sums[seen] / counts[seen, None]
     return out
 
 
-def run_extract(config: ExtractConfig, corpus: StageResult, vocab: StageResult, teacher, work_dir: Path,
-                force: bool = False, quiet: bool = False) -> StageResult:
+def embed_alone(teacher, words: list[str]) -> np.ndarray:
+    """Vectors of words encoded on their own: the mean of the word's sub-word vectors."""
+    out = np.zeros((len(words), teacher.dim), dtype=np.float32)
+    for rows in token_budget_batches(np.full(len(words), 8), 4096):
+        result = teacher.forward([words[i] for i in rows])
+        for k, i in enumerate(rows):
+            positions = np.nonzero(result.offsets[k][:, 0] >= 0)[0]
+            if len(positions):
+                out[i] = result.hidden[k, torch.from_numpy(positions)].mean(0).cpu().numpy()
+    return out
+
+
+class Prefetcher:
+    """Tokenises and indexes batches in a background thread, a few batches ahead of the device."""
+
+    def __init__(self, make, batches: list, depth: int = 3) -> None:
+        self._queue: queue.Queue = queue.Queue(maxsize=depth)
+        self._thread = threading.Thread(target=self._run, args=(make, batches), daemon=True)
+        self.wait_s = 0.0
+        self._thread.start()
+
+    def _run(self, make, batches) -> None:
+        try:
+            for batch in batches:
+                self._queue.put(make(batch))
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the consuming thread
+            self._queue.put(exc)
+        self._queue.put(None)
+
+    def __iter__(self):
+        while True:
+            start = time.perf_counter()
+            item = self._queue.get()
+            self.wait_s += time.perf_counter() - start
+            if item is None:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+
+
+def extraction_loop(teacher, texts: list[str], batches: list[np.ndarray], first_batch: int, index: dict[str, int],
+                    splitter: WordTokenizer, credits: list[set[int]] | None, acc: Accumulator,
+                    batch_done=lambda b, pooled: None) -> dict[str, float]:
+    """Run batches ``first_batch``.. through the teacher into ``acc`` while a background thread prepares the
+    next ones; ``batch_done(b, pooled)`` gets each batch's pooled vectors (on the device). Returns timings."""
+
+    def make(b: int):
+        rows = batches[b]
+        batch_texts = [texts[i] for i in rows]
+        inputs = teacher.prepare(batch_texts)
+        where = batch_index(batch_texts, inputs, index, splitter,
+                            [credits[i] for i in rows] if credits is not None else None)
+        return b, inputs, where.pinned() if teacher.device.type == "cuda" else where
+
+    prefetch = Prefetcher(make, range(first_batch, len(batches)))
+    forward_s = 0.0
+    with torch.inference_mode():
+        for b, inputs, where in prefetch:
+            start = time.perf_counter()
+            output = teacher.run(inputs)
+            if teacher.device.type == "cuda":
+                torch.cuda.synchronize(teacher.device)  # so that forward_s is the device's time
+            forward_s += time.perf_counter() - start
+            acc.add(output.hidden, where.to(teacher.device))
+            batch_done(b, output.pooled.float())
+    return {"forward_s": forward_s, "wait_s": prefetch.wait_s}
+
+
+def run_extract(config: ExtractConfig, rules: TokenizationRules, corpus: StageResult, vocab: StageResult, teacher,
+                work_dir: Path, seed: int = 0, checkpoint_seconds: float = 60.0, force: bool = False,
+                quiet: bool = False) -> StageResult:
     teacher_id = {k: v for k, v in teacher.describe().items() if k != "path"}
-    identity = {**asdict(config), "teacher": teacher_id}
-    if config.words == "pattern":  # the default before the option existed: keep earlier caches valid
-        del identity["words"]
+    identity = {**asdict(config), "rules": rules.splitting_only().to_dict(), "teacher": teacher_id, "seed": seed}
+    identity.pop("unit_sentences")  # checkpoint granularity does not change the result
 
     def compute(run: StageRun) -> dict:
         from tqdm.auto import tqdm
 
         words, counts = read_vocab(vocab)
         index = {w: i for i, w in enumerate(words)}
-        sentences = read_sentences(corpus)
-        splitter = word_splitter(config, teacher.tokenizer_json())
+        sentences = files.read_lines(corpus.path / files.SENTENCES)
+        splitter = word_splitter(rules, teacher.tokenizer_json())
         t0 = time.time()
-        chosen, credits = choose_sentences(sentences, index, counts, config.sentences_per_word, splitter, config.seed)
-        select_s = time.time() - t0
-        # Batch by length: sort the chosen sentences by character length (stable, so deterministic).
-        by_length = np.argsort([len(sentences[i]) for i in chosen], kind="stable")
-        chosen = chosen[by_length]
-        credits = [credits[i] for i in by_length]
+        credits = None
+        if config.sentences == "quota":
+            chosen, credit_arrays = choose_sentences(sentences, index, counts, config.sentences_per_word,
+                                                     splitter, seed)
+            credits = [set(c.tolist()) for c in credit_arrays]
+        else:
+            chosen = np.arange(len(sentences))
+            if config.max_sentences and config.max_sentences < len(sentences):
+                chosen = np.sort(np.random.default_rng(seed).permutation(len(sentences))[: config.max_sentences])
         texts = [sentences[i] for i in chosen]
         del sentences
-        acc = ContextAccumulator(len(words), teacher.dim, teacher.device)
+        lengths = teacher.token_lengths(texts) + 2
+        batches = token_budget_batches(lengths, config.batch_tokens)
+        order = np.concatenate(batches) if batches else np.zeros(0, dtype=np.int64)
+        select_s = time.time() - t0
+        # units: consecutive batches of about unit_sentences sentences; checkpoints fall on unit ends
+        unit_of_batch = np.cumsum([len(b) for b in batches]) // config.unit_sentences
+        n_units = int(unit_of_batch[-1]) + 1 if len(batches) else 0
+        n_pieces = teacher_vocab_size(teacher)
+        acc = Accumulator(len(words), n_pieces, teacher.dim, teacher.device)
         state_path = run.partial / _STATE
         units_done = acc.load(state_path) if state_path.is_file() else 0
-        unit = config.unit_sentences
-        n_units = (len(texts) + unit - 1) // unit
         if units_done:
             logger.info("extract: resuming after unit %d of %d", units_done, n_units)
-        forward_s = 0.0
+        first_batch = int(np.searchsorted(unit_of_batch, units_done, side="left"))
+        targets_path = run.partial / "targets.npy"
+        targets = np.lib.format.open_memmap(targets_path, mode="r+" if units_done else "w+", dtype=np.float32,
+                                            shape=(len(texts), teacher.pooled_dim))
+        position_of = np.empty(len(order), dtype=np.int64)
+        position_of[order] = np.arange(len(order))  # targets are stored in processing order
+
+        done_sentences = int(sum(len(batches[b]) for b in range(first_batch)))
+        bar = tqdm(total=len(texts), initial=done_sentences, unit="sent", desc="extract", disable=quiet,
+                   smoothing=0.05)
+        pooled_parts: list[tuple[int, torch.Tensor]] = []
+        last_save = time.time()
+
+        def batch_done(b: int, pooled: torch.Tensor) -> None:
+            nonlocal last_save
+            pooled_parts.append((int(position_of[batches[b][0]]), pooled))
+            bar.update(len(batches[b]))
+            unit_end = b + 1 == len(batches) or unit_of_batch[b + 1] != unit_of_batch[b]
+            if unit_end and (time.time() - last_save >= checkpoint_seconds or b + 1 == len(batches)):
+                for start, part in pooled_parts:
+                    targets[start : start + len(part)] = part.cpu().numpy()
+                pooled_parts.clear()
+                targets.flush()
+                acc.save(state_path, int(unit_of_batch[b]) + 1)
+                last_save = time.time()
+                run.unit_done(int(unit_of_batch[b]) + 1)
+
         t_start = time.time()
-        bar = tqdm(total=len(texts), initial=min(units_done * unit, len(texts)), unit="sent", desc="extract",
-                   disable=quiet, smoothing=0.05)
-        for u in range(units_done, n_units):
-            lo, hi = u * unit, min((u + 1) * unit, len(texts))
-            pooled = np.zeros((hi - lo, teacher.pooled_dim), dtype=np.float32)
-            for start in range(lo, hi, config.batch_size):
-                stop = min(start + config.batch_size, hi)
-                batch_texts = texts[start:stop]
-                tf = time.time()
-                output = teacher.forward(batch_texts)
-                forward_s += time.time() - tf
-                pooled[start - lo : stop - lo] = output.pooled
-                acc.add_batch(batch_texts, credits[start:stop], output, index, splitter)
-                bar.update(stop - start)
-            np.save(run.partial / f"pooled-{u:06d}.npy", pooled)
-            acc.save(state_path, u + 1)
-            run.unit_done(u + 1)
+        timing = extraction_loop(teacher, texts, batches, first_batch, index, splitter, credits, acc, batch_done)
         bar.close()
         loop_s = time.time() - t_start
-        sums = acc.sums.cpu().numpy()
-        ctx = acc.counts
-        table = np.zeros_like(sums)
-        seen = ctx > 0
-        table[seen] = sums[seen] / ctx[seen, None]
-        alone = np.nonzero(~seen)[0]
+        state = acc.state()
+        word_vectors = means(state["word_sums"], state["word_counts"])
+        contexts = state["word_counts"].astype(np.int64)
+        alone = np.nonzero(contexts == 0)[0]
         if len(alone):
-            table[alone] = embed_alone(teacher, [words[i] for i in alone], config.batch_size)
-        np.save(run.out / VECTORS_FILE, table)
-        np.save(run.out / CONTEXT_COUNTS_FILE, ctx)
-        pooled_all = np.concatenate([np.load(run.partial / f"pooled-{u:06d}.npy") for u in range(n_units)]) \
-            if n_units else np.zeros((0, teacher.pooled_dim), np.float32)
-        np.save(run.out / TEACHER_EMBEDDINGS_FILE, pooled_all)
-        with open(run.out / SENTENCES_FILE, "w", encoding="utf-8") as handle:
-            handle.writelines(t + "\n" for t in texts)
-        processed = len(texts) - min(units_done * unit, len(texts))
+            word_vectors[alone] = embed_alone(teacher, [words[i] for i in alone])
+        np.save(run.out / files.WORD_VECTORS, word_vectors)
+        np.save(run.out / files.WORD_CONTEXTS, contexts)
+        np.save(run.out / files.PIECE_VECTORS, means(state["piece_sums"], state["piece_counts"]))
+        np.save(run.out / files.PIECE_CONTEXTS, state["piece_counts"].astype(np.int64))
+        targets.flush()
+        os.replace(targets_path, run.out / files.TARGETS)
+        files.write_lines(run.out / files.TARGET_SENTENCES, (texts[i] for i in order))
+        processed = len(texts) - done_sentences
         return {
-            "chosen_sentences": len(texts),
+            "mode": config.sentences,
+            "encoded_sentences": len(texts),
+            "batches": len(batches),
             "select_s": round(select_s, 2),
             "sentences_per_s": round(processed / loop_s, 1) if loop_s > 0 else None,
-            "forward_s": round(forward_s, 2),
-            "words_with_context": int(seen.sum()),
-            "words_full_quota": int((ctx >= config.sentences_per_word).sum()),
-            "mean_contexts": round(float(ctx.mean()), 2),
+            "forward_s": round(timing["forward_s"], 2),
+            "forward_share": round(timing["forward_s"] / loop_s, 3) if loop_s > 0 else None,
+            "prefetch_wait_s": round(timing["wait_s"], 2),
+            "words_with_context": int((contexts > 0).sum()),
+            "mean_contexts": round(float(contexts.mean()), 2),
+            "median_contexts": float(np.median(contexts)),
             "words_encoded_alone": int(len(alone)),
+            "pieces_seen": int((state["piece_counts"] > 0).sum()),
             "resumed_after_unit": units_done,
         }
 
     return run_stage("extract", work_dir, identity, [corpus, vocab], compute, force=force, quiet=quiet)
 
 
-def read_extract(folder: Path) -> tuple[np.ndarray, list[str], np.ndarray]:
-    """(word vectors, chosen sentences, their pooled teacher embeddings) from an extract artifact folder."""
-    with open(folder / SENTENCES_FILE, encoding="utf-8") as handle:
-        sentences = handle.read().split("\n")[:-1]
-    return np.load(folder / VECTORS_FILE), sentences, np.load(folder / TEACHER_EMBEDDINGS_FILE, mmap_mode="r")
+def teacher_vocab_size(teacher) -> int:
+    from tokenizers import Tokenizer
+
+    return Tokenizer.from_str(teacher.tokenizer_json()).get_vocab_size(with_added_tokens=True)
+
+
+@dataclass
+class Extracted:
+    """The vectors of an extract artifact (its sentences and targets are read by the stages that use them)."""
+
+    word_vectors: np.ndarray
+    word_contexts: np.ndarray
+    piece_vectors: np.ndarray
+    piece_contexts: np.ndarray
+
+    @classmethod
+    def read(cls, folder: Path) -> Extracted:
+        return cls(np.load(folder / files.WORD_VECTORS), np.load(folder / files.WORD_CONTEXTS),
+                   np.load(folder / files.PIECE_VECTORS), np.load(folder / files.PIECE_CONTEXTS))

@@ -77,6 +77,51 @@ def describe_source(spec: str) -> dict:
     return {"spec": str(Path(spec).resolve()), "size": stat.st_size, "mtime": int(stat.st_mtime)}
 
 
+_SNIFF_BYTES = 1 << 16
+MIN_PRINTABLE = 0.85
+
+
+def check_text(path: Path | str, head: bytes) -> None:
+    """Reject what is not text (an executable, an image, a database passed as a corpus): NUL bytes, or less
+    than ``MIN_PRINTABLE`` of the first characters printable or whitespace."""
+    if b"\x00" in head:
+        raise CorpusError(f"{path}: contains NUL bytes; not a text file")
+    sample = head.decode("utf-8", errors="replace")
+    if sample:
+        printable = sum(ch.isprintable() or ch.isspace() for ch in sample if ch != "\ufffd")
+        share = printable / len(sample)
+        if share < MIN_PRINTABLE:
+            raise CorpusError(f"{path}: only {share:.0%} of its first characters are printable text; not a text file")
+
+
+def _sniff(path: Path, compression: str | None) -> None:
+    """Read the head of a plain (maybe compressed) text file and ``check_text`` it."""
+    try:
+        with COMPRESSED.get(compression, open)(path, "rb") as raw:
+            head = raw.read(_SNIFF_BYTES)
+    except (OSError, EOFError, lzma.LZMAError) as exc:
+        raise CorpusError(f"cannot read corpus file {path}: {exc}") from exc
+    check_text(path, head)
+
+
+def check_sources(specs: list[str]) -> None:
+    """Before any work: every source exists and every plain text file starts like text, so a missing path or a
+    binary file fails at once (the teacher not loaded, no work folder written)."""
+    for spec in expand_sources(specs):
+        path = Path(spec)
+        fmt, compression = _kind(path)
+        if spec.startswith(("hf:", "builtin:")):
+            continue
+        if fmt == "text":
+            _sniff(path, compression)
+        elif fmt == "zip":
+            try:
+                for _ in _zip_members(path, _SNIFF_BYTES):
+                    pass
+            except (OSError, EOFError, zipfile.BadZipFile) as exc:
+                raise CorpusError(f"cannot read corpus file {path}: {exc}") from exc
+
+
 def _text_lines(handle: io.TextIOBase) -> Iterator[str]:
     for line in handle:
         yield line.rstrip("\r\n")
@@ -109,16 +154,22 @@ def _records(path: Path, fmt: str, compression: str | None, text_column: str) ->
         yield from (str(v) for v in batch.column(0).to_pylist() if v is not None)
 
 
-def _zip_lines(path: Path) -> Iterator[str]:
+def _zip_members(path: Path, limit: int = -1) -> Iterator[tuple[str, bytes]]:
+    """(name, bytes) of each member of a zip but folders and readme/license files, .gz members decompressed,
+    at most ``limit`` bytes each; a member that is not text is an error."""
     with zipfile.ZipFile(path) as archive:
         for member in sorted(archive.namelist()):
             if member.endswith("/") or Path(member).name.lower().startswith(("readme", "license")):
                 continue
             with archive.open(member) as raw:
-                data = raw.read()
-            if member.endswith(".gz"):
-                data = gzip.decompress(data)
-            yield from data.decode("utf-8", errors="replace").splitlines()
+                data = (gzip.GzipFile(fileobj=raw) if member.endswith(".gz") else raw).read(limit)
+            check_text(f"{path}:{member}", data[:_SNIFF_BYTES])
+            yield member, data
+
+
+def _zip_lines(path: Path) -> Iterator[str]:
+    for _, data in _zip_members(path):
+        yield from data.decode("utf-8", errors="replace").splitlines()
 
 
 def _hf_records(spec: str, text_column: str) -> Iterator[str]:
@@ -195,6 +246,7 @@ def read_source(spec: str, text_column: str = "text") -> Iterator[str]:
         elif fmt in ("jsonl", "parquet"):
             yield from _records(path, fmt, compression, text_column)
         else:
+            _sniff(path, compression)
             with _open_text(path, compression) as handle:
                 yield from _text_lines(handle)
     except (OSError, EOFError, zipfile.BadZipFile, lzma.LZMAError, json.JSONDecodeError) as exc:

@@ -1,91 +1,63 @@
-"""Stage 2, vocab: the most frequent words of the corpus (lower-cased for English), plus, optionally,
-the teacher's whole-word tokens that the corpus lacks (they get vectors from being encoded alone).
+"""Stage 2, vocab: the most frequent words of the corpus under the build's tokenisation rules, plus,
+optionally, the teacher's whole-word tokens that the corpus lacks (they get vectors from being encoded alone).
 
-Artifact: ``vocab.tsv`` (word, corpus count), most frequent first; the frequency list is a product.
+Artifact: ``vocab.tsv`` (word, corpus count), most frequent first; ``frequencies.tsv`` (every word seen).
 """
 from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
-from swembed.pipeline.corpus import SENTENCES_FILE
+from swembed.pipeline import files
+from swembed.pipeline.config import VocabConfig
 from swembed.pipeline.sources import CorpusError
 from swembed.pipeline.stage import StageResult, StageRun, run_stage, text_digest
-from swembed.runtime.tokenizer import WORD_PATTERN
-
-VOCAB_FILE = "vocab.tsv"
-FREQUENCIES_FILE = "frequencies.tsv"
+from swembed.runtime.tokenizer import TokenizationRules, iter_words, word_splitter
 
 
-@dataclass
-class VocabConfig:
-    max_size: int = 150_000
-    min_count: int = 1
-    lowercase: bool = True
-    teacher_words: bool = True  # add the teacher's whole-word tokens missing from the corpus
-    words: str = "pattern"  # or "teacher" (the teacher's tokens), "jieba" / "fugashi" (segmenter words): zh/ja
-
-
-def count_words(sentences_path: Path, lowercase: bool, words: str = "pattern",
-                tokenizer_json: str | None = None) -> Counter:
-    counts: Counter = Counter()
-    if words != "pattern":
-        from swembed.pipeline.extract import word_splitter
-
-        splitter = word_splitter(VocabConfig(lowercase=lowercase, words=words), tokenizer_json)
-        with open(sentences_path, encoding="utf-8") as handle:
-            for line in handle:
-                counts.update(w for w, _, _ in splitter.spans(line.rstrip("\n")))
-        return counts
-    find = re.compile(WORD_PATTERN).findall
+def count_words(sentences_path: Path, rules: TokenizationRules, tokenizer_json: str | None = None) -> Counter:
+    splitter = word_splitter(rules, tokenizer_json)
     with open(sentences_path, encoding="utf-8") as handle:
-        for line in handle:
-            counts.update(find(line.lower() if lowercase else line))
-    return counts
+        return Counter(iter_words((line.rstrip("\n") for line in handle), splitter))
 
 
-def teacher_whole_words(tokenizer_json: str, lowercase: bool) -> list[str]:
-    """Tokens of a WordPiece/BPE vocabulary that are whole words by our word pattern."""
+def teacher_whole_words(tokenizer_json: str, rules: TokenizationRules) -> list[str]:
+    """Tokens of a WordPiece/BPE vocabulary that are whole words by the word pattern."""
     from tokenizers import Tokenizer
 
     tokens = Tokenizer.from_str(tokenizer_json).get_vocab(with_added_tokens=False)
-    whole = re.compile(WORD_PATTERN)
+    whole = re.compile(rules.word_pattern)
     words = set()
     for token in tokens:
         token = token.lstrip("Ġ▁")
         if whole.fullmatch(token) and not token.isdigit() and len(token) > 1:
-            words.add(token.lower() if lowercase else token)
+            words.add(token.lower() if rules.lowercase else token)
     return sorted(words)
 
 
-def run_vocab(
-    config: VocabConfig, corpus: StageResult, teacher_tokenizer_json: str | None, work_dir: Path,
-    force: bool = False, quiet: bool = False,
-) -> StageResult:
-    uses_teacher = config.teacher_words or config.words == "teacher"
-    identity = {**asdict(config), "teacher_vocab": text_digest(teacher_tokenizer_json) if uses_teacher else None}
-    if config.words == "pattern":  # the default before the option existed: keep earlier caches valid
-        del identity["words"]
+def run_vocab(config: VocabConfig, rules: TokenizationRules, corpus: StageResult, tokenizer_json: str,
+              work_dir: Path, force: bool = False, quiet: bool = False) -> StageResult:
+    """Stage 2 for one language (its ``rules``; zh/ja keep ``teacher_vocab_size`` words)."""
+    cap = config.max_size if rules.words == "pattern" else config.teacher_vocab_size
+    add_teacher = config.teacher_words and rules.words == "pattern"
+    identity = {**asdict(config), "cap": cap, "rules": rules.splitting_only().to_dict(),
+                "teacher_vocab": text_digest(tokenizer_json) if add_teacher or rules.words == "teacher" else None}
 
     def compute(run: StageRun) -> dict:
-        counts = count_words(corpus.path / SENTENCES_FILE, config.lowercase, config.words, teacher_tokenizer_json)
+        counts = count_words(corpus.path / files.SENTENCES, rules, tokenizer_json)
         ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
-        with open(run.out / FREQUENCIES_FILE, "w", encoding="utf-8") as handle:
-            handle.writelines(f"{w}\t{c}\n" for w, c in ranked)
-        kept = [(w, c) for w, c in ranked if c >= config.min_count][: config.max_size]
+        files.write_lines(run.out / files.FREQUENCIES, (f"{w}\t{c}" for w, c in ranked))
+        kept = [(w, c) for w, c in ranked if c >= config.min_count][:cap]
         if not kept:
             raise CorpusError(f"no word occurs at least {config.min_count} times in the corpus")
         added = []
-        if config.teacher_words and config.words == "pattern" and teacher_tokenizer_json:
+        if add_teacher:
             present = {w for w, _ in kept}
-            room = config.max_size - len(kept)
-            added = [w for w in teacher_whole_words(teacher_tokenizer_json, config.lowercase)
-                     if w not in present and counts.get(w, 0) == 0][: max(room, 0)]
-        with open(run.out / VOCAB_FILE, "w", encoding="utf-8") as handle:
-            handle.writelines(f"{w}\t{c}\n" for w, c in kept)
-            handle.writelines(f"{w}\t0\n" for w in added)
+            added = [w for w in teacher_whole_words(tokenizer_json, rules)
+                     if w not in present and counts.get(w, 0) == 0][: max(cap - len(kept), 0)]
+        files.write_lines(run.out / files.VOCAB, [f"{w}\t{c}" for w, c in kept] + [f"{w}\t0" for w in added])
         tokens = sum(counts.values())
         covered = sum(c for _, c in kept)
         return {"distinct_words": len(counts), "corpus_words": len(kept), "teacher_only_words": len(added),
@@ -95,10 +67,6 @@ def run_vocab(
 
 
 def read_vocab(result: StageResult) -> tuple[list[str], list[int]]:
-    words, counts = [], []
-    with open(result.path / VOCAB_FILE, encoding="utf-8") as handle:
-        for line in handle:
-            word, count = line.rstrip("\n").split("\t")
-            words.append(word)
-            counts.append(int(count))
-    return words, counts
+    """(words, corpus counts) of a vocab artifact."""
+    rows = [line.split("\t") for line in files.read_lines(result.path / files.VOCAB)]
+    return [w for w, _ in rows], [int(c) for _, c in rows]

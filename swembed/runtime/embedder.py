@@ -1,22 +1,14 @@
 """StaticEmbedder: mean of word vectors, L2-normalised. numpy and tokenizers only."""
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
-from swembed.runtime.folder import (
-    EMBEDDINGS_FILE,
-    SCALES_FILE,
-    TOKENIZER_FILE,
-    VOCAB_FILE,
-    ModelFolderError,
-    read_config,
-    read_vocab,
-)
-from swembed.runtime.tokenizer import TokenizationRules, WordTokenizer
+from swembed.runtime.folder import read_model_folder
+from swembed.runtime.langid import LanguageIdentifier
+from swembed.runtime.tokenizer import TokenIds, TokenizationRules, WordTokenizer
 
 _GATHER_ROWS = 1 << 16  # table rows gathered at once by mean_rows
 _FLOAT32_WORDS = 64  # longer texts are summed in float64
@@ -32,7 +24,8 @@ class StaticEmbedder:
     """
 
     def __init__(self, table: np.ndarray, tokenizer: WordTokenizer, config: dict | None = None,
-                 scales: np.ndarray | None = None, tokenizers: dict[str, WordTokenizer] | None = None) -> None:
+                 scales: np.ndarray | None = None, tokenizers: dict[str, WordTokenizer] | None = None,
+                 word_contexts: np.ndarray | None = None) -> None:
         if table.ndim != 2:
             raise ValueError(f"table must be 2-D, got shape {table.shape}")
         if (table.dtype == np.int8) != (scales is not None):
@@ -43,87 +36,127 @@ class StaticEmbedder:
         self.tokenizer = tokenizer
         self.tokenizers = dict(tokenizers or {})
         self.config = dict(config or {})
+        self._labels: list[str] | None = None
+        self.word_contexts = word_contexts
+        self._language_identifier: LanguageIdentifier | None = None
 
     @property
     def dim(self) -> int:
         return int(self.table.shape[1])
 
     @property
+    def labels(self) -> list[str]:
+        """The label of every table row, in row order (words, then the teacher pieces of a table that has them)."""
+        if self._labels is None:
+            rows = {i: w for tok in (self.tokenizers.values() or [self.tokenizer]) for w, i in tok.vocab.items()}
+            for token_id, row in self.tokenizer.piece_rows.items():
+                rows[row] = self.tokenizer.pieces.id_to_token(token_id)
+            self._labels = [rows.get(i, "") for i in range(self.table.shape[0])]
+        return self._labels
+
+    @property
     def words(self) -> list[str]:
-        """The word of every table row, in row order."""
-        rows = [item for tok in (self.tokenizers.values() or [self.tokenizer]) for item in tok.vocab.items()]
-        return [word for word, _ in sorted(rows, key=lambda item: item[1])]
+        """The word of every word row, in row order (piece rows excluded)."""
+        pieces = self.config.get("pieces")
+        return self.labels[: pieces["rows"][0]] if pieces else self.labels
 
     @property
     def languages(self) -> list[str]:
         return list(self.tokenizers)
 
+    @property
+    def language_identifier(self) -> LanguageIdentifier:
+        """Picks each text's language when ``encode`` is not told (``swembed.runtime.langid``): word counts from
+        the build's corpus (``word_contexts.npy``), else one count per vocabulary word."""
+        if self._language_identifier is None:
+            counts: dict[str, dict[str, float]] = {}
+            for lang, tokenizer in self.tokenizers.items():
+                per_word = counts.setdefault(lang, {})
+                for word, row in tokenizer.vocab.items():
+                    weight = float(self.word_contexts[row]) if self.word_contexts is not None else 1.0
+                    per_word[word.lower()] = per_word.get(word.lower(), 0.0) + weight
+            self._language_identifier = LanguageIdentifier(self.languages, counts)
+        return self._language_identifier
+
     @classmethod
     def load(cls, path: str | Path, mmap: bool = True) -> StaticEmbedder:
-        """Load a model folder written by ``swembed build`` / ``swembed export``."""
-        folder = Path(path)
-        if not folder.is_dir():
-            raise ModelFolderError(f"model folder not found: {folder}")
-        config = read_config(folder)
-        table = np.load(folder / EMBEDDINGS_FILE, mmap_mode="r" if mmap else None)
-        words = read_vocab(folder / VOCAB_FILE)
-        if len(words) != table.shape[0]:
-            raise ModelFolderError(f"{folder}: {len(words)} words in {VOCAB_FILE} but {table.shape[0]} table rows")
-        rules = TokenizationRules.from_dict(config.get("tokenization", {}))
+        """Load a model folder written by ``swembed build`` / ``swembed export`` (checked first: see
+        ``swembed.runtime.folder.read_model_folder``)."""
+        folder = read_model_folder(Path(path), mmap)
+        config, table, words = folder.config, folder.table, folder.words
+        subword = folder.subword_tokenizer
+        pieces = config.get("pieces")
+        piece_rows = {}
+        if pieces and subword is not None:
+            start, end = pieces["rows"]
+            piece_rows = {subword.token_to_id(words[row]): row for row in range(start, end)}
+            piece_rows.pop(None, None)
         languages = {lang: (spec["rows"], TokenizationRules.from_dict(spec.get("tokenization", {})))
                      for lang, spec in (config.get("languages") or {}).items()}
-        all_rules = [r for _, r in languages.values()] or [rules]
-        subword = None
-        if (folder / TOKENIZER_FILE).is_file() and any(
-                r.words == "teacher" or r.oov_backoff == "teacher_prefix" for r in all_rules):
-            from tokenizers import Tokenizer
-
-            subword = Tokenizer.from_file(str(folder / TOKENIZER_FILE))
-            subword.no_padding()
-            subword.no_truncation()
-        scales = np.load(folder / SCALES_FILE) if (folder / SCALES_FILE).is_file() else None
+        rules = TokenizationRules.from_dict(config.get("tokenization", {}))
+        end = pieces["rows"][0] if pieces else len(words)
+        vocab = {words[i]: i for i in range(end)}
+        contexts = folder.arrays.get("word_contexts")
+        contexts = np.asarray(contexts) if contexts is not None else None
         if not languages:
-            return cls(table, WordTokenizer({word: i for i, word in enumerate(words)}, rules, subword), config, scales)
-        tokenizers = {lang: WordTokenizer({words[i]: i for i in range(start, end)}, lang_rules, subword)
-                      for lang, ((start, end), lang_rules) in languages.items()}
-        first = next(iter(tokenizers.values()))
-        return cls(table, first, config, scales, tokenizers)
+            model = cls(table, WordTokenizer(vocab, rules, subword, piece_rows), config, folder.scales,
+                        word_contexts=contexts)
+        else:
+            tokenizers = {lang: WordTokenizer({words[i]: i for i in range(start, end)}, lang_rules, subword,
+                                              piece_rows)
+                          for lang, ((start, end), lang_rules) in languages.items()}
+            model = cls(table, next(iter(tokenizers.values())), config, folder.scales, tokenizers, contexts)
+        model._labels = words
+        return model
 
     def encode_ids(self, id_lists: Sequence[Sequence[int]], normalize: bool = True) -> np.ndarray:
-        """Mean (then L2-normalised) rows for each list of vocabulary ids."""
+        """Mean (then L2-normalised) rows for each list of table rows (each weighted 1)."""
         lengths = np.fromiter((len(ids) for ids in id_lists), dtype=np.int64, count=len(id_lists))
         flat = np.fromiter((i for ids in id_lists for i in ids), dtype=np.int64, count=int(lengths.sum()))
-        return self.mean_rows(flat, lengths, normalize)
+        return self.mean_rows(TokenIds(flat, lengths), normalize)
 
-    def mean_rows(self, flat: np.ndarray, lengths: np.ndarray, normalize: bool = True) -> np.ndarray:
-        """Mean of consecutive runs of table rows: ``lengths[i]`` ids of ``flat`` per output row.
+    def mean_rows(self, batch: TokenIds, normalize: bool = True) -> np.ndarray:
+        """Weighted mean of consecutive runs of table rows: ``batch.lengths[i]`` rows of ``batch.ids`` per text.
 
-        Texts are grouped by word count, so each group is one (texts, words, dim) gather summed over
-        words: ~10x faster than ``np.add.reduceat`` on short texts, and memory stays bounded by
+        Texts are grouped by row count, so each group is one (texts, rows, dim) gather summed over
+        rows: ~10x faster than ``np.add.reduceat`` on short texts, and memory stays bounded by
         ``_GATHER_ROWS`` rows per step whatever the text lengths. Texts longer than ``_FLOAT32_WORDS``
-        words accumulate in float64, so a 5000-word text is as exact as a pairwise sum; shorter ones in
-        float32 (error below 1e-7 relative, and faster).
+        rows accumulate in float64, so a 5000-word text is as exact as a pairwise sum; shorter ones in
+        float32 (error below 1e-7 relative, and faster). Weights (pieces of unknown words) multiply only
+        the groups that have any.
         """
-        lengths = np.asarray(lengths)
+        flat, lengths, weights = batch.ids, np.asarray(batch.lengths), batch.weights
         order = np.argsort(lengths, kind="stable")
         sorted_out = np.zeros((len(lengths), self.dim), dtype=np.float32)  # rows in ``order``
         sorted_lengths = lengths[order]
         sorted_starts = (np.cumsum(lengths) - lengths)[order]
         bounds = np.concatenate(([0], np.flatnonzero(np.diff(sorted_lengths)) + 1, [len(order)]))
         for lo, hi in zip(bounds[:-1], bounds[1:]):
-            n_words = int(sorted_lengths[lo]) if hi > lo else 0
-            if n_words == 0:
+            n_rows = int(sorted_lengths[lo]) if hi > lo else 0
+            if n_rows == 0:
                 continue
-            accumulate = np.float32 if n_words <= _FLOAT32_WORDS else np.float64
-            step = max(1, _GATHER_ROWS // n_words)
+            accumulate = np.float32 if n_rows <= _FLOAT32_WORDS else np.float64
+            step = max(1, _GATHER_ROWS // n_rows)
             for a in range(lo, hi, step):
                 b = min(a + step, hi)
-                ids = flat[sorted_starts[a:b, None] + np.arange(n_words)]
+                positions = sorted_starts[a:b, None] + np.arange(n_rows)
+                ids = flat[positions]
                 rows = self._table[ids]
-                if self.scales is not None:
-                    rows = rows * self.scales[ids, None]
+                scale = self.scales[ids] if self.scales is not None else None
+                if weights is not None:
+                    w = weights[positions]
+                    if (w != 1).any():
+                        scale = w if scale is None else scale * w
+                        total = w.sum(axis=1, dtype=np.float64)
+                    else:
+                        total = None
+                else:
+                    total = None
+                if scale is not None:
+                    rows = rows * scale[..., None]
                 sums = rows.sum(axis=1, dtype=accumulate)
-                np.multiply(sums, 1.0 / n_words, out=sorted_out[a:b], casting="unsafe")
+                divisor = (1.0 / n_rows) if total is None else (1.0 / total)[:, None]
+                np.multiply(sums, divisor, out=sorted_out[a:b], casting="unsafe")
         out = np.empty_like(sorted_out)
         out[order] = sorted_out
         if normalize:
@@ -148,8 +181,8 @@ class StaticEmbedder:
                lang: str | None = None) -> np.ndarray:
         """Encode texts into an (n, d) float32 array of L2-normalised sentence vectors.
 
-        ``lang`` selects a multilingual table's language (detected per text from its script when
-        omitted); a monolingual table ignores it.
+        ``lang`` selects a multilingual table's language (identified per text when omitted: see
+        ``language_identifier``); a monolingual table ignores it.
         """
         if isinstance(texts, str):
             texts = [texts]
@@ -159,7 +192,7 @@ class StaticEmbedder:
             if lang not in self.tokenizers:
                 raise ValueError(f"this table has languages {self.languages}, not {lang!r}")
             return self._encode_with(self.tokenizers[lang], texts, batch_size, normalize)
-        detected = np.array([detect_language(t, self.languages) for t in texts])
+        detected = np.array(self.language_identifier.predict(texts))
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for code in np.unique(detected):
             rows = np.flatnonzero(detected == code)
@@ -168,32 +201,9 @@ class StaticEmbedder:
 
     def _encode_with(self, tokenizer: WordTokenizer, texts: Sequence[str], batch_size: int,
                      normalize: bool) -> np.ndarray:
-        chunks = [self.mean_rows(*tokenizer.batch_flat_ids(texts[i : i + batch_size]), normalize)
+        chunks = [self.mean_rows(tokenizer.encode_batch(texts[i : i + batch_size]), normalize)
                   for i in range(0, len(texts), batch_size)]
         return np.concatenate(chunks) if chunks else np.zeros((0, self.dim), dtype=np.float32)
-
-
-_KANA = re.compile(r"[\u3040-\u30ff]")
-_HAN = re.compile(r"[\u4e00-\u9fff\u3400-\u4dbf]")
-_GERMAN = re.compile(r"[äöüßÄÖÜ]|\b(?:der|die|das|und|ist|nicht|ein|eine|ich|zu|mit|sie|es|den|auf)\b")
-_ENGLISH = re.compile(r"\b(?:the|and|is|not|a|an|i|to|with|she|it|of|on|you|that)\b")
-
-
-def detect_language(text: str, languages: Sequence[str]) -> str:
-    """A language of ``languages`` for ``text`` from its script: kana -> ja, Han -> zh (else ja);
-    Latin script -> de when German letters or function words outnumber English ones, else en;
-    the first language when nothing decides."""
-    if "ja" in languages and _KANA.search(text):
-        return "ja"
-    if _HAN.search(text):
-        for code in ("zh", "ja"):
-            if code in languages:
-                return code
-    if "de" in languages and "en" in languages:
-        lowered = text.lower()
-        return "de" if len(_GERMAN.findall(lowered)) > len(_ENGLISH.findall(lowered)) else "en"
-    latin = [code for code in languages if code not in ("zh", "ja")]
-    return latin[0] if latin else languages[0]
 
 
 def load(path: str | Path, mmap: bool = True) -> StaticEmbedder:

@@ -16,6 +16,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -27,10 +28,21 @@ VOCAB_FILE = "vocab.txt"
 CONFIG_FILE = "config.json"
 TOKENIZER_FILE = "tokenizer.json"
 SCALES_FILE = "scales.npy"  # int8 tables only: one float32 scale per row
+TABLE_DTYPES = ("float32", "float16", "int8")
 
 
 class ModelFolderError(ValueError):
     """A model folder is missing or malformed."""
+
+
+class OutputExistsError(ValueError):
+    """An output folder exists and overwriting it was not asked for."""
+
+
+def check_writable(out: Path, overwrite: bool) -> None:
+    """Refuse an existing output unless ``overwrite`` (checked before any work, and again when committing)."""
+    if Path(out).exists() and not overwrite:
+        raise OutputExistsError(f"{out} already exists; pass --overwrite to replace it")
 
 
 def read_vocab(path: Path) -> list[str]:
@@ -42,18 +54,131 @@ def read_config(folder: Path) -> dict:
     path = folder / CONFIG_FILE
     if not path.is_file():
         raise ModelFolderError(f"{folder} is not a swembed model folder: {CONFIG_FILE} is missing")
-    config = json.loads(path.read_text(encoding="utf-8"))
-    if config.get("format") != FORMAT_NAME:
-        raise ModelFolderError(f"{path}: format is {config.get('format')!r}, expected {FORMAT_NAME!r}")
-    if int(config.get("format_version", 0)) > FORMAT_VERSION:
-        raise ModelFolderError(f"{path}: format_version {config['format_version']} is newer than this swembed reads")
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ModelFolderError(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(config, dict) or config.get("format") != FORMAT_NAME:
+        found = config.get("format") if isinstance(config, dict) else type(config).__name__
+        raise ModelFolderError(f"{path}: format is {found!r}, expected {FORMAT_NAME!r}")
+    version = config.get("format_version", 0)
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise ModelFolderError(f"{path}: format_version must be an integer, got {json.dumps(version)}")
+    if version > FORMAT_VERSION:
+        raise ModelFolderError(f"{path}: format_version {version} is newer than this swembed reads")
+    _check_types(path, config)
     return config
 
 
+def _check_types(path: Path, config: dict) -> None:
+    """The keys a reader uses have the types it expects, so a hand-edited config.json fails here, naming the
+    key, not later with a traceback."""
+    from swembed.runtime.tokenizer import TokenizationRules
+
+    def fail(key: str, expected: str, value: object) -> None:
+        raise ModelFolderError(f"{path}: {key} must be {expected}, got {json.dumps(value)}")
+
+    if not isinstance(config.get("tokenizer", TOKENIZER_FILE), (str, type(None))):
+        fail("tokenizer", "a file name or null", config["tokenizer"])
+    languages = config.get("languages")
+    if languages is not None and not isinstance(languages, dict):
+        fail("languages", "an object", languages)
+    rules = {"": config.get("tokenization", {})}
+    for name, spec in [("pieces", config.get("pieces"))] + [(f"language {k}", v) for k, v in (languages or {}).items()]:
+        if spec is None and name == "pieces":
+            continue
+        rows = spec.get("rows") if isinstance(spec, dict) else None
+        if not (isinstance(rows, list) and len(rows) == 2 and
+                all(isinstance(r, int) and not isinstance(r, bool) for r in rows)):
+            fail(name, 'an object with "rows": [start, end]', spec)
+        if name != "pieces":
+            rules[f"{name}: "] = spec.get("tokenization", {})
+    for where, value in rules.items():
+        if not isinstance(value, dict):
+            fail(f"{where}tokenization", "an object", value)
+        try:
+            TokenizationRules.from_dict(value)
+        except (TypeError, ValueError) as exc:
+            raise ModelFolderError(f"{path}: {where}{exc}") from None
+
+
+@dataclass
+class ModelFolder:
+    """A model folder's parts, checked against each other."""
+
+    config: dict
+    table: np.ndarray
+    words: list[str]  # the label of every row
+    subword_tokenizer: object | None
+    scales: np.ndarray | None
+    arrays: dict[str, np.ndarray]  # the folder's other .npy files (pca_mean, word_contexts, ...), memory-mapped
+
+
+def _load_array(path: Path, mmap: bool) -> np.ndarray:
+    try:
+        return np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
+    except (ValueError, OSError, EOFError) as exc:
+        raise ModelFolderError(f"{path}: unreadable or truncated .npy file ({exc})") from None
+
+
+def read_model_folder(folder: Path, mmap: bool = True) -> ModelFolder:
+    """Read and check a model folder: the config's schema, the table's shape and dtype against the
+    vocabulary, the scales of an int8 table, the piece rows, and a tokenizer.json present whenever the
+    tokenisation rules need one (its absence must be declared: ``"tokenizer": null``)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise ModelFolderError(f"model folder not found: {folder}")
+    config = read_config(folder)
+    table = _load_array(folder / EMBEDDINGS_FILE, mmap) if (folder / EMBEDDINGS_FILE).is_file() else None
+    if table is None:
+        raise ModelFolderError(f"{folder}: {EMBEDDINGS_FILE} is missing")
+    if table.ndim != 2 or table.dtype not in TABLE_DTYPES:
+        raise ModelFolderError(f"{folder / EMBEDDINGS_FILE}: expected a 2-D table of {'/'.join(TABLE_DTYPES)}, "
+                               f"got shape {table.shape} {table.dtype}")
+    if not (folder / VOCAB_FILE).is_file():
+        raise ModelFolderError(f"{folder}: {VOCAB_FILE} is missing")
+    try:
+        words = read_vocab(folder / VOCAB_FILE)
+    except UnicodeDecodeError as exc:
+        raise ModelFolderError(f"{folder / VOCAB_FILE}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
+    if len(words) != table.shape[0]:
+        raise ModelFolderError(f"{folder}: {len(words)} words in {VOCAB_FILE} but {table.shape[0]} table rows")
+    scales = _load_array(folder / SCALES_FILE, False) if (folder / SCALES_FILE).is_file() else None
+    if (table.dtype == np.int8) != (scales is not None) or (scales is not None and scales.shape != (len(words),)):
+        raise ModelFolderError(f"{folder}: an int8 table needs {SCALES_FILE} with one scale per row, and only an int8 "
+                               "table has one")
+    declared = config.get("tokenizer", TOKENIZER_FILE)
+    subword = None
+    if (folder / TOKENIZER_FILE).is_file():
+        from tokenizers import Tokenizer
+
+        try:
+            subword = Tokenizer.from_file(str(folder / TOKENIZER_FILE))
+        except Exception as exc:  # noqa: BLE001 - the tokenizers library raises plain Exceptions
+            raise ModelFolderError(f"{folder / TOKENIZER_FILE}: not a tokenizers file ({exc})") from None
+        subword.no_padding()
+        subword.no_truncation()
+    elif declared is not None:
+        raise ModelFolderError(f"{folder}: {TOKENIZER_FILE} is missing; the table's tokenisation needs it for the "
+                               "sub-word back-off (restore it, or declare \"tokenizer\": null in config.json)")
+    for name, spec in [("pieces", config.get("pieces"))] + [
+            (f"language {lang}", s) for lang, s in (config.get("languages") or {}).items()]:
+        if spec is not None:
+            start, end = spec.get("rows", (-1, -1))
+            if not 0 <= start <= end <= len(words):
+                raise ModelFolderError(f"{folder / CONFIG_FILE}: {name} rows {spec.get('rows')} outside the "
+                                       f"{len(words)} table rows")
+    arrays = {p.stem: _load_array(p, True) for p in sorted(folder.glob("*.npy"))
+              if p.name not in (EMBEDDINGS_FILE, SCALES_FILE)}
+    return ModelFolder(config, table, words, subword, scales, arrays)
+
+
 @contextmanager
-def atomic_directory(out: Path) -> Iterator[Path]:
-    """Yield a temp folder beside ``out``; on success it replaces ``out``, on error it is removed."""
+def atomic_directory(out: Path, overwrite: bool = False) -> Iterator[Path]:
+    """Yield a temp folder beside ``out``; on success it replaces ``out`` (an existing one only when
+    ``overwrite``), on error it is removed."""
     out = Path(out)
+    check_writable(out, overwrite)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
@@ -77,6 +202,7 @@ def write_model_folder(
     config: dict,
     tokenizer_json: str | None,
     extra_arrays: dict[str, np.ndarray] | None = None,
+    overwrite: bool = False,
 ) -> Path:
     """Write a complete model folder atomically: built in a temp folder beside ``out``, then renamed."""
     if table.ndim != 2 or table.shape[0] != len(words):
@@ -84,11 +210,12 @@ def write_model_folder(
     bad = [w for w in words if not w or "\n" in w]
     if bad:
         raise ModelFolderError(f"vocabulary has {len(bad)} empty or multi-line words, e.g. {bad[:3]!r}")
-    with atomic_directory(out) as tmp:
+    with atomic_directory(out, overwrite) as tmp:
         np.save(tmp / EMBEDDINGS_FILE, table)
         (tmp / VOCAB_FILE).write_text("".join(w + "\n" for w in words), encoding="utf-8")
         if tokenizer_json is not None:
             (tmp / TOKENIZER_FILE).write_text(tokenizer_json, encoding="utf-8")
+        config = {**config, "tokenizer": TOKENIZER_FILE if tokenizer_json is not None else None}
         for name, array in (extra_arrays or {}).items():
             np.save(tmp / f"{name}.npy", array)
         full = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, **config}

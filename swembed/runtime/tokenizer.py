@@ -4,41 +4,54 @@ A *word* is a maximal run of letters, digits and marks (regex ``[^\\W_]+``); eve
 (punctuation, symbols, whitespace, underscores) separates words and is dropped. This is the same
 split BERT's pre-tokenizer makes, so word spans never cut through a WordPiece token.
 
-An out-of-vocabulary word is split by the teacher's sub-word tokenizer and trailing sub-words are
-dropped until the remaining prefix is a vocabulary word (``goodness`` -> ``good`` + ``##ness`` ->
-``good``); a word with no such prefix is skipped.
+An out-of-vocabulary word backs off through the teacher's sub-word tokenizer (``oov_backoff``):
+
+* ``pieces``: the word is split into the teacher's pieces, and the pieces' own rows (the table's
+  *piece rows*, extracted from their corpus occurrences and trained to compose) stand in for it, each
+  weighted 1/p so the word counts once in the sentence mean;
+* ``teacher_prefix``: trailing pieces are dropped until the remaining prefix is a vocabulary word
+  (``goodness`` -> ``good``); a word with no such prefix is skipped;
+* ``none``: unknown words are skipped.
 
 For languages written without spaces (zh, ja) a table may instead use the teacher's own tokens as
 its words (``words = "teacher"``, the paper's choice for its zh/ja tables): the teacher tokenizer
-splits the text and each token (its ``▁`` marker stripped) is looked up; there is no back-off. Or a
-real word segmenter splits them (``words = "jieba"`` for Chinese, ``"fugashi"`` for Japanese with
-unidic-lite; optional packages imported on first use), with the usual back-off for unknown words.
+splits the text and each token (its ``▁`` marker stripped) is looked up. Or a real word segmenter
+splits them (``words = "jieba"`` for Chinese, ``"fugashi"`` for Japanese with unidic-lite; optional
+packages imported on first use), with the usual back-off for unknown words.
 """
 from __future__ import annotations
 
 import re
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from itertools import repeat
 
 import numpy as np
 
 WORD_PATTERN = r"[^\W_]+"
 WORD_MODES = ("pattern", "teacher", "jieba", "fugashi")  # jieba (zh) and fugashi + unidic-lite (ja): segmenters
+BACKOFFS = ("pieces", "teacher_prefix", "none")
 _HAS_WORD_CHAR = re.compile(r"[^\W_]")
 _OOV_CACHE_LIMIT = 1_000_000
 
 
 @dataclass(frozen=True)
 class TokenizationRules:
-    """How text becomes words; saved in the model's config.json so every reader agrees."""
+    """How text becomes words; the build holds one per language and saves it in the model's config.json,
+    so every stage and every reader agrees."""
 
     word_pattern: str = WORD_PATTERN
     lowercase: bool = True
     unicode_normalization: str = "NFKC"
-    oov_backoff: str = "teacher_prefix"  # or "none"
-    words: str = "pattern"  # or "teacher" (the teacher's tokens), "jieba" / "fugashi" (segmenters): WORD_MODES
+    oov_backoff: str = "teacher_prefix"  # BACKOFFS
+    words: str = "pattern"  # WORD_MODES
+
+    def __post_init__(self) -> None:
+        if self.words not in WORD_MODES:
+            raise ValueError(f"tokenization words must be one of {WORD_MODES}, got {self.words!r}")
+        if self.oov_backoff not in BACKOFFS:
+            raise ValueError(f"tokenization oov_backoff must be one of {BACKOFFS}, got {self.oov_backoff!r}")
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -48,6 +61,10 @@ class TokenizationRules:
         known = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
         return cls(**known)
 
+    def splitting_only(self) -> TokenizationRules:
+        """The same word split with no back-off (what the vocab and extract stages split sentences with)."""
+        return replace(self, oov_backoff="none")
+
 
 def normalize_text(text: str, form: str) -> str:
     """Unicode-normalise ``text`` (ASCII needs nothing, so it skips the call)."""
@@ -56,19 +73,41 @@ def normalize_text(text: str, form: str) -> str:
     return unicodedata.normalize(form, text)
 
 
+@dataclass
+class TokenIds:
+    """Table rows for a batch of texts, concatenated: text i owns the next ``lengths[i]`` entries of ``ids``.
+    ``weights`` (None when all are 1) are the rows' weights in the mean: 1 for a word, 1/p for each of the p
+    pieces of an unknown word, so every word counts once."""
+
+    ids: np.ndarray
+    lengths: np.ndarray
+    weights: np.ndarray | None = None
+
+    @classmethod
+    def from_lists(cls, rows: Sequence[tuple[Sequence[int], Sequence[float]]]) -> TokenIds:
+        lengths = np.fromiter((len(ids) for ids, _ in rows), dtype=np.int64, count=len(rows))
+        ids = np.fromiter((i for r, _ in rows for i in r), dtype=np.int64, count=int(lengths.sum()))
+        weights = np.fromiter((w for _, ws in rows for w in ws), dtype=np.float32, count=int(lengths.sum()))
+        return cls(ids, lengths, None if (weights == 1).all() else weights)
+
+
 class WordTokenizer:
-    """Turns text into vocabulary ids with the rules of one model folder."""
+    """Turns text into table rows with the rules of one model folder (one language of it).
+
+    ``vocab`` maps words to rows; ``subword_tokenizer`` is the teacher's tokenizer (back-off, or the words
+    themselves for ``words = "teacher"``); ``piece_rows`` maps teacher token ids to piece rows (``pieces``
+    back-off).
+    """
 
     def __init__(
         self,
         vocab: Mapping[str, int],
         rules: TokenizationRules | None = None,
         subword_tokenizer: object | None = None,
+        piece_rows: Mapping[int, int] | None = None,
     ) -> None:
         self.vocab = vocab
         self.rules = rules or TokenizationRules()
-        if self.rules.words not in WORD_MODES:
-            raise ValueError(f"tokenization words must be one of {WORD_MODES}, got {self.rules.words!r}")
         if self.rules.words == "teacher" and subword_tokenizer is None:
             raise ValueError("words = 'teacher' needs the teacher's tokenizer.json")
         self._pattern = re.compile(self.rules.word_pattern)
@@ -76,8 +115,10 @@ class WordTokenizer:
         self.pieces = subword_tokenizer  # the teacher's tokenizer: back-off pieces, or the words themselves
         self._special = ({t.content for t in subword_tokenizer.get_added_tokens_decoder().values() if t.special}
                          if subword_tokenizer is not None else set())
-        self.subword_tokenizer = subword_tokenizer if self.rules.oov_backoff == "teacher_prefix" else None
-        self._oov: dict[str, int] = {}
+        self.subword_tokenizer = subword_tokenizer if self.rules.oov_backoff != "none" else None
+        self.piece_rows = dict(piece_rows or {})
+        self._space_prefix = subword_tokenizer is not None and _pieces_need_space(subword_tokenizer)
+        self._oov: dict[str, tuple[list[int], list[float]]] = {}
         # Batch path: one regex pass over texts joined by "\n", where "\n" itself is a token (id -2).
         self._find_tokens = re.compile(f"(?:{self.rules.word_pattern})|\n").findall
         self._lookup: dict[str, int] | None = None
@@ -113,24 +154,28 @@ class WordTokenizer:
             found = self._mode_spans(text)
         return [(w.lower(), a, b) for w, a, b in found] if self.rules.lowercase else found
 
-    def ids(self, text: str) -> list[int]:
-        """Vocabulary ids of ``text``'s words, with OOV back-off; unknown words are skipped."""
+    def rows(self, text: str) -> tuple[list[int], list[float]]:
+        """Table rows of ``text``'s words and their weights, with OOV back-off; unknown words are skipped."""
         vocab_get = self.vocab.get
-        out = []
+        ids: list[int] = []
+        weights: list[float] = []
         for word in self._find_words(self.prepare(text)):
             idx = vocab_get(word)
-            if idx is None:
-                idx = self._backoff(word)
-                if idx < 0:
-                    continue
-            out.append(idx)
-        return out
+            if idx is not None:
+                ids.append(idx)
+                weights.append(1.0)
+            else:
+                rows, row_weights = self.backoff(word)
+                ids += rows
+                weights += row_weights
+        return ids, weights
 
-    def batch_ids(self, texts: Iterable[str]) -> list[list[int]]:
-        return [self.ids(t) for t in texts]
+    def ids(self, text: str) -> list[int]:
+        """Table rows of ``text`` (weights dropped: see ``rows``)."""
+        return self.rows(text)[0]
 
-    def batch_flat_ids(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-        """The ids of all texts concatenated, and each text's id count; same result as ``ids`` per text.
+    def encode_batch(self, texts: Sequence[str]) -> TokenIds:
+        """The rows of all texts, concatenated; the same as ``rows`` text by text.
 
         One regex pass over the texts joined by newlines and C-level dictionary lookups; only OOV
         words go through Python (and are cached).
@@ -139,35 +184,88 @@ class WordTokenizer:
         # Teacher-token or segmenter words, or normalisation made or ate a newline: go text by text.
         prepared = self.prepare("\n".join(texts)) if self.rules.words == "pattern" else None
         if prepared is None or prepared.count("\n") != len(texts) - 1:
-            ids_per_text = self.batch_ids(texts)
-            lengths = np.fromiter(map(len, ids_per_text), dtype=np.int64, count=len(texts))
-            return np.fromiter((i for ids in ids_per_text for i in ids), dtype=np.int64), lengths
+            return TokenIds.from_lists([self.rows(t) for t in texts])
         if self._lookup is None:
             self._lookup = {**self.vocab, "\n": -2}
         tokens = self._find_tokens(prepared)
         ids = np.fromiter(map(self._lookup.get, tokens, repeat(-1)), dtype=np.int64, count=len(tokens))
-        for position in np.flatnonzero(ids == -1):
-            ids[position] = self._backoff(tokens[position])
+        unknown = np.flatnonzero(ids == -1)
+        weights = None
+        if len(unknown):
+            expansions = [self.backoff(tokens[p]) for p in unknown]
+            counts = np.ones(len(ids), dtype=np.int64)
+            counts[unknown] = [len(rows) for rows, _ in expansions]
+            starts = np.cumsum(counts) - counts
+            ids = np.repeat(ids, counts)
+            weights = np.ones(len(ids), dtype=np.float32)
+            for position, (rows, row_weights) in zip(starts[unknown], expansions):
+                ids[position : position + len(rows)] = rows
+                weights[position : position + len(rows)] = row_weights
         text_of_token = np.cumsum(ids == -2)
         keep = ids >= 0
-        return ids[keep], np.bincount(text_of_token[keep], minlength=len(texts))
+        lengths = np.bincount(text_of_token[keep], minlength=len(texts))
+        if weights is not None:
+            weights = weights[keep]
+            if (weights == 1).all():
+                weights = None
+        return TokenIds(ids[keep], lengths, weights)
 
-    def _backoff(self, word: str) -> int:
-        """Id of the longest vocabulary prefix made of the word's leading sub-words, else -1."""
+    def word_pieces(self, word: str) -> list[int]:
+        """The teacher's token ids for ``word`` as it appears inside a sentence (BPE teachers mark a word start
+        with its leading space, so the word is encoded after one)."""
+        if self.pieces is None:
+            return []
+        if not self._space_prefix:
+            return self.pieces.encode(word, add_special_tokens=False).ids
+        encoding = self.pieces.encode(" " + word, add_special_tokens=False)
+        return [i for i, (start, end) in zip(encoding.ids, encoding.offsets) if end > 1 or start >= 1]
+
+    def backoff(self, word: str) -> tuple[list[int], list[float]]:
+        """Rows and weights standing in for an unknown ``word`` (see the module docstring); cached."""
         cached = self._oov.get(word)
         if cached is not None:
             return cached
-        idx = -1
-        if self.subword_tokenizer is not None:
+        rows: list[int] = []
+        if self.subword_tokenizer is not None and self.rules.oov_backoff == "pieces":
+            rows = [r for r in (self.piece_rows.get(i) for i in self.word_pieces(word)) if r is not None]
+        elif self.subword_tokenizer is not None:
             ends = [end for _, end in self.subword_tokenizer.encode(word, add_special_tokens=False).offsets]
             for end in reversed(ends[:-1]):
                 candidate = self.vocab.get(word[:end])
                 if candidate is not None:
-                    idx = candidate
+                    rows = [candidate]
                     break
+        result = (rows, [1.0 / len(rows)] * len(rows)) if rows else ([], [])
         if len(self._oov) < _OOV_CACHE_LIMIT:
-            self._oov[word] = idx
-        return idx
+            self._oov[word] = result
+        return result
+
+
+def _pieces_need_space(tokenizer) -> bool:
+    """Whether the tokenizer marks word starts by a leading space (byte-level BPE: ``Ġword``), so that a word
+    looked up alone must be encoded after a space to get the pieces it has inside a sentence."""
+    alone = tokenizer.encode("word", add_special_tokens=False).ids
+    inside = tokenizer.encode("a word", add_special_tokens=False).ids
+    return bool(alone) and alone[0] not in inside
+
+
+def word_splitter(rules: TokenizationRules, tokenizer_json: str | None) -> WordTokenizer:
+    """The vocabulary-less tokenizer whose ``spans``/``words`` split sentences for the vocab and extract stages."""
+    from tokenizers import Tokenizer
+
+    pieces = Tokenizer.from_str(tokenizer_json) if rules.words == "teacher" else None
+    return WordTokenizer({}, rules.splitting_only(), pieces)
+
+
+def iter_words(texts: Iterable[str], splitter: WordTokenizer) -> Iterable[str]:
+    """Every word of every (already normalised) text, as the vocab stage counts them."""
+    if splitter.rules.words != "pattern":
+        for text in texts:
+            yield from (w for w, _, _ in splitter.spans(text))
+        return
+    find = splitter._pattern.findall
+    for text in texts:
+        yield from find(text.lower() if splitter.rules.lowercase else text)
 
 
 _SEGMENTERS: dict[str, object] = {}

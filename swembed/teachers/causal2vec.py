@@ -35,12 +35,12 @@ class Projector(torch.nn.Module):
 
 
 class Causal2VecTeacher(DecoderTeacher):
-    def __init__(self, folder: Path, spec, device: str = "auto", batch_size: int = 64,
+    def __init__(self, folder: Path, spec, device: str = "auto", batch_tokens: int = 8192,
                  settings: DecoderSettings | None = None, model=None, encoder=None, projector=None) -> None:
         settings = settings or DecoderSettings.read(folder, kind="causal2vec")
         if settings.bidirectional:
             raise TeacherError("Causal2Vec keeps the LLM's causal mask; bidirectional must be false")
-        super().__init__(folder, spec, device, batch_size, settings, model)
+        super().__init__(folder, spec, device, batch_tokens, settings, model)
         encoder_dir = self.folder / "encoder"
         self.encoder_tokenizer = Tokenizer.from_file(str(encoder_dir / "tokenizer.json"))
         self.encoder_tokenizer.no_padding()
@@ -98,11 +98,11 @@ class Causal2VecTeacher(DecoderTeacher):
         return torch.cat([hidden[rows, self.context_slot(batch)], hidden[rows, batch.eos]], dim=-1)
 
     @torch.inference_mode()
-    def forward(self, texts: list[str]) -> TeacherOutput:
-        batch = self.batch(texts)
-        hidden = self.states_with(batch, self.contextual_vectors(texts))
+    def run(self, batch: Batch) -> TeacherOutput:
+        batch = batch.to(self.device)
+        hidden = self.states_with(batch, self.contextual_vectors(batch.texts))
         pooled = torch.nn.functional.normalize(self.pool(hidden, batch), dim=-1)  # the whole concatenation
-        return TeacherOutput(hidden=hidden, offsets=batch.offsets, pooled=pooled.cpu().numpy())
+        return TeacherOutput(hidden=hidden, offsets=batch.offsets, pooled=pooled)
 
 
 def save_projector(projector: Projector, folder: Path) -> None:

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from tokenizers import Tokenizer
 
-from swembed.teachers.base import TeacherError, TeacherOutput
+from swembed.teachers.base import BatchedTeacher, TeacherError, TeacherOutput, pick_device
 
 logger = logging.getLogger(__name__)
 CONFIG_FILE = "swe_teacher.json"  # a teacher folder's own settings (kind, pooling, instruction, ...)
@@ -38,7 +38,6 @@ class DecoderSettings:
     add_eos: bool = True
     padding_side: str = "right"
     max_length: int = 512
-    token_budget: int = 16_384  # padded tokens per forward batch
     trust_remote_code: bool = False
 
     @classmethod
@@ -52,7 +51,8 @@ class DecoderSettings:
 
 @dataclass
 class Batch:
-    """Padded inputs of one forward pass and where each row's parts sit."""
+    """Padded inputs of one forward pass and where each row's parts sit (built on the CPU by ``prepare``,
+    moved to the device by ``to``)."""
 
     ids: torch.Tensor  # (B, T)
     valid: torch.Tensor  # (B, T) bool, real tokens
@@ -60,6 +60,12 @@ class Batch:
     text: torch.Tensor  # (B, T) bool, the text's own tokens
     eos: torch.Tensor  # (B,) index of each row's last real token
     offsets: list[np.ndarray]  # per row (T, 2) character spans into the text, -1 elsewhere
+    texts: list[str]
+
+    def to(self, device: torch.device) -> Batch:
+        move = {name: getattr(self, name).to(device, non_blocking=True)
+                for name in ("ids", "valid", "positions", "text", "eos")}
+        return Batch(**move, offsets=self.offsets, texts=self.texts)
 
 
 def attention_mask_4d(valid: torch.Tensor, bidirectional: bool, dtype: torch.dtype) -> torch.Tensor:
@@ -115,19 +121,17 @@ def check_fits(folder: Path, device: torch.device, dtype: torch.dtype, free: int
                            "or --device cuda")
 
 
-class DecoderTeacher:
+class DecoderTeacher(BatchedTeacher):
     """A decoder LLM as a teacher: per-token last-layer states with offsets, and a pooled sentence vector."""
 
-    def __init__(self, folder: Path, spec, device: str = "auto", batch_size: int = 64,
+    def __init__(self, folder: Path, spec, device: str = "auto", batch_tokens: int = 8192,
                  settings: DecoderSettings | None = None, model=None) -> None:
-        from swembed.teachers.sentence_transformer import pick_device
-
         self.folder = Path(folder)
         self.spec = spec
         self.settings = settings or DecoderSettings.read(self.folder)
         self.device = pick_device(device)
         self.dtype = torch.bfloat16 if self.device.type == "cuda" else torch.float32
-        self.batch_size = batch_size
+        self.batch_tokens = batch_tokens
         self.tokenizer = Tokenizer.from_file(str(self.folder / "tokenizer.json"))
         self.tokenizer.no_padding()
         self.tokenizer.no_truncation()
@@ -190,7 +194,7 @@ class DecoderTeacher:
             out.append((head + ids + tail, [(-1, -1)] * len(head) + spans + [(-1, -1)] * len(tail), len(head)))
         return out
 
-    def batch(self, texts: list[str]) -> Batch:
+    def prepare(self, texts: list[str]) -> Batch:
         rows = self.rows(texts)
         width = max(len(ids) for ids, _, _ in rows)
         n = len(rows)
@@ -210,9 +214,11 @@ class DecoderTeacher:
         valid_t = torch.from_numpy(valid)
         positions = (valid_t.long().cumsum(1) - 1).clamp(min=0)
         eos = torch.from_numpy(width - 1 - np.argmax(valid[:, ::-1], axis=1))
-        dev = self.device
-        return Batch(torch.from_numpy(ids).to(dev), valid_t.to(dev), positions.to(dev), torch.from_numpy(text).to(dev),
-                     eos.to(dev), offsets)
+        batch = Batch(torch.from_numpy(ids), valid_t, positions, torch.from_numpy(text), eos, offsets, list(texts))
+        if self.device.type == "cuda":
+            batch = Batch(*(t.pin_memory() for t in (batch.ids, batch.valid, batch.positions, batch.text, batch.eos)),
+                          offsets, list(texts))
+        return batch
 
     # ------------------------------------------------------------------------------------------------ forward
     @property
@@ -241,22 +247,8 @@ class DecoderTeacher:
         return hidden
 
     @torch.inference_mode()
-    def forward(self, texts: list[str]) -> TeacherOutput:
-        batch = self.batch(texts)
+    def run(self, batch: Batch) -> TeacherOutput:
+        batch = batch.to(self.device)
         hidden = self.hidden_states(batch)
         pooled = torch.nn.functional.normalize(self.pool(hidden, batch), dim=-1)
-        return TeacherOutput(hidden=self.token_vectors(hidden, batch), offsets=batch.offsets,
-                             pooled=pooled.cpu().numpy())
-
-    def encode(self, texts: list[str]) -> np.ndarray:
-        """Pooled, normalised sentence vectors, batched by a padded-token budget (length-sorted)."""
-        order = np.argsort([len(t) for t in texts], kind="stable")
-        out = np.zeros((len(texts), self.pooled_dim), dtype=np.float32)
-        start = 0
-        while start < len(order):
-            longest = len(texts[order[min(start + self.batch_size, len(order)) - 1]]) // 3 + 8
-            size = max(1, min(self.batch_size, self.settings.token_budget // max(longest, 1)))
-            idx = order[start : start + size]
-            out[idx] = self.forward([texts[i] for i in idx]).pooled
-            start += size
-        return out
+        return TeacherOutput(hidden=self.token_vectors(hidden, batch), offsets=batch.offsets, pooled=pooled)

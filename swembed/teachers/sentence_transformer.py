@@ -9,27 +9,18 @@ from __future__ import annotations
 import inspect
 import json
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 from tokenizers import Tokenizer
 
-from swembed.teachers.base import TeacherError, TeacherOutput
-from swembed.teachers.registry import TeacherSpec
+from swembed.teachers.base import BatchedTeacher, TeacherError, TeacherOutput, TeacherSpec, pick_device
 
 logger = logging.getLogger(__name__)
 
 POOLING_MODES = ("mean", "cls", "max", "lasttoken")
-
-
-def pick_device(device: str = "auto") -> torch.device:
-    """``auto`` -> CUDA when present, else CPU."""
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if device == "cuda" and not torch.cuda.is_available():
-        raise TeacherError("--device cuda was asked for but CUDA is not available on this machine")
-    return torch.device(device)
 
 
 def read_pooling_mode(folder: Path) -> str:
@@ -77,17 +68,26 @@ def pool(hidden: torch.Tensor, mask: torch.Tensor, mode: str) -> torch.Tensor:
     return (hidden * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1e-9)
 
 
-class SentenceTransformerTeacher:
+@dataclass
+class EncoderInputs:
+    """A tokenised batch on the CPU (pinned when the teacher is on CUDA)."""
+
+    ids: torch.Tensor  # (B, T)
+    mask: torch.Tensor  # (B, T)
+    offsets: list[np.ndarray]
+
+
+class SentenceTransformerTeacher(BatchedTeacher):
     """Contextual token vectors with offsets, and pooled sentence vectors, from one forward pass."""
 
-    def __init__(self, folder: Path, spec: TeacherSpec, device: str = "auto", batch_size: int = 64) -> None:
+    def __init__(self, folder: Path, spec: TeacherSpec, device: str = "auto", batch_tokens: int = 8192) -> None:
         from transformers import AutoModel
 
         self.folder = Path(folder)
         self.spec = spec
         self.prompt = spec.prompt
         self.device = pick_device(device)
-        self.batch_size = batch_size
+        self.batch_tokens = batch_tokens
         st_config_path = self.folder / "sentence_bert_config.json"
         st_config = json.loads(st_config_path.read_text()) if st_config_path.is_file() else {}
         self.max_length = int(st_config.get("max_seq_length", 512))
@@ -121,13 +121,9 @@ class SentenceTransformerTeacher:
         clone.no_truncation()
         return clone.to_str()
 
-    def tokenize(self, texts: list[str]):
-        return self.tokenizer.encode_batch([self.prompt + t for t in texts])
-
-    @torch.inference_mode()
-    def forward(self, texts: list[str], encodings=None) -> TeacherOutput:
-        """One batch: last-layer vectors, offsets into each original text, pooled normalised vectors."""
-        encodings = encodings if encodings is not None else self.tokenize(texts)
+    def prepare(self, texts: list[str]) -> EncoderInputs:
+        """Tokenise and pad on the CPU; spans are shifted back over the prompt, special tokens get -1."""
+        encodings = self.tokenizer.encode_batch([self.prompt + t for t in texts])
         lengths = [len(e.ids) for e in encodings]
         width = max(lengths)
         ids = np.full((len(encodings), width), self.pad_id, dtype=np.int64)
@@ -138,24 +134,25 @@ class SentenceTransformerTeacher:
             n = lengths[row]
             ids[row, :n] = enc.ids
             mask[row, :n] = 1
-            spans = np.asarray(enc.offsets, dtype=np.int64).reshape(-1, 2) - shift
-            hidden_positions = (np.asarray(enc.special_tokens_mask, dtype=bool)) | (spans[:, 0] < 0)
-            spans[hidden_positions] = -1
+            spans = np.full((width, 2), -1, dtype=np.int64)
+            spans[:n] = np.asarray(enc.offsets, dtype=np.int64).reshape(-1, 2) - shift
+            hidden_positions = np.zeros(width, dtype=bool)
+            hidden_positions[:n] = np.asarray(enc.special_tokens_mask, dtype=bool)
+            spans[hidden_positions | (spans[:, 0] < 0)] = -1
             offsets.append(spans)
-        ids_t = torch.from_numpy(ids).to(self.device)
-        mask_t = torch.from_numpy(mask).to(self.device)
-        kwargs = {"input_ids": ids_t, "attention_mask": mask_t}
-        if self._takes_token_types:
-            kwargs["token_type_ids"] = torch.zeros_like(ids_t)
-        hidden = self.model(**kwargs).last_hidden_state.float()
-        pooled = torch.nn.functional.normalize(pool(hidden, mask_t, self.pooling), dim=-1)
-        return TeacherOutput(hidden=hidden, offsets=offsets, pooled=pooled.cpu().numpy())
+        ids_t, mask_t = torch.from_numpy(ids), torch.from_numpy(mask)
+        if self.device.type == "cuda":
+            ids_t, mask_t = ids_t.pin_memory(), mask_t.pin_memory()
+        return EncoderInputs(ids_t, mask_t, offsets)
 
-    def encode(self, texts: list[str]) -> np.ndarray:
-        """Pooled, normalised sentence embeddings (the teacher as a sentence encoder), batched by length."""
-        order = np.argsort([len(t) for t in texts], kind="stable")
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for start in range(0, len(texts), self.batch_size):
-            idx = order[start : start + self.batch_size]
-            out[idx] = self.forward([texts[i] for i in idx]).pooled
-        return out
+    @torch.inference_mode()
+    def run(self, inputs: EncoderInputs) -> TeacherOutput:
+        """One batch on the device: last-layer vectors and pooled normalised vectors (both stay there)."""
+        ids = inputs.ids.to(self.device, non_blocking=True)
+        mask = inputs.mask.to(self.device, non_blocking=True)
+        kwargs = {"input_ids": ids, "attention_mask": mask}
+        if self._takes_token_types:
+            kwargs["token_type_ids"] = torch.zeros_like(ids)
+        hidden = self.model(**kwargs).last_hidden_state.float()
+        pooled = torch.nn.functional.normalize(pool(hidden, mask, self.pooling), dim=-1)
+        return TeacherOutput(hidden=hidden, offsets=inputs.offsets, pooled=pooled)

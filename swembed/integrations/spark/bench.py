@@ -1,5 +1,5 @@
 """Evidence for ``swembed dedup --engine spark``: per-process peak memory of a run, and parity with the
-single-machine command on the same input (``reports/dedup-spark.md`` has the numbers and commands).
+single-machine command on the same input (``reports/spark-dedup.md`` has the numbers and commands).
 
     python -m swembed.integrations.spark.bench memory --json run.json -- swembed dedup in.txt --engine spark ...
     python -m swembed.integrations.spark.bench parity --model M --local out-local --spark out-spark

@@ -9,7 +9,9 @@ The output folder holds the same things as the single-machine command, written b
 of part files (in record order): ``mapping/`` (parquet: record, file, position, representative, similarity,
 reason), ``kept/<input>/`` (text part files of the kept lines, original bytes, or parquet with all columns),
 ``pairs/`` (the near-duplicate pairs found: first records of both texts and their cosine) and ``summary.json``.
-It is written to a temporary folder beside ``--out`` and renamed when complete; an existing ``--out`` is an error.
+It is written to a temporary folder beside ``--out`` and renamed when complete (on a cluster ``--out`` must be on
+storage the driver and executors share); an existing ``--out`` is refused unless ``--overwrite``, as by
+``swembed dedup``.
 """
 from __future__ import annotations
 
@@ -24,9 +26,9 @@ from pathlib import Path
 
 from swembed.dedup.job import DedupConfig
 from swembed.dedup.records import RecordError, check_inputs, decode_line, input_format, jsonl_text, kept_name
-from swembed.integrations.spark.job import REASONS, run
+from swembed.integrations.spark.job import REASONS, run, threshold_of
 from swembed.integrations.spark.search import CellSearch
-from swembed.runtime.folder import atomic_directory
+from swembed.runtime.folder import atomic_directory, check_writable, read_model_folder
 
 _RECORD_ERROR = re.compile(r"RecordError: (.+)")
 
@@ -132,24 +134,24 @@ def write_kept(frames: list, files: list[Path], kept_ids, folder: Path) -> None:
 
 
 def dedup_files(inputs: list[str | Path], model_path: str | Path, out: str | Path, config: DedupConfig | None = None,
-                search: CellSearch | None = None, master: str = "local[*]", conf: dict[str, str] | None = None
-                ) -> dict:
-    """``swembed dedup`` on Spark: read ``inputs``, write ``out/`` atomically; returns the summary."""
+                search: CellSearch | None = None, master: str = "local[*]", conf: dict[str, str] | None = None,
+                overwrite: bool = False) -> dict:
+    """``swembed dedup`` on Spark: read ``inputs``, write ``out/`` atomically (an existing ``out`` only when
+    ``overwrite``); returns the summary. Settings, ``out``, inputs and model are checked before Spark starts."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
     config, search = config or DedupConfig(), search or CellSearch()
     config.validate()
     search.validate()
-    files = check_inputs(inputs, config.text_column)
+    threshold_of(config)  # --target-* is refused before any work
     out = Path(out)
-    if out.exists():
-        raise ValueError(f"{out} exists: remove it or give another --out")
-    if not (Path(model_path) / "config.json").is_file():
-        raise FileNotFoundError(f"{model_path} is not a swembed model folder (no config.json)")
+    check_writable(out, overwrite)
+    files = check_inputs(inputs, config.text_column)
+    read_model_folder(Path(model_path))  # a bad model folder fails here in one line, not on an executor
     spark, owned = spark_session(master, conf or {}, config.progress)
     try:
-        with atomic_directory(out) as tmp:
+        with atomic_directory(out, overwrite) as tmp:
             start = time.perf_counter()
             frames, texts, index = read_inputs(spark, files, config.text_column)
             result = run(texts, model_path, config, search)

@@ -4,10 +4,11 @@ and model2vec load unchanged.
 * ``npy``: the swembed model folder itself (``swembed.runtime.folder``), float32, float16 or int8 with one
   symmetric scale per row; readable with plain numpy (see README).
 * ``st`` / ``model2vec``: a WordPiece tokenizer over our vocabulary stands in for our word tokeniser.
-  Our words keep their rows; the teacher's ``##`` continuation pieces and ``[UNK]`` get zero rows, so
-  an unknown word reduces to its longest vocabulary prefix (greedy, where ours follows the teacher's
-  sub-word boundaries) and punctuation adds nothing. Zero rows change a mean's length, not its
-  direction, and both libraries L2-normalise, so the vectors match ours wherever the two back-offs agree.
+  Our words keep their rows, and so do the table's piece rows (``##`` continuations, and word-initial
+  pieces that are not also words); other ``##`` pieces and ``[UNK]`` get zero rows. An unknown word is
+  split greedily over that vocabulary (ours follows the teacher's own split and weights each piece 1/p),
+  and punctuation adds nothing. Zero rows change a mean's length, not its direction, and both libraries
+  L2-normalise, so the vectors match ours on every text whose words are all known.
 """
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ def float_table(model: StaticEmbedder) -> np.ndarray:
     return table * model.scales[:, None] if model.scales is not None else table
 
 
-def export_npy(model: StaticEmbedder, out: Path, dtype: str) -> Path:
+def export_npy(model: StaticEmbedder, out: Path, dtype: str, overwrite: bool = False) -> Path:
     table, extra = float_table(model), {}
     if dtype == "int8":
         table, extra["scales"] = quantize_int8(table)
@@ -44,21 +45,27 @@ def export_npy(model: StaticEmbedder, out: Path, dtype: str) -> Path:
     config = {k: v for k, v in model.config.items() if k not in ("format", "format_version", "dtype")}
     config["dtype"] = dtype
     config["tokenization"] = model.tokenizer.rules.to_dict()
-    tokenizer_json = model.tokenizer.subword_tokenizer.to_str() if model.tokenizer.subword_tokenizer else None
-    return write_model_folder(out, table, model.words, config, tokenizer_json, extra)
+    tokenizer_json = model.tokenizer.pieces.to_str() if model.tokenizer.pieces is not None else None
+    return write_model_folder(out, table, model.labels, config, tokenizer_json, extra, overwrite=overwrite)
 
 
 def wordpiece_tokenizer(model: StaticEmbedder):
-    """(tokenizers.Tokenizer over our words + the teacher's ## pieces + [UNK], number of zero rows)."""
+    """(tokenizers.Tokenizer over our words, piece rows, the teacher's other ## pieces and [UNK]; number of zero
+    rows to append to the table for the latter)."""
     from tokenizers import Regex, Tokenizer, normalizers, pre_tokenizers
     from tokenizers.models import WordPiece
 
     vocab = dict(model.tokenizer.vocab)
-    if model.tokenizer.subword_tokenizer is not None:
-        pieces = model.tokenizer.subword_tokenizer.get_vocab(with_added_tokens=False)
-        for piece in sorted(p for p in pieces if p.startswith("##")):
-            vocab.setdefault(piece, len(vocab))
-    vocab.setdefault("[UNK]", len(vocab))
+    labels = model.labels
+    for row in sorted(model.tokenizer.piece_rows.values()):
+        vocab.setdefault(labels[row], row)
+    rows = len(labels)
+    if model.tokenizer.pieces is not None:
+        pieces = model.tokenizer.pieces.get_vocab(with_added_tokens=False)
+        for piece in sorted(p for p in pieces if p.startswith("##") and p not in vocab):
+            vocab[piece] = rows
+            rows += 1
+    vocab.setdefault("[UNK]", rows)
     tokenizer = Tokenizer(WordPiece(vocab, unk_token="[UNK]", max_input_chars_per_word=100))
     steps = []
     rules = model.tokenizer.rules
@@ -69,7 +76,7 @@ def wordpiece_tokenizer(model: StaticEmbedder):
     tokenizer.normalizer = normalizers.Sequence(steps)
     tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
         pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Split(Regex(rules.word_pattern), behavior="isolated")])
-    return tokenizer, len(vocab) - len(model.tokenizer.vocab)
+    return tokenizer, max(vocab.values()) + 1 - len(labels)
 
 
 def _padded_table(model: StaticEmbedder, extra_rows: int, dtype: str) -> np.ndarray:
@@ -78,7 +85,7 @@ def _padded_table(model: StaticEmbedder, extra_rows: int, dtype: str) -> np.ndar
     return table.astype(dtype)
 
 
-def export_sentence_transformers(model: StaticEmbedder, out: Path, dtype: str) -> Path:
+def export_sentence_transformers(model: StaticEmbedder, out: Path, dtype: str, overwrite: bool = False) -> Path:
     import torch
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import Normalize, StaticEmbedding
@@ -86,23 +93,23 @@ def export_sentence_transformers(model: StaticEmbedder, out: Path, dtype: str) -
     tokenizer, extra = wordpiece_tokenizer(model)
     weights = torch.from_numpy(_padded_table(model, extra, "float32"))
     static = StaticEmbedding(tokenizer, embedding_weights=weights.to(getattr(torch, dtype)))
-    with atomic_directory(out) as tmp:
+    with atomic_directory(out, overwrite) as tmp:
         SentenceTransformer(modules=[static, Normalize()], device="cpu").save(str(tmp))
     return out
 
 
-def export_model2vec(model: StaticEmbedder, out: Path, dtype: str) -> Path:
+def export_model2vec(model: StaticEmbedder, out: Path, dtype: str, overwrite: bool = False) -> Path:
     from model2vec import StaticModel
 
     tokenizer, extra = wordpiece_tokenizer(model)
     teacher = model.config.get("teacher", {}).get("hub_id")
-    with atomic_directory(out) as tmp:
+    with atomic_directory(out, overwrite) as tmp:
         StaticModel(_padded_table(model, extra, dtype), tokenizer, normalize=True,
                     base_model_name=teacher).save_pretrained(str(tmp))
     return out
 
 
-def export(model_path: str | Path, fmt: str, out: str | Path, dtype: str = "float32") -> Path:
+def export(model_path: str | Path, fmt: str, out: str | Path, dtype: str = "float32", overwrite: bool = False) -> Path:
     from swembed import load
 
     if fmt not in FORMATS:
@@ -116,4 +123,4 @@ def export(model_path: str | Path, fmt: str, out: str | Path, dtype: str = "floa
         raise ValueError("an ensemble normalises each member's sub-space, which st and model2vec cannot express; "
                          "export it as npy")
     writer = {"npy": export_npy, "st": export_sentence_transformers, "model2vec": export_model2vec}[fmt]
-    return writer(model, Path(out), dtype)
+    return writer(model, Path(out), dtype, overwrite)

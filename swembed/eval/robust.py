@@ -1,0 +1,69 @@
+"""`swembed eval --suite robust`: how a table holds up on words it has seen rarely or never.
+
+* **Hidden vocabulary**: English STS with the rarest 25/50/75% of the word rows hidden at inference (the
+  rows stay, the tokeniser no longer knows those words), so the back-off (pieces, or a prefix) must carry them:
+  what an out-of-domain text with specialised vocabulary asks of the table.
+* **By context count**: the STS pairs of all seven sets pooled (gold scores rescaled to [0, 1] per set) and
+  bucketed by the fewest contexts any of their words had at build time (0: a word with no row); Spearman
+  per bucket. Needs the folder's ``word_contexts.npy`` (written by ``swembed build``).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from swembed.eval.sts import EN_SETS, evaluate_sts, load_pair_set, paired_cosine, spearman_x100
+from swembed.runtime import StaticEmbedder, WordTokenizer
+
+HIDDEN = (0.25, 0.5, 0.75)
+BUCKETS = ((0, 0), (1, 4), (5, 29), (30, 299), (300, None))
+CONTEXTS_FILE = "word_contexts.npy"
+
+
+def with_hidden_words(model: StaticEmbedder, fraction: float) -> StaticEmbedder:
+    """The same table whose tokeniser does not know the rarest ``fraction`` of its words (rows are in
+    frequency order)."""
+    words = model.words
+    known = words[: int(round(len(words) * (1 - fraction)))]
+    tok = model.tokenizer
+    tokenizer = WordTokenizer({w: i for i, w in enumerate(known)}, tok.rules, tok.pieces, tok.piece_rows)
+    return StaticEmbedder(model.table, tokenizer, model.config, model.scales)
+
+
+def context_buckets(model: StaticEmbedder, contexts: np.ndarray, data_dir: Path) -> dict[str, dict]:
+    """Spearman x100 per bucket of pooled pairs, by the fewest contexts of any word of the pair."""
+    count_of = dict(zip(model.words, contexts.tolist()))
+    fewest, gold, cosine = [], [], []
+    for name in EN_SETS:
+        pairs = load_pair_set(data_dir, name)
+        span = np.ptp(pairs.gold) or 1.0
+        gold += ((pairs.gold - pairs.gold.min()) / span).tolist()
+        cosine += paired_cosine(model.encode(pairs.s1), model.encode(pairs.s2)).tolist()
+        tokenizer = model.tokenizer
+        fewest += [min((count_of.get(w, 0) for w in tokenizer.words(a) + tokenizer.words(b)), default=0)
+                   for a, b in zip(pairs.s1, pairs.s2)]
+    fewest, gold, cosine = np.array(fewest), np.array(gold), np.array(cosine)
+    out = {}
+    for low, high in BUCKETS:
+        mask = (fewest >= low) & (fewest <= (high if high is not None else np.inf))
+        label = f"{low}" if low == high else f"{low}+" if high is None else f"{low}-{high}"
+        if mask.sum() >= 10:
+            out[label] = {"pairs": int(mask.sum()), "spearman": round(spearman_x100(gold[mask], cosine[mask]), 2)}
+    return out
+
+
+def robust_scores(folder: str | Path, data_dir: str | Path) -> dict[str, float]:
+    """Flat scores for ``swembed eval``: the full table's average, each hidden fraction's, and the buckets."""
+    from swembed import load
+
+    model = load(folder)
+    scores = {"full avg": evaluate_sts(model.encode, data_dir)["avg"]}
+    for fraction in HIDDEN:
+        scores[f"{fraction:.0%} hidden avg"] = evaluate_sts(with_hidden_words(model, fraction).encode, data_dir)["avg"]
+    contexts_path = Path(folder) / CONTEXTS_FILE
+    if contexts_path.is_file():
+        for label, result in context_buckets(model, np.load(contexts_path), Path(data_dir)).items():
+            scores[f"contexts {label}"] = result["spearman"]
+            scores[f"pairs with contexts {label}"] = result["pairs"]
+    return scores

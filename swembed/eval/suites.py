@@ -1,0 +1,59 @@
+"""`swembed eval`: the evaluation suites over anything ``swembed.eval.models.load_encoder`` loads.
+
+* ``en``: STS12-16, STS-B test, SICK-R and their mean;
+* ``xling``: STS17 en-de, STS-B en vs de/zh/ja, Tatoeba (and BUCC with files), only the languages a table has;
+* ``robust``: hidden-vocabulary and context-count scores (``swembed.eval.robust``), swembed folders only.
+
+Texts are encoded as users encode them: ``encode(texts)``, no language named (``give_lang`` passes the
+language instead, for comparison).
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from swembed.eval.models import load_encoder
+from swembed.eval.sts import EN_SETS, EvalDataError, evaluate_sts
+
+SUITES = ("en", "xling", "robust", "all")
+DATA_ENV = "SWEMBED_DATA"
+
+
+def data_dir(given: str | None, sub: str = "eval") -> Path:
+    """The evaluation data: the given folder, else ``$SWEMBED_DATA/<sub>``; a clear error when neither exists."""
+    if given:
+        path = Path(given)
+    elif os.environ.get(DATA_ENV):
+        path = Path(os.environ[DATA_ENV]) / sub
+    else:
+        raise EvalDataError(f"no evaluation data: give --data FOLDER or set {DATA_ENV} to the shared data folder")
+    if not path.is_dir():
+        raise EvalDataError(f"evaluation data folder not found: {path}")
+    return path
+
+
+def evaluate(spec: str, suite: str, data: Path, device: str = "auto", bucc: Path | None = None,
+             give_lang: bool = False) -> tuple[str, dict[str, float]]:
+    """(kind of model, scores) for one suite."""
+    from swembed._extras import require
+    from swembed.eval.xling import evaluate_xling
+
+    require("eval", "scipy")
+    if suite not in SUITES:
+        raise ValueError(f"--suite must be one of {SUITES}, got {suite!r}")
+    kind, encode, languages = load_encoder(spec, device=device)
+    scores: dict[str, float] = {}
+    if suite in ("en", "all"):
+        scores.update(evaluate_sts((lambda texts: encode(texts, lang="en")) if give_lang and languages else encode,
+                                   data, EN_SETS))
+    if suite in ("xling", "all"):
+        if give_lang and languages:
+            by_lang = lambda texts, lang: encode(texts, lang=lang)  # noqa: E731
+        else:
+            by_lang = lambda texts, lang: encode(texts)  # noqa: E731
+        scores.update(evaluate_xling(by_lang, data, bucc, languages or None))
+    if suite in ("robust", "all") and kind == "swembed":
+        from swembed.eval.robust import robust_scores
+
+        scores.update(robust_scores(spec, data))
+    return kind, scores

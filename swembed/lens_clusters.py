@@ -1,0 +1,70 @@
+"""`swembed lens-clusters`: KMeans over a model's LM head (or, for an encoder, its token embeddings) into k
+token clusters, the head of a LENS teacher (``swembed.teachers.lens``); the clusters are written as JSON for
+inspection, the centroids beside them.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from swembed.teachers.lens import cluster_rows
+
+
+def token_matrix(model: str | Path) -> tuple[np.ndarray, list[str], str]:
+    """(rows, token of each row, which matrix): a causal LM's output head (what LENS clusters), else the
+    model's input token embeddings (encoders such as MiniLM or mpnet have no LM head)."""
+    from swembed.teachers.registry import resolve_teacher
+
+    folder, _ = resolve_teacher(str(model))
+    config = json.loads((folder / "config.json").read_text())
+    architectures = config.get("architectures") or []
+    from tokenizers import Tokenizer
+
+    tokens_by_id = {i: t for t, i in Tokenizer.from_file(str(folder / "tokenizer.json")).get_vocab().items()}
+    if any(a.endswith("ForCausalLM") for a in architectures):
+        from transformers import AutoModelForCausalLM
+
+        net = AutoModelForCausalLM.from_pretrained(str(folder))
+        matrix, which = net.get_output_embeddings().weight, "lm_head"
+    else:
+        from transformers import AutoModel
+
+        net = AutoModel.from_pretrained(str(folder))
+        matrix, which = net.get_input_embeddings().weight, "input_embeddings"
+    rows = matrix.detach().float().numpy()
+    return rows, [tokens_by_id.get(i, f"<id {i}>") for i in range(len(rows))], which
+
+
+def vocab_clusters(model: str, k: int, out: Path, seed: int = 0) -> dict:
+    """Cluster a model's token matrix into k clusters; write ``out`` (JSON: cluster -> tokens) and the centroids
+    beside it (``<out stem>.centroids.npy``, float32: a LENS head for that model)."""
+    from swembed.runtime.folder import atomic_save_npy
+
+    rows, tokens, which = token_matrix(model)
+    labels, centroids = cluster_rows(rows, k, seed)
+    clusters = [[] for _ in range(k)]
+    for token, label in zip(tokens, labels.tolist()):
+        clusters[label].append(token)
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    centroid_path = out.with_name(out.stem + ".centroids.npy")
+    atomic_save_npy(centroid_path, centroids)
+    summary = {"model": str(model), "matrix": which, "rows": int(len(rows)), "k": k, "seed": seed,
+               "centroids": centroid_path.name, "clusters": {str(i): c for i, c in enumerate(clusters)}}
+    tmp = out.with_name(f".{out.name}.tmp")
+    tmp.write_text(json.dumps(summary, ensure_ascii=False, indent=0) + "\n", encoding="utf-8")
+    tmp.replace(out)
+    return summary
+
+
+def example_clusters(summary: dict, probes: tuple[str, ...] = ("quickly", "review", "education", "king", "running"),
+                     limit: int = 12) -> list[list[str]]:
+    """The clusters holding some probe words (the paper shows {quickly, rapid, rapidly, swift})."""
+    found = []
+    for probe in probes:
+        for members in summary["clusters"].values():
+            if probe in members and members not in found:
+                found.append(members[:limit])
+    return found

@@ -1,0 +1,238 @@
+"""The build configuration: one dataclass for any number of languages, read from flags or a TOML recipe.
+
+A recipe (``pipelines/*.toml``) has top-level keys (``teacher``, ``out``, ``langs``, ...) and one table per
+section: ``[corpus]``, ``[tokenization]`` (the one rule set every stage and the exported model share),
+``[vocab]``, ``[extract]``, ``[compose]``, ``[pca]``, ``[distill]``; a multilingual recipe adds
+``[corpora]`` (language -> files) and ``parallel`` pairs. Unknown keys are errors naming the file.
+"""
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+
+from swembed.runtime.tokenizer import TokenizationRules
+
+SPACELESS = ("zh", "ja")
+
+
+class BuildError(ValueError):
+    """The build cannot run as configured."""
+
+
+@dataclass
+class CorpusConfig:
+    sources: list[str] = field(default_factory=lambda: ["builtin:wikitext2"])
+    text_column: str = "text"
+    min_words: int = 3
+    max_words: int = 40
+    max_sentences: int | None = None
+    split_sentences: bool = True
+
+
+@dataclass
+class VocabConfig:
+    max_size: int = 150_000
+    min_count: int = 1
+    teacher_words: bool = True  # add the teacher's whole-word tokens missing from the corpus
+    teacher_vocab_size: int = 30_000  # zh/ja (teacher tokens or segmenter words): the most frequent ones
+
+
+@dataclass
+class ExtractConfig:
+    sentences: str = "all"  # "all": every corpus sentence; "quota": rarest words first, N contexts each
+    sentences_per_word: int = 30  # N, the quota of "quota" mode
+    max_sentences: int | None = None  # cap on the sentences encoded ("all" mode)
+    batch_tokens: int = 8192  # padded tokens per teacher batch (sentences sorted by length)
+    unit_sentences: int = 8192  # checkpoint unit
+
+
+@dataclass
+class ComposeConfig:
+    min_contexts: int = 1  # words seen in fewer sentences have no row of their own: their pieces stand in
+    shrinkage: float = 0.0  # k: a word seen in n sentences gets (n v_ctx + k v_pieces) / (n + k)
+    pieces: bool = True  # keep the teacher's pieces as rows (used by oov_backoff = "pieces" only)
+    merge_languages: bool = False  # languages with the same rules share one vocabulary (no language needed)
+
+
+@dataclass
+class PCAConfig:
+    dim: int = 256
+    drop: int | None = None  # None: floor(H / 100), the paper's rule; 0 disables ABTT
+    sentences: int = 100_000  # per language
+    level: str = "sentence"  # "sentence", "word", or "none" (the extracted table as it is: an ablation)
+
+
+@dataclass
+class DistillConfig:
+    """The refine stage: knowledge distillation on each language's sentences, plus (multilingual) the
+    contrastive loss on parallel pairs, in one loop with one early stopping rule."""
+
+    batch_size: int = 128
+    tau: float = 0.05
+    lr: float = 1e-3
+    max_steps: int = 100_000
+    eval_every: int = 250
+    patience: int = 10  # rounds; sparse updates make the validation loss noisy
+    val_sentences: int = 5_000  # per language
+    max_sentences: int | None = None  # KD on at most this many sentences per language (None: all encoded)
+    kd_weight: float = 1.0
+    contrastive_weight: float = 1.0
+    held_out_pairs: int = 2_000  # per language pair
+    max_pairs: int | None = None
+    min_teacher_similarity: float | None = None  # drop parallel pairs the teacher scores below this
+
+
+@dataclass
+class BuildConfig:
+    teacher: str = "minilm"
+    out: str = "models/minilm-256"
+    work_dir: str | None = None  # default: <out>.work
+    device: str = "auto"
+    dtype: str = "float32"
+    seed: int = 0
+    langs: list[str] = field(default_factory=lambda: ["en"])
+    corpora: dict[str, list[str]] = field(default_factory=dict)  # multilingual: language -> sources
+    segmenters: dict[str, str] = field(default_factory=dict)  # e.g. {zh = "jieba", ja = "fugashi"}
+    # english<TAB>other files: a list pairs langs[0] with langs[1]; a table {lang: [files]} pairs langs[0] with each
+    parallel: list[str] | dict[str, list[str]] = field(default_factory=list)
+    exclude: list[str] = field(default_factory=list)  # text files whose lines never enter training pairs
+    distill_enabled: bool = True
+    lexicon_top_k: int | None = None  # keep each word's k largest dims (lexicon tables, e.g. from LENS)
+    checkpoint_seconds: float = 60.0
+    corpus: CorpusConfig = field(default_factory=CorpusConfig)
+    tokenization: TokenizationRules = field(default_factory=lambda: TokenizationRules(oov_backoff="pieces"))
+    vocab: VocabConfig = field(default_factory=VocabConfig)
+    extract: ExtractConfig = field(default_factory=ExtractConfig)
+    compose: ComposeConfig = field(default_factory=ComposeConfig)
+    pca: PCAConfig = field(default_factory=PCAConfig)
+    distill: DistillConfig = field(default_factory=DistillConfig)
+
+    @property
+    def work_path(self) -> Path:
+        return Path(self.work_dir) if self.work_dir else Path(f"{self.out}.work")
+
+    @property
+    def multilingual(self) -> bool:
+        return len(self.langs) > 1
+
+    def rules(self, lang: str) -> TokenizationRules:
+        """The tokenisation rules of one language: the recipe's, except that zh/ja use the teacher's tokens as
+        words (or a segmenter's words) unless a segmenter is named."""
+        if lang in self.segmenters:
+            return replace(self.tokenization, words=self.segmenters[lang])
+        if lang in SPACELESS:
+            return replace(self.tokenization, words="teacher", oov_backoff="none")
+        return self.tokenization
+
+    def corpus_for(self, lang: str) -> CorpusConfig:
+        """The corpus settings of one language (zh/ja lines are sentences already and have no word count)."""
+        sources = self.corpora.get(lang) if self.multilingual else None
+        config = replace(self.corpus, sources=list(sources)) if sources else self.corpus
+        if lang in SPACELESS:
+            config = replace(config, min_words=1, max_words=400, split_sentences=False)
+        return config
+
+    def parallel_files(self) -> dict[str, list[str]]:
+        """Pair files per language paired with langs[0]."""
+        if isinstance(self.parallel, dict):
+            return {lang: list(files) for lang, files in self.parallel.items()}
+        return {self.langs[1]: list(self.parallel)} if self.parallel and self.multilingual else {}
+
+    def validate(self) -> None:
+        if not self.langs or len(set(self.langs)) != len(self.langs):
+            raise BuildError(f"languages must be distinct, got {self.langs}")
+        if self.multilingual:
+            missing = [lang for lang in self.langs if not self.corpora.get(lang)]
+            if missing:
+                raise BuildError(f"no monolingual corpus for {', '.join(missing)} (give --corpus LANG=PATH)")
+            unknown = [lang for lang in self.parallel_files() if lang not in self.langs[1:]]
+            if unknown:
+                raise BuildError(f"parallel files for {unknown}, which are not among the other languages "
+                                 f"{self.langs[1:]}")
+        elif self.parallel or self.corpora or self.exclude:
+            raise BuildError("--parallel, --exclude and per-language corpora need two or more languages (--langs)")
+        if self.dtype not in ("float32", "float16"):
+            raise BuildError(f"--dtype must be float32 or float16, got {self.dtype!r}")
+        if self.extract.sentences not in ("all", "quota"):
+            raise BuildError(f"extract sentences must be 'all' or 'quota', got {self.extract.sentences!r}")
+        if self.pca.level not in ("sentence", "word", "none"):
+            raise BuildError(f"--pca-level must be sentence, word or none, got {self.pca.level!r}")
+        positive = {"--dim": self.pca.dim, "--min-words": self.corpus.min_words, "--vocab-size": self.vocab.max_size,
+                    "--min-count": self.vocab.min_count, "--sentences-per-word": self.extract.sentences_per_word,
+                    "--batch-tokens": self.extract.batch_tokens, "--unit-sentences": self.extract.unit_sentences,
+                    "--pca-sentences": self.pca.sentences, "--distill-steps": self.distill.max_steps,
+                    "--eval-every": self.distill.eval_every, "--distill-batch-size": self.distill.batch_size}
+        for flag, value in positive.items():
+            if value < 1:
+                raise BuildError(f"{flag} must be at least 1, got {value}")
+        if self.corpus.max_words < self.corpus.min_words:
+            raise BuildError(f"--max-words {self.corpus.max_words} is below --min-words {self.corpus.min_words}")
+        if self.pca.drop is not None and self.pca.drop < 0:
+            raise BuildError(f"--abtt-drop must be 0 or more, got {self.pca.drop}")
+        if self.compose.shrinkage < 0 or self.compose.min_contexts < 1:
+            raise BuildError("compose shrinkage must be >= 0 and min_contexts >= 1")
+
+    def check_before_work(self, overwrite: bool = False) -> None:
+        """What a build can check before loading the teacher (and before importing torch): the settings, the
+        output folder, and that every corpus source exists and starts like text."""
+        from swembed.pipeline.sources import check_sources
+        from swembed.runtime.folder import check_writable
+
+        self.validate()
+        check_writable(Path(self.out), overwrite)
+        for lang in self.langs:
+            check_sources(self.corpus_for(lang).sources)
+
+
+SECTIONS = {f.name: f.type for f in fields(BuildConfig) if f.name in
+            ("corpus", "tokenization", "vocab", "extract", "compose", "pca", "distill")}
+
+
+_TYPES = {"str": str, "int": int, "float": (int, float), "bool": bool, "None": type(None), "list": list, "dict": dict}
+
+
+def _check_types(source: str, where: str, annotations: dict[str, str], values: dict) -> None:
+    """Each value has its field's declared type (the outer type: ``list[str]`` checks for a list), so a
+    recipe's ``dim = "x"`` is an error naming the file and key, not a TypeError in some stage."""
+    for key, value in values.items():
+        kinds = [kind.strip().split("[")[0] for kind in annotations[key].split("|")]
+        if not any(isinstance(value, _TYPES[kind]) and not (kind in ("int", "float") and isinstance(value, bool))
+                   for kind in kinds):
+            raise BuildError(f"{source}: {where}{key} must be {annotations[key]}, got {value!r}")
+
+
+def apply_settings(config: BuildConfig, settings: dict, source: str) -> BuildConfig:
+    """Set ``config``'s fields from a recipe-shaped dict (top-level keys and section tables)."""
+    top = {f.name: f.type for f in fields(config)}
+    for key, value in settings.items():
+        if key in SECTIONS:
+            if not isinstance(value, dict):
+                raise BuildError(f"{source}: [{key}] must be a table")
+            section = getattr(config, key)
+            unknown = set(value) - {f.name for f in fields(section)}
+            if unknown:
+                raise BuildError(f"{source}: unknown keys in [{key}]: {sorted(unknown)}")
+            _check_types(source, f"[{key}] ", {f.name: f.type for f in fields(section)}, value)
+            try:
+                setattr(config, key, replace(section, **value))
+            except (TypeError, ValueError) as exc:
+                raise BuildError(f"{source}: [{key}]: {exc}") from None
+        elif key in top:
+            _check_types(source, "", top, {key: value})
+            setattr(config, key, value)
+        elif key not in ("name", "description"):
+            raise BuildError(f"{source}: unknown key {key!r}")
+    return config
+
+
+def load_recipe(path: str | Path) -> BuildConfig:
+    """A build from a TOML recipe in ``pipelines/``."""
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise BuildError(f"recipe not found: {path}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise BuildError(f"{path}: not a valid TOML recipe ({exc})") from None
+    return apply_settings(BuildConfig(), data, str(path))

@@ -1,0 +1,101 @@
+"""Parallel text for bilingual tables: translation pairs from TSV or line-aligned files, with evaluation
+sentences kept out (matched by a loose key, so tokenised or re-punctuated copies are caught too).
+"""
+from __future__ import annotations
+
+import gzip
+import re
+from pathlib import Path
+
+
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef\u3000-\u303f"
+_CJK_GAP = re.compile(f"(?<=[{_CJK}]) +(?=[{_CJK}])")
+
+
+def _lines(path: str) -> list[str]:
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8", errors="replace") as handle:
+        return [line.rstrip("\n") for line in handle]
+
+
+_NOT_WORD = re.compile(r"[\W_]+")
+
+
+def loose_key(text: str) -> str:
+    """Case-folded text without spaces or punctuation: what evaluation-set exclusion compares, so tokenised or
+    re-punctuated copies of a test sentence (e.g. Tanaka's lower-cased English) are caught too."""
+    return _NOT_WORD.sub("", text.casefold())
+
+
+def exclusions(paths: list[str]) -> set[str]:
+    """Loose keys of every line (and tab-separated field) of the given files."""
+    keys = set()
+    for path in paths:
+        for line in Path(path).read_text(encoding="utf-8").splitlines():
+            keys.update(loose_key(part) for part in line.split("\t"))
+    keys.discard("")
+    return keys
+
+
+def read_parallel(paths: list[str], exclude: set[str] = frozenset()) -> list[tuple[str, str]]:
+    """Translation pairs from ``english<TAB>other`` files (plain or .gz) or from ``EN_FILE::OTHER_FILE``
+    line-aligned file pairs. Spaces between CJK characters are removed (segmented corpora such as Tanaka);
+    pairs whose either side's ``loose_key`` is in ``exclude`` (the evaluation sentences) are dropped, as
+    are exact repeats."""
+    pairs, seen = [], set()
+    for path in paths:
+        if "::" in path:
+            left, right = path.split("::", 1)
+            a_lines, b_lines = _lines(left), _lines(right)
+            if len(a_lines) != len(b_lines):
+                raise ValueError(f"{left} has {len(a_lines)} lines but {right} has {len(b_lines)}")
+            rows = zip(a_lines, b_lines)
+        else:
+            rows = (line.split("\t")[:2] for line in _lines(path) if line.count("\t") >= 1)
+        for a, b in rows:
+            a, b = a.strip(), _CJK_GAP.sub("", b.strip())
+            if not a or not b or (a, b) in seen or loose_key(a) in exclude or loose_key(b) in exclude:
+                continue
+            seen.add((a, b))
+            pairs.append((a, b))
+    return pairs
+
+
+def run_pairs(lang: str, paths: list[str], exclude: list[str], teacher, work_dir: Path, score: bool = True,
+              force: bool = False, quiet: bool = False):
+    """Stage ``pairs-xx``: the translation pairs of one language pair with the evaluation sentences excluded, and
+    (``score``) the teacher's cosine of each, so that distillation can drop the pairs the teacher does not
+    consider translations. Artifact ``pairs.tsv``, ``similarity.npy``."""
+    import numpy as np
+
+    from swembed.pipeline.sources import describe_source
+    from swembed.pipeline.stage import StageRun, run_stage
+
+    identity = {"lang": lang, "files": [describe_source(p.split("::")[0]) | {"spec": p} for p in paths],
+                "exclude": [describe_source(p) for p in exclude],
+                "teacher": {k: v for k, v in teacher.describe().items() if k != "path"} if score else None}
+
+    def compute(run: StageRun) -> dict:
+        pairs = read_parallel(paths, exclusions(exclude))
+        with open(run.out / "pairs.tsv", "w", encoding="utf-8") as handle:
+            handle.writelines(f"{a}\t{b}\n" for a, b in pairs)
+        stats = {"pairs_read": len(pairs)}
+        if score and pairs:
+            similarity = np.sum(teacher.encode([a for a, _ in pairs]) * teacher.encode([b for _, b in pairs]), axis=1)
+            np.save(run.out / "similarity.npy", similarity.astype(np.float32))
+            stats["similarity_deciles"] = [round(float(q), 3) for q in np.quantile(similarity, np.linspace(0, 1, 11))]
+        return stats
+
+    return run_stage(f"pairs-{lang}", work_dir, identity, [], compute, force=force, quiet=quiet)
+
+
+def read_pairs(result, min_similarity: float | None = None) -> list[tuple[str, str]]:
+    """The pairs of a ``pairs`` stage artifact, those the teacher scores below ``min_similarity`` dropped."""
+    import numpy as np
+
+    with open(Path(result.path) / "pairs.tsv", encoding="utf-8") as handle:
+        pairs = [tuple(line.rstrip("\n").split("\t", 1)) for line in handle]
+    if min_similarity is None:
+        return pairs
+    similarity = np.load(Path(result.path) / "similarity.npy")
+    return [p for p, s in zip(pairs, similarity) if s >= min_similarity]

@@ -1,0 +1,446 @@
+"""Issue 17: what swembed does with bad input. Each test is one row of docs/what-happens-when.md (its
+``@promise``): the exact one-line message (exit code 2 on the command line, the same text in the library's
+exception) and that nothing was written or lost. ``test_the_doc_is_the_promises`` keeps the page equal to the
+rows here; ``python tests/test_bad_input.py`` rewrites the page's table from them."""
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+import tomllib
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import swembed
+from conftest import TINY_WORDS, run_cli, small_build_args, snapshot, write_tiny_model
+from swembed.pipeline.config import BuildError, load_recipe
+from swembed.runtime.folder import ModelFolderError
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "what-happens-when.md"
+BEGIN, END = "<!-- rows: generated from tests/test_bad_input.py -->", "<!-- end of rows -->"
+HEADER = ("| input | before (issue 17) | what swembed does now | the line on stderr (an error: after "
+          "`swembed <command>: error: `) |\n|---|---|---|---|")
+
+
+@dataclass(frozen=True)
+class Promise:
+    input: str
+    before: str
+    now: str
+    messages: tuple[str, ...] = ()  # shapes; <...> stands for any text
+
+    def fits(self, message: str) -> bool:
+        return any(re.fullmatch("".join(".+" if part.startswith("<") else re.escape(part)
+                                        for part in re.split(r"(<[^<>]+>)", shape)), message)
+                   for shape in self.messages)
+
+    def row(self) -> str:
+        cells = [self.input, self.before, self.now, "<br>".join(f"`{m}`" for m in self.messages) or "—"]
+        assert not any("|" in cell for cell in cells), cells
+        return "| " + " | ".join(cells) + " |"
+
+
+PROMISES: dict[str, Promise] = {}
+
+
+def promise(input: str, before: str, now: str, *messages: str):
+    def register(test):
+        PROMISES[test.__name__] = Promise(input, before, now, messages)
+        return test
+    return register
+
+
+@pytest.fixture
+def promised(request) -> Promise:
+    return PROMISES[request.function.__name__]
+
+
+def error_line(result, command: str, promised: Promise, only_line: bool = True) -> str:
+    """The message of a refused command: exit 2, no traceback, the last stderr line (and the only one, unless a
+    teacher was loaded first) is ``swembed <command>: error: <message>`` with a message of the promised shape."""
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 or not only_line, result.stderr
+    prefix = f"swembed {command}: error: "
+    assert lines[-1].startswith(prefix), result.stderr
+    message = lines[-1][len(prefix):]
+    assert promised.fits(message), (message, promised.messages)
+    return message
+
+
+def summary_line(result, promised: Promise) -> str:
+    assert result.returncode == 0, result.stderr
+    assert len(result.stderr.splitlines()) == 1, result.stderr
+    assert promised.fits(result.stderr.strip()), (result.stderr, promised.messages)
+    return result.stderr.strip()
+
+
+def refused_load(folder: Path, promised: Promise, mmap: bool = True) -> str:
+    before = snapshot(folder)
+    with pytest.raises(ModelFolderError) as caught:
+        swembed.load(folder, mmap=mmap)
+    assert promised.fits(str(caught.value)), (str(caught.value), promised.messages)
+    assert snapshot(folder) == before
+    return str(caught.value)
+
+
+def refused_encode(tmp_path: Path, folder: Path, promised: Promise) -> str:
+    """``swembed encode`` on a bad model folder: the message; no output written, the folder not modified."""
+    (tmp_path / "in.txt").write_text("the cat sat\n")
+    before = snapshot(folder)
+    result = run_cli(["encode", folder, "--input", tmp_path / "in.txt", "--output", tmp_path / "out.npy"])
+    message = error_line(result, "encode", promised)
+    assert not (tmp_path / "out.npy").exists() and snapshot(folder) == before
+    return message
+
+
+def refused_build(tmp_path: Path, args: list, promised: Promise, only_line: bool = True) -> str:
+    """``swembed build`` refused before any work: the message; no model folder, no work folder."""
+    out = tmp_path / "model"
+    message = error_line(run_cli(args), "build", promised, only_line)
+    assert not out.exists() and not Path(f"{out}.work").exists()
+    return message
+
+
+# --- model folders ------------------------------------------------------------------------------------------
+
+
+@promise("truncated `embeddings.npy`", "raw `ValueError: mmap length is greater than file size`",
+         "refused on load (`ModelFolderError`); the folder is not modified, no output written",
+         "<folder>/embeddings.npy: unreadable or truncated .npy file (<numpy's reason>)")
+def test_truncated_table(tmp_path, tiny_model, promised):
+    table = tiny_model / "embeddings.npy"
+    table.write_bytes(table.read_bytes()[:200])
+    assert refused_encode(tmp_path, tiny_model, promised) == \
+        f"{table}: unreadable or truncated .npy file (mmap length is greater than file size)"
+    assert refused_load(tiny_model, promised, mmap=False).startswith(f"{table}: unreadable or truncated .npy file (")
+    table.write_bytes(b"")
+    assert refused_load(tiny_model, promised) == f"{table}: unreadable or truncated .npy file (No data left in file)"
+
+
+@promise("garbled `config.json` (not JSON)", "raw `JSONDecodeError` traceback",
+         "refused on load (`ModelFolderError`); the folder is not modified, no output written",
+         "<folder>/config.json: not valid JSON (<json's reason>)")
+def test_garbled_config(tmp_path, tiny_model, promised):
+    config = tiny_model / "config.json"
+    garbled = config.read_text()[:40]
+    config.write_text(garbled)
+    with pytest.raises(json.JSONDecodeError) as reason:
+        json.loads(garbled)
+    expected = f"{config}: not valid JSON ({reason.value})"
+    assert refused_encode(tmp_path, tiny_model, promised) == expected
+    assert refused_load(tiny_model, promised) == expected
+
+
+@promise("`config.json` that is JSON but of wrong types (`\"pieces\": 5`)",
+         "`AttributeError` traceback, or a message without the file (new in this review)",
+         "refused on load (`ModelFolderError`) naming the key; the folder is not modified",
+         "<folder>/config.json: <key> must be <type>, got <value>",
+         "<folder>/config.json: <where>tokenization <key> must be one of <values>, got <value>")
+@pytest.mark.parametrize("patch,expected", [
+    ({"pieces": 5}, 'pieces must be an object with "rows": [start, end], got 5'),
+    ({"format_version": "1"}, 'format_version must be an integer, got "1"'),
+    ({"tokenization": "pieces"}, 'tokenization must be an object, got "pieces"'),
+    ({"tokenization": {"oov_backoff": "all"}},
+     "tokenization oov_backoff must be one of ('pieces', 'teacher_prefix', 'none'), got 'all'"),
+    ({"languages": {"en": None}}, 'language en must be an object with "rows": [start, end], got null'),
+], ids=["pieces", "format_version", "tokenization", "oov_backoff", "languages"])
+def test_config_of_wrong_types(tmp_path, tiny_model, promised, patch, expected):
+    config = tiny_model / "config.json"
+    config.write_text(json.dumps({**json.loads(config.read_text()), **patch}))
+    assert refused_load(tiny_model, promised) == f"{config}: {expected}"
+    if "pieces" in patch:  # and as a user meets it
+        assert refused_encode(tmp_path, tiny_model, promised) == f"{config}: {expected}"
+
+
+@promise("`vocab.txt` that is not UTF-8", "`UnicodeDecodeError` without the file name (new in this review)",
+         "refused on load (`ModelFolderError`); the folder is not modified, no output written",
+         "<folder>/vocab.txt: not UTF-8 (<reason> at byte <offset>)")
+def test_vocab_not_utf8(tmp_path, tiny_model, promised):
+    vocab = tiny_model / "vocab.txt"
+    vocab.write_bytes(vocab.read_bytes().replace(b"cat", b"c\xe4t"))
+    assert refused_encode(tmp_path, tiny_model, promised) == f"{vocab}: not UTF-8 (invalid continuation byte at byte 5)"
+
+
+@promise("`tokenizer.json` deleted", "loads silently; the sub-word back-off is gone without a word",
+         "refused on load unless `config.json` declares `\"tokenizer\": null` (a table without back-off, which "
+         "loads and skips unknown words)",
+         "<folder>: tokenizer.json is missing; the table's tokenisation needs it for the sub-word back-off (restore "
+         "it, or declare \"tokenizer\": null in config.json)")
+def test_tokenizer_deleted(tmp_path, tiny_model, promised):
+    backoff = swembed.load(tiny_model)
+    assert np.allclose(backoff.encode("goodness"), backoff.encode("good"))  # goodness -> good + ##ness -> good
+    (tiny_model / "tokenizer.json").unlink()
+    expected = (f"{tiny_model}: tokenizer.json is missing; the table's tokenisation needs it for the sub-word "
+                "back-off (restore it, or declare \"tokenizer\": null in config.json)")
+    assert refused_encode(tmp_path, tiny_model, promised) == expected
+    assert refused_load(tiny_model, promised) == expected
+    declared = swembed.load(write_tiny_model(tmp_path / "declared", tokenizer=False))
+    assert not declared.encode("goodness").any() and declared.encode("good").any()
+
+
+@promise("`vocab.txt` and `embeddings.npy` row counts differ", "a clear error: keep",
+         "refused on load (`ModelFolderError`); the folder is not modified, no output written",
+         "<folder>: <n> words in vocab.txt but <m> table rows")
+def test_vocab_and_table_rows_differ(tmp_path, tiny_model, promised):
+    with open(tiny_model / "vocab.txt", "a", encoding="utf-8") as vocab:
+        vocab.write("extra\n")
+    expected = f"{tiny_model}: {len(TINY_WORDS) + 1} words in vocab.txt but {len(TINY_WORDS)} table rows"
+    assert refused_encode(tmp_path, tiny_model, promised) == expected
+
+
+@promise("a model folder that does not exist", "a clear error: keep", "refused; no output written",
+         "model folder not found: <folder>")
+def test_missing_model_folder(tmp_path, promised):
+    (tmp_path / "nowhere").mkdir()
+    missing = tmp_path / "nowhere" / "model"
+    assert refused_encode(tmp_path, missing, promised) == f"model folder not found: {missing}"
+    assert not missing.exists()
+
+
+# --- swembed encode ------------------------------------------------------------------------------------------
+
+LINES = [b"the cat sat", b"a \xff\xfe dog", "the good mat\u00e9".encode(), b"\xc3", b"on the mat\r"]
+GOOD = {1: "the cat sat", 3: "the good mat\u00e9", 5: "on the mat"}  # line number -> text
+
+
+@promise("non-UTF-8 bytes in `swembed encode --input`", "the whole run aborts on the first bad byte",
+         "`--errors replace` (default): bad lines decoded with U+FFFD and counted, one row per line; `skip`: left "
+         "out and counted; `strict`: stops at the first, naming it, and writes nothing",
+         "<n> texts -> <output> (<n>, <dim>); <k> lines not UTF-8 (decoded with U+FFFD)",
+         "<n> texts -> <output> (<n>, <dim>); <k> lines not UTF-8 (skipped)",
+         "<input>:<line>: not valid UTF-8 (<reason> at byte <offset>); use --errors replace or skip")
+@pytest.mark.parametrize("errors", ["replace", "skip", "strict"])
+def test_encode_input_not_utf8(tmp_path, tiny_model, promised, errors):
+    source, out = tmp_path / "in.txt", tmp_path / "out.npy"
+    source.write_bytes(b"\n".join(LINES) + b"\n")
+    model = swembed.load(tiny_model)
+    if errors == "strict":
+        out.write_bytes(b"an earlier result")
+        result = run_cli(["encode", tiny_model, "--input", source, "--output", out, "--errors", "strict",
+                          "--overwrite"])
+        assert error_line(result, "encode", promised) == \
+            f"{source}:2: not valid UTF-8 (invalid start byte at byte 2); use --errors replace or skip"
+        assert out.read_bytes() == b"an earlier result"
+        return
+    result = run_cli(["encode", tiny_model, "--input", source, "--output", out, "--errors", errors])
+    rows = len(LINES) if errors == "replace" else len(GOOD)
+    note = "decoded with U+FFFD" if errors == "replace" else "skipped"
+    assert summary_line(result, promised) == f"{rows} texts -> {out} ({rows}, 8); 2 lines not UTF-8 ({note})"
+    vectors = np.load(out)
+    kept = [number - 1 for number in GOOD] if errors == "replace" else range(len(GOOD))
+    np.testing.assert_allclose(vectors[list(kept)], model.encode(list(GOOD.values())), atol=1e-6)
+    if errors == "replace":  # the bad lines keep their words: "a \ufffd\ufffd dog"
+        np.testing.assert_allclose(vectors[1], model.encode(["a dog"])[0], atol=1e-6)
+
+
+@promise("`swembed dedup --out` an existing result folder (also `encode --output`)", "overwritten silently",
+         "refused before any work unless `--overwrite`; the existing output is left byte for byte",
+         "<out> already exists; pass --overwrite to replace it")
+def test_output_exists(tmp_path, tiny_model, promised):
+    records = tmp_path / "records.txt"
+    records.write_text("the cat sat\nthe cat sat\na dog\n")
+    out = tmp_path / "result"
+    args = ["dedup", records, "--model", tiny_model, "--out", out, "--quiet"]
+    assert run_cli(args).returncode == 0
+    (out / "mapping.tsv").write_text("edited by hand\n")  # an earlier result the user cares about
+    before = snapshot(out)
+    assert error_line(run_cli(args), "dedup", promised) == f"{out} already exists; pass --overwrite to replace it"
+    assert snapshot(out) == before and not list(tmp_path.glob(".result*"))
+    vectors = tmp_path / "vectors.npy"
+    vectors.write_bytes(b"an earlier result")
+    result = run_cli(["encode", tiny_model, "--input", records, "--output", vectors])
+    assert error_line(result, "encode", promised) == f"{vectors} already exists; pass --overwrite to replace it"
+    assert vectors.read_bytes() == b"an earlier result"
+    assert run_cli(args + ["--overwrite"]).returncode == 0 and snapshot(out) != before
+
+
+# --- swembed build ------------------------------------------------------------------------------------------
+
+
+@promise("`swembed build --dim 0`", "\"--dim 0 is too large\"", "refused before any work; nothing written",
+         "--dim must be at least 1, got 0")
+def test_build_dim_zero(tmp_path, tiny_corpus, promised):
+    args = small_build_args(tiny_corpus, tmp_path / "model") + ["--dim", "0"]
+    assert refused_build(tmp_path, args, promised) == "--dim must be at least 1, got 0"
+
+
+@promise("a binary file as `--corpus` (an executable, random bytes, a binary `.zip` member)",
+         "accepted: sentences are cut from the bytes and a model is built",
+         "refused before the teacher is loaded; nothing written",
+         "<file>: contains NUL bytes; not a text file",
+         "<file>: only <n>% of its first characters are printable text; not a text file")
+@pytest.mark.parametrize("kind", ["executable", "random bytes", "zip member"])
+def test_binary_corpus(tmp_path, promised, kind):
+    corpus = Path(os.path.realpath(sys.executable))
+    if kind == "random bytes":
+        corpus = tmp_path / "data.txt"
+        corpus.write_bytes(random.Random(0).randbytes(4096).replace(b"\0", b"\1"))
+    elif kind == "zip member":
+        corpus = tmp_path / "texts.zip"
+        with zipfile.ZipFile(corpus, "w") as archive:
+            archive.writestr("a.txt", "The cat sat on the mat.\n")
+            archive.write(os.path.realpath(sys.executable), "tools/python")
+    message = refused_build(tmp_path, small_build_args(corpus, tmp_path / "model"), promised)
+    expected = {"executable": f"{corpus}: contains NUL bytes; not a text file",
+                "random bytes": f"{corpus}: only <n>% of its first characters are printable text; not a text file",
+                "zip member": f"{corpus}:tools/python: contains NUL bytes; not a text file"}[kind]
+    assert re.fullmatch(re.escape(expected).replace("<n>", "[0-8]?[0-9]"), message), message
+
+
+@promise("an invalid recipe TOML", "\"Invalid value (at end of document)\", no file name",
+         "refused before any work; nothing written", "<recipe>: not a valid TOML recipe (<tomllib's reason>)")
+def test_recipe_not_toml(tmp_path, promised):
+    recipe = tmp_path / "mine.toml"
+    recipe.write_text('teacher = "minilm"\n[pca]\ndim =')
+    with pytest.raises(tomllib.TOMLDecodeError) as reason:
+        tomllib.loads(recipe.read_text())
+    args = ["build", "--recipe", recipe, "--out", tmp_path / "model"]
+    assert refused_build(tmp_path, args, promised) == f"{recipe}: not a valid TOML recipe ({reason.value})"
+
+
+@promise("a recipe value of the wrong type (`dim = \"x\"`, `teacher = 5`)",
+         "`TypeError` traceback from a later stage (new in this review)", "refused before any work; nothing written",
+         "<recipe>: <[section] key> must be <type>, got <value>")
+def test_recipe_value_of_wrong_type(tmp_path, promised):
+    recipe = tmp_path / "mine.toml"
+    recipe.write_text('teacher = "minilm"\n[pca]\ndim = "x"\n')
+    args = ["build", "--recipe", recipe, "--out", tmp_path / "model"]
+    assert refused_build(tmp_path, args, promised) == f"{recipe}: [pca] dim must be int, got 'x'"
+    recipe.write_text("teacher = 5\n")
+    with pytest.raises(BuildError) as caught:
+        load_recipe(recipe)
+    assert str(caught.value) == f"{recipe}: teacher must be str, got 5" and promised.fits(str(caught.value))
+    recipe.write_text('teacher = "minilm"\n[distill]\ntau = 1\n')  # an int where a float goes is fine
+    assert load_recipe(recipe).distill.tau == 1
+
+
+@promise("torch not installed, `swembed build`", "traceback (`ModuleNotFoundError`)",
+         "one line naming the extra; nothing written; `swembed encode` works without torch",
+         "this needs torch, which is not installed: pip install 'swembed[build]' (from a checkout: pip install -e "
+         "\".[build]\")")
+def test_torch_not_installed(tmp_path, tiny_corpus, tiny_model, promised):
+    def without_torch(args):
+        code = f"import sys; sys.modules['torch'] = None\nfrom swembed.cli import main; sys.exit(main({args!r}))"
+        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
+    out = tmp_path / "out"
+    result = without_torch(["build", "--corpus", str(tiny_corpus), "--out", str(out)])
+    assert error_line(result, "build", promised) == ("this needs torch, which is not installed: pip install "
+                                                     "'swembed[build]' (from a checkout: pip install -e \".[build]\")")
+    assert not out.exists() and not Path(f"{out}.work").exists()
+    (tmp_path / "in.txt").write_text("the cat\n")
+    result = without_torch(["encode", str(tiny_model), "--input", "in.txt", "--output", "v.npy"])
+    assert result.returncode == 0 and np.load(tmp_path / "v.npy").shape == (1, 8)
+
+
+@promise("an empty corpus (no usable sentence)", "a clear error: keep",
+         "refused after the corpus stage; no model folder, no stage cached as done",
+         "the corpus gave no usable sentence (<n> sentences read; <k> shorter than <min> words, <l> longer than <max>)")
+def test_empty_corpus(tmp_path, promised):
+    corpus = tmp_path / "empty.txt"
+    corpus.write_text("\n\nToo short.\n")
+    out = tmp_path / "model"
+    result = run_cli(small_build_args(corpus, out))
+    assert error_line(result, "build", promised, only_line=False) == \
+        "the corpus gave no usable sentence (1 sentences read; 1 shorter than 3 words, 0 longer than 40)"
+    assert not out.exists() and not list(Path(f"{out}.work").rglob("manifest.json"))
+
+
+@promise("a corpus path that does not exist", "a clear error: keep",
+         "refused before the teacher is loaded; nothing written", "corpus path not found: <path>")
+def test_missing_corpus(tmp_path, promised):
+    missing = tmp_path / "missing.txt"
+    message = refused_build(tmp_path, small_build_args(missing, tmp_path / "model"), promised)
+    assert message == f"corpus path not found: {missing}"
+
+
+@promise("an unknown `--teacher`", "a clear error: keep", "refused before any work; nothing written",
+         "unknown teacher '<name>': not a folder, not a short name (<names>), not a hub id")
+def test_unknown_teacher(tmp_path, tiny_corpus, promised):
+    args = small_build_args(tiny_corpus, tmp_path / "model") + ["--teacher", "no-such-teacher"]
+    assert refused_build(tmp_path, args, promised).startswith("unknown teacher 'no-such-teacher': not a folder")
+
+
+@promise("NUL bytes in a corpus file, or in a text to encode", "a clear error / a vector: keep",
+         "a corpus: refused before the teacher is loaded; a text: NUL separates words like any non-word character",
+         "<file>: contains NUL bytes; not a text file")
+def test_nul_bytes(tmp_path, tiny_model, promised):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_bytes(b"The cat sat on the mat.\n" * 50 + b"The dog\x00sat.\n")
+    message = refused_build(tmp_path, small_build_args(corpus, tmp_path / "model"), promised)
+    assert message == f"{corpus}: contains NUL bytes; not a text file"
+    model = swembed.load(tiny_model)
+    np.testing.assert_array_equal(model.encode(["the cat\x00sat", "\x00"]), model.encode(["the cat sat", ""]))
+
+
+# --- encoding any text ----------------------------------------------------------------------------------------
+
+
+@promise("a text with no known word (unknown words, empty, punctuation only)", "the zero vector: keep",
+         "the zero vector, never NaN")
+def test_text_without_known_words(tiny_model, promised):
+    vectors = swembed.load(tiny_model).encode(["zebra quokka", "", "?! -- ...", "   ", "the cat"])
+    assert vectors.shape == (5, 8) and np.isfinite(vectors).all()
+    assert not vectors[:4].any() and np.isclose(np.linalg.norm(vectors[4]), 1)
+
+
+def fuzz_strings(n: int, seed: int = 0) -> list[str]:
+    """Random Unicode without surrogates: astral characters, combining marks, controls, RTL text and marks,
+    odd spaces, and vocabulary words so that some texts have known words."""
+    rng = random.Random(seed)
+    pools = [
+        lambda: rng.choice(TINY_WORDS) + " ",
+        lambda: chr(rng.randint(0x10000, 0x10FFFF)),  # astral, incl. unassigned and private use
+        lambda: chr(rng.randint(0x1D400, 0x1D7FF)),  # mathematical letters: NFKC makes them ASCII
+        lambda: chr(rng.randint(0x300, 0x36F)),  # combining marks
+        lambda: chr(rng.choice([*range(0x20), *range(0x7F, 0xA0)])),  # C0 and C1 controls, NUL included
+        lambda: chr(rng.randint(0x590, 0x6FF)),  # Hebrew, Arabic
+        lambda: rng.choice(["\u200f", "\u202e", "\u2067", "\u200d", "\ufeff", "\u2028", "\u3000", "\ufffd"]),
+        lambda: chr(rng.choice([rng.randint(0, 0xD7FF), rng.randint(0xE000, 0x10FFFF)])),  # anything
+    ]
+    return ["".join(rng.choice(pools)() for _ in range(rng.randint(0, 40))) for _ in range(n)]
+
+
+@promise("1,000 seeded random Unicode strings (astral, combining marks, controls, RTL)", "no crash: keep",
+         "finite vectors of norm 1 (some word known) or 0 (none); batch equals one text at a time")
+def test_fuzzed_unicode(tiny_model, promised):
+    texts = fuzz_strings(1000)
+    assert not any(0xD800 <= ord(ch) <= 0xDFFF for text in texts for ch in text)
+    model = swembed.load(tiny_model)
+    vectors = model.encode(texts)
+    assert vectors.shape == (1000, 8) and vectors.dtype == np.float32 and np.isfinite(vectors).all()
+    norms = np.linalg.norm(vectors, axis=1)
+    assert np.all(np.isclose(norms, 1, atol=1e-5) | (norms == 0))
+    assert 100 < (norms > 0).sum() < 1000  # both kinds occur
+    np.testing.assert_allclose(np.concatenate([model.encode([t]) for t in texts]), vectors, atol=1e-6)
+
+
+# --- the page ----------------------------------------------------------------------------------------------
+
+
+def doc_table() -> str:
+    return "\n".join([HEADER, *(p.row() for p in PROMISES.values())])
+
+
+def test_the_doc_is_the_promises():
+    tests = [name for name in globals() if name.startswith("test_") and name != "test_the_doc_is_the_promises"]
+    assert sorted(tests) == sorted(PROMISES), "every bad-input test carries its row (@promise)"
+    text = DOC.read_text(encoding="utf-8")
+    assert text.count(BEGIN) == 1 and text.count(END) == 1
+    assert text.split(BEGIN)[1].split(END)[0].strip() == doc_table(), \
+        "docs/what-happens-when.md differs from the tests' rows: python tests/test_bad_input.py rewrites it"
+
+
+if __name__ == "__main__":
+    text = DOC.read_text(encoding="utf-8")
+    head, rest = text.split(BEGIN)
+    DOC.write_text(f"{head}{BEGIN}\n{doc_table()}\n{END}{rest.split(END)[1]}", encoding="utf-8")
+    print(f"{DOC}: {len(PROMISES)} rows")

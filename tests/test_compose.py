@@ -1,0 +1,79 @@
+"""The compose stage on hand-made extract artifacts: piece rows, the vocabulary cut, shrinkage, merged languages."""
+import json
+
+import numpy as np
+import pytest
+from tokenizers import Tokenizer, models, pre_tokenizers
+
+from swembed.pipeline import files
+from swembed.pipeline.compose import Layout, run_compose
+from swembed.pipeline.config import ComposeConfig
+from swembed.pipeline.stage import StageResult
+from swembed.runtime.tokenizer import TokenizationRules
+
+PIECES = ["[UNK]", "[CLS]", "good", "##ness", "cat", "hund", "##e", "the"]
+
+
+def teacher_tokenizer() -> Tokenizer:
+    tok = Tokenizer(models.WordPiece({p: i for i, p in enumerate(PIECES)}, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.add_special_tokens(["[CLS]"])
+    return tok
+
+
+def artifact(tmp_path, name, words, counts, vectors, contexts, piece_vectors, piece_contexts):
+    vocab = tmp_path / f"vocab-{name}"
+    extract = tmp_path / f"extract-{name}"
+    vocab.mkdir()
+    extract.mkdir()
+    files.write_lines(vocab / files.VOCAB, (f"{w}\t{c}" for w, c in zip(words, counts)))
+    np.save(extract / files.WORD_VECTORS, np.asarray(vectors, dtype=np.float32))
+    np.save(extract / files.WORD_CONTEXTS, np.asarray(contexts))
+    np.save(extract / files.PIECE_VECTORS, np.asarray(piece_vectors, dtype=np.float32))
+    np.save(extract / files.PIECE_CONTEXTS, np.asarray(piece_contexts))
+    return StageResult("vocab", f"v{name}", vocab), StageResult("extract", f"e{name}", extract)
+
+
+def compose(tmp_path, config, languages):
+    result = run_compose(config, languages, teacher_tokenizer().to_str(), tmp_path / "work", quiet=True)
+    return np.load(result.path / files.TABLE), Layout.read(result.path), result
+
+
+@pytest.fixture
+def english(tmp_path):
+    piece_vectors = np.eye(len(PIECES), 4, k=0) * 2  # piece i: 2 * e_i (for i < 4)
+    piece_contexts = [0, 0, 5, 3, 1, 0, 0, 9]  # [CLS] (special) and unseen pieces get no row
+    words = ["the", "goodness", "cat"]
+    vectors = [[1, 1, 1, 1], [0, 0, 0, 4], [4, 0, 0, 0]]
+    return artifact(tmp_path, "en", words, [9, 1, 1], vectors, [9, 1, 2], piece_vectors, piece_contexts)
+
+
+def test_piece_rows_cut_and_shrinkage(tmp_path, english):
+    rules = TokenizationRules(oov_backoff="pieces")
+    config = ComposeConfig(min_contexts=2, shrinkage=3.0)
+    table, layout, result = compose(tmp_path, config, {"en": (rules, *english)})
+    assert layout.labels == ["the", "cat", "good", "##ness", "cat", "the"]  # "goodness" (1 context) cut
+    assert layout.languages == {"en": [0, 2]} and layout.pieces == [2, 6]
+    assert [PIECES[i] for i in layout.piece_ids] == ["good", "##ness", "cat", "the"]
+    # cat: 2 contexts, its one piece "cat" = 2 e_4 -> (2 v + 3 v_pieces) / 5; piece vectors keep their means
+    np.testing.assert_allclose(table[1], (2 * np.array([4, 0, 0, 0]) + 3 * np.eye(8, 4, k=0)[4] * 2) / 5)
+    np.testing.assert_allclose(table[2], [0, 0, 2, 0])
+    assert result.stats["languages_stats"]["en"] == {"word_rows": 2, "cut_words": 1, "shrunk_words": 2}
+    tokenizers = layout.tokenizers({"en": rules}, teacher_tokenizer())
+    assert tokenizers["en"].rows("goodness cat") == ([2, 3, 1], [0.5, 0.5, 1.0])
+    contexts = np.load(result.path / files.WORD_CONTEXTS)
+    assert contexts.tolist() == [9, 2]
+
+
+def test_merged_languages_share_one_row_per_surface_form(tmp_path, english):
+    german = artifact(tmp_path, "de", ["hunde", "the"], [3, 1], [[0, 2, 0, 0], [3, 3, 3, 3]], [3, 1],
+                      np.zeros((len(PIECES), 4)), np.zeros(len(PIECES), dtype=int))
+    rules = TokenizationRules(oov_backoff="pieces")
+    config = ComposeConfig(merge_languages=True)
+    table, layout, _ = compose(tmp_path, config, {"en": (rules, *english), "de": (rules, *german)})
+    assert layout.languages == {"en": [0, 4], "de": [0, 4]}
+    assert layout.labels[:4] == ["the", "goodness", "cat", "hunde"]
+    np.testing.assert_allclose(table[0], (9 * np.ones(4) + 1 * 3 * np.ones(4)) / 10)  # context-weighted mean
+    separate, layout, _ = compose(tmp_path, ComposeConfig(), {"en": (rules, *english), "de": (rules, *german)})
+    assert layout.languages == {"en": [0, 3], "de": [3, 5]}
+    assert json.dumps(layout.languages)

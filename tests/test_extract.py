@@ -1,0 +1,91 @@
+"""The extract stage on real code paths with the real MiniLM: sentence choice, offset spans, word and piece
+means, and the pipelined loop against a sentence-by-sentence reference."""
+import numpy as np
+import pytest
+import torch
+
+from swembed.pipeline.extract import Accumulator, batch_index, choose_sentences, extraction_loop
+from swembed.runtime.tokenizer import TokenizationRules, word_splitter
+from swembed.teachers.base import token_budget_batches
+
+SPLITTER = word_splitter(TokenizationRules(), None)
+pytestmark = pytest.mark.teacher
+
+
+@pytest.fixture(scope="module")
+def teacher():
+    from swembed.teachers import load_teacher
+
+    return load_teacher("minilm", device="cpu")
+
+
+def test_choose_sentences_caps_contexts_and_serves_rare_words():
+    sentences = ["common word a", "common word b", "common rare", "common word c", "word only"]
+    words = ["common", "word", "rare", "a", "b", "c", "only"]
+    counts = [4, 4, 1, 1, 1, 1, 1]
+    chosen, credits = choose_sentences(sentences, {w: i for i, w in enumerate(words)}, counts, 2, SPLITTER, 0)
+    credited = np.bincount(np.concatenate(credits), minlength=len(words))
+    assert credited.max() <= 2
+    assert credited[2] == 1 and 2 in chosen  # the rare word's only sentence is chosen
+    assert all(credited[3:] == 1)  # every singleton gets its context
+
+
+def test_offsets_never_credit_a_word_inside_a_longer_word(teacher):
+    text = "Goodness, the good dog was good."
+    inputs = teacher.prepare([text])
+    where = batch_index([text], inputs, {"good": 0}, SPLITTER, None)
+    assert where.occurrence_words.tolist() == [0]  # one context per sentence: the first " good "
+    start, end = inputs.offsets[0][where.word_pos[0]]
+    assert text[start:end].lower() == "good" and start == text.index(" good ") + 1
+
+
+def test_word_and_piece_vectors_are_means_of_teacher_positions(teacher):
+    texts = ["A penguin swims.", "The penguin sleeps near a penguin.", "Penguins swim."]
+    inputs = teacher.prepare(texts)
+    acc = Accumulator(1, 30522, teacher.dim, torch.device("cpu"))
+    out = teacher.run(inputs)
+    acc.add(out.hidden, batch_index(texts, inputs, {"penguin": 0}, SPLITTER, None))
+    expected, pieces = [], {}
+    for row, text in enumerate(texts):
+        spans = inputs.offsets[row]
+        for t, (s, e) in enumerate(spans):
+            if s >= 0:
+                pieces.setdefault(int(inputs.ids[row, t]), []).append(out.hidden[row, t].numpy())
+        start = text.lower().find("penguin ")
+        if start < 0 or "penguins" in text.lower():
+            continue
+        positions = [t for t, (s, e) in enumerate(spans) if s >= start and e <= start + 7 and s >= 0]
+        expected.append(out.hidden[row, positions].mean(0).numpy())
+    assert acc.word_counts[0] == 2  # "Penguins" is another word, not a context of "penguin"
+    np.testing.assert_allclose(acc.word_sums[0].numpy() / 2, np.mean(expected, axis=0), atol=1e-5)
+    for token, vectors in pieces.items():
+        assert acc.piece_counts[token] == len(vectors)
+        np.testing.assert_allclose(acc.piece_sums[token].numpy(), np.sum(vectors, axis=0), atol=1e-4)
+
+
+def test_pipelined_loop_equals_a_sentence_by_sentence_reference(teacher):
+    from conftest import make_sentences
+
+    texts = make_sentences(120, seed=3)
+    words = sorted({w for t in texts for w, _, _ in SPLITTER.spans(t)})
+    index = {w: i for i, w in enumerate(words)}
+    acc = Accumulator(len(words), 30522, teacher.dim, torch.device("cpu"))
+    batches = token_budget_batches(teacher.token_lengths(texts) + 2, 300)
+    assert len(batches) > 3
+    pooled = {}
+    extraction_loop(teacher, texts, batches, 0, index, SPLITTER, None, acc,
+                    lambda b, p: pooled.update(zip(batches[b].tolist(), p.numpy())))
+    sums, counts = np.zeros((len(words), teacher.dim)), np.zeros(len(words))
+    for i, text in enumerate(texts):
+        out = teacher.forward([text])
+        np.testing.assert_allclose(pooled[i], out.pooled[0].numpy(), atol=1e-5)
+        seen = set()
+        for word, start, end in SPLITTER.spans(text):
+            if word in seen:
+                continue
+            seen.add(word)
+            positions = [t for t, (s, e) in enumerate(out.offsets[0]) if s >= 0 and s < end and e > start]
+            sums[index[word]] += out.hidden[0, positions].mean(0).numpy()
+            counts[index[word]] += 1
+    np.testing.assert_array_equal(acc.word_counts.numpy(), counts)
+    np.testing.assert_allclose(acc.word_sums.numpy(), sums, atol=2e-4)

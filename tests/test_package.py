@@ -1,0 +1,68 @@
+"""The wheel: built from the source, installed into a clean virtual environment (no system site packages) with
+only the runtime dependencies, its `swembed encode` console script works and never imports torch. Needs PyPI or
+a warm pip cache (CI has both); about 30 s with a warm cache."""
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import swembed
+from conftest import write_tiny_model
+
+ROOT = Path(__file__).resolve().parents[1]
+# setuptools' deprecation banners ("!!" ... "SetuptoolsDeprecationWarning: ...") and pip's "DEPRECATION:" notes
+BANNER = re.compile(r"DeprecationWarning|DEPRECATION|^\s*!!\s*$", re.MULTILINE)
+HEAVY = ("torch", "transformers", "sentence_transformers", "blingfire")
+
+
+def run(args, env, cwd) -> str:
+    result = subprocess.run([str(a) for a in args], capture_output=True, text=True, env=env, cwd=cwd)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return result.stdout + result.stderr
+
+
+@pytest.mark.package
+def test_wheel_installs_into_a_clean_venv_and_encodes_without_torch(tmp_path):
+    # Build from a copy, so that the checkout gets no build/ or *.egg-info.
+    source = tmp_path / "source"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    shutil.copytree(ROOT / "swembed", source / "swembed", ignore=shutil.ignore_patterns("__pycache__"))
+    quiet_pip = {"PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1"}
+    dist = tmp_path / "dist"
+    if importlib.util.find_spec("build"):
+        build = [sys.executable, "-m", "build", "--wheel", "--outdir", dist, source]
+    else:  # -v: show the build backend's output, where setuptools prints its banners
+        build = [sys.executable, "-m", "pip", "wheel", "-v", "--no-deps", "--wheel-dir", dist, source]
+    built = run(build, {**os.environ, **quiet_pip}, tmp_path)
+    # From here on nothing of this checkout or its environment: the venv alone.
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")} | quiet_pip
+    (wheel,) = dist.glob("swembed-*.whl")
+    venv.create(tmp_path / "venv")  # no system site packages; no pip of its own: this pip installs into it
+    python, script = tmp_path / "venv" / "bin" / "python", tmp_path / "venv" / "bin" / "swembed"
+    installed = run([sys.executable, "-m", "pip", "--python", python, "install", wheel], env, tmp_path)
+    for output in (built, installed):
+        assert not BANNER.search(output), BANNER.search(output).group()
+    probe = f"import importlib.util as u, swembed; print(swembed.__file__, [m for m in {HEAVY!r} if u.find_spec(m)])"
+    where = run([python, "-c", probe], env, tmp_path)
+    assert where.split()[0].startswith(str(tmp_path / "venv")) and where.split(maxsplit=1)[1].strip() == "[]"
+
+    model = write_tiny_model(tmp_path / "model")
+    texts = ["the cat sat on the mat", "goodness", "zebra", "a dog"]
+    (tmp_path / "in.txt").write_text("\n".join(texts) + "\n", encoding="utf-8")
+    # PYTHONPROFILEIMPORTTIME lists every module the console script imports, on stderr.
+    log = run([script, "encode", model, "--input", "in.txt", "--output", "out.npy"],
+              {**env, "PYTHONPROFILEIMPORTTIME": "1"}, tmp_path)
+    imported = {line.split("|")[-1].strip() for line in log.splitlines() if line.startswith("import time:")}
+    assert "swembed.runtime.embedder" in imported and "numpy" in imported
+    assert not [m for m in imported if m.split(".")[0] in HEAVY]
+    assert "4 texts -> out.npy (4, 8)" in log
+    np.testing.assert_allclose(np.load(tmp_path / "out.npy"), swembed.load(model).encode(texts), atol=1e-6)

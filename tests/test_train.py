@@ -1,0 +1,106 @@
+"""The one training loop: its two losses, resume to the identical table for both objectives, CUDA when present."""
+import numpy as np
+import pytest
+import torch
+
+from swembed.pipeline.train import (LoopSettings, PackedRows, contrastive_loss, contrastive_objective, kd_loss,
+                                    kd_objective, train)
+from swembed.runtime.tokenizer import TokenIds
+
+
+def test_kd_loss_matches_hand_computation_and_is_minimal_at_teacher():
+    torch.manual_seed(0)
+    t = torch.nn.functional.normalize(torch.randn(5, 8), dim=-1)
+    s = torch.nn.functional.normalize(torch.randn(5, 3), dim=-1)
+    tau = 0.05
+    expected = 0.0
+    for i in range(5):
+        others = [j for j in range(5) if j != i]
+        pt = torch.softmax(torch.stack([t[i] @ t[j] / tau for j in others]), 0)
+        ls = torch.log_softmax(torch.stack([s[i] @ s[j] / tau for j in others]), 0)
+        expected += -(pt * ls).sum() / 5
+    assert torch.isclose(kd_loss(s, t, tau), expected, atol=1e-5)
+    student = t.clone().requires_grad_(True)
+    kd_loss(student, t, tau).backward()
+    # At the teacher itself the gradient has no component along the sphere's tangent directions.
+    tangent = student.grad - (student.grad * t).sum(-1, keepdim=True) * t
+    assert tangent.abs().max() < 1e-4
+    assert kd_loss(s, t, tau) > kd_loss(t, t, tau)
+
+
+def test_contrastive_loss_matches_the_formula_and_rewards_alignment():
+    rng = np.random.default_rng(0)
+    a = torch.tensor(rng.normal(size=(6, 8)), dtype=torch.float32)
+    b = torch.tensor(rng.normal(size=(6, 8)), dtype=torch.float32)
+    tau = 0.05
+    an = a.numpy() / np.linalg.norm(a.numpy(), axis=1, keepdims=True)
+    bn = b.numpy() / np.linalg.norm(b.numpy(), axis=1, keepdims=True)
+    logits = an @ bn.T / tau
+
+    def xent(m):
+        m = m - m.max(1, keepdims=True)
+        return float(np.mean(np.log(np.exp(m).sum(1)) - np.diag(m)))
+
+    assert contrastive_loss(a, b, tau).item() == pytest.approx((xent(logits) + xent(logits.T)) / 2, rel=1e-5)
+    eye = torch.eye(6, 8)
+    assert contrastive_loss(eye, eye * 3, tau).item() < 1e-6  # aligned, orthogonal pairs: no loss
+    assert contrastive_loss(eye, eye.roll(1, 0), tau).item() > 10  # every pair mismatched
+
+
+def random_texts(rng, n, vocab, weighted=False):
+    lengths = rng.integers(1, 6, size=n)
+    ids = rng.integers(0, vocab, size=lengths.sum())
+    weights = rng.choice([1.0, 0.5], size=len(ids)).astype(np.float32) if weighted else None
+    return TokenIds(ids, lengths, weights)
+
+
+def problem(device, seed=0):
+    """A table, KD texts with random teacher targets and translation pairs over disjoint row ranges."""
+    rng = np.random.default_rng(seed)
+    table = rng.normal(size=(60, 8)).astype(np.float32)
+    kd = PackedRows(random_texts(rng, 400, 30, weighted=True), device)
+    targets = torch.nn.functional.normalize(torch.tensor(rng.normal(size=(400, 16)), dtype=torch.float32), dim=-1)
+    left = random_texts(rng, 300, 30)
+    right = TokenIds(left.ids + 30, left.lengths)  # row i of the "other language" is row i + 30
+    objectives = [
+        kd_objective(kd, targets.to(device), 0.05, 1.0, "kd", 64, 16, np.random.default_rng(1)),
+        contrastive_objective(PackedRows(left, device), PackedRows(right, device), 0.05, 1.0, "contrastive", 48, 16),
+    ]
+    return table, objectives
+
+
+SETTINGS = LoopSettings(batch_size=16, lr=1e-2, max_steps=120, eval_every=20, patience=10, seed=0)
+
+
+class Killed(Exception):
+    pass
+
+
+def test_a_killed_run_resumes_to_the_identical_table_for_both_objectives(tmp_path):
+    device = torch.device("cpu")
+    table, objectives = problem(device)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    reference, history = train(table, objectives, SETTINGS, device, tmp_path / "a", 0.0)
+    assert history["best_val_loss"] < history["initial_val_loss"]
+    assert set(history["rounds"][-1]["val_parts"]) == {"kd", "contrastive"}
+
+    def kill(rounds):
+        if rounds == 2:
+            raise Killed
+
+    with pytest.raises(Killed):
+        train(table, objectives, SETTINGS, device, tmp_path / "b", 0.0, kill)
+    resumed, history = train(table, objectives, SETTINGS, device, tmp_path / "b", 0.0)
+    assert len(history["rounds"]) == 6
+    np.testing.assert_array_equal(resumed, reference)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device here")
+def test_training_on_cuda_matches_the_cpu(tmp_path):
+    cpu_table, cpu_history = train(*problem(torch.device("cpu")), SETTINGS, torch.device("cpu"), tmp_path, 1e9)
+    (tmp_path / "gpu").mkdir()
+    gpu_table, gpu_history = train(*problem(torch.device("cuda")), SETTINGS, torch.device("cuda"), tmp_path / "gpu",
+                                   1e9)
+    assert gpu_history["device"].startswith("cuda")
+    np.testing.assert_allclose(gpu_table, cpu_table, atol=1e-3)
