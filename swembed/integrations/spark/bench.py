@@ -3,11 +3,14 @@ single-machine command on the same input (``reports/spark-dedup.md`` has the num
 
     python -m swembed.integrations.spark.bench memory --json run.json -- swembed dedup in.txt --engine spark ...
     python -m swembed.integrations.spark.bench parity --model M --local out-local --spark out-spark
+    python -m swembed.integrations.spark.bench events /tmp/events/eventlog_v2_local-...   # shuffle bytes, executor peaks
 
 ``memory`` runs the command and every 0.5 s reads the peak resident set (VmHWM) of each process in its tree:
 the Python driver, the JVM (in local mode the driver and the executor are one JVM) and each Python worker.
-``parity`` reads both outputs of one input and checks that every record is mapped once, that exact duplicates are handled alike (the same text
-always maps to one representative, never kept twice), how many records get the same representative, and the
+``parity`` reads both outputs of one input and checks that every record is mapped once, that exact duplicates are
+handled alike (the same text always maps to one representative, never kept twice; a record exact in one output and
+not the other has a different representative there, i.e. its near-duplicate cluster differs), how many records get
+the same representative, and the
 recall of the single-machine near-duplicate pairs among the Spark pairs. The single-machine pairs are recomputed
 with the command's own code (``first_pass`` then ``near_pairs`` with the same settings), as it does not store them.
 """
@@ -36,10 +39,10 @@ def _role(process, root_pid: int) -> str:
     if process.pid == root_pid:
         return "driver_python"
     try:
-        command = " ".join(process.cmdline())
-    except Exception:  # noqa: BLE001 - gone or unreadable: not ours to count
+        command, name = " ".join(process.cmdline()), process.name()
+    except Exception:  # noqa: BLE001 - gone (a short-lived child) or unreadable: not ours to count
         return "other"
-    if "java" in process.name():
+    if "java" in name:
         return "jvm"
     return "python_worker" if "pyspark" in command else "other"
 
@@ -60,7 +63,9 @@ def watch(command: list[str], interval: float = 0.5) -> dict:
             break
         total = 0
         for process in processes:
-            role = peaks.get(process.pid, (_role(process, child.pid), 0))[0]
+            role = _role(process, child.pid)  # each time: a child forked by the JVM is java until it execs
+            if role == "other" and process.pid in peaks:
+                role = peaks[process.pid][0]
             peak = max(peaks.get(process.pid, (role, 0))[1], _peak_kb(process.pid))
             peaks[process.pid] = (role, peak)
             try:
@@ -75,6 +80,61 @@ def watch(command: list[str], interval: float = 0.5) -> dict:
     return {"command": command, "exit_code": child.wait(), "wall_s": round(time.perf_counter() - start, 1),
             "tree_peak_rss_mb": round(tree_peak / 1024),
             "peak_rss_mb": {role: {"processes": len(v), "max": round(max(v) / 1024)} for role, v in by_role.items()}}
+
+
+def _event_lines(folder: Path):
+    """The JSON events of one application's log (a file, or a v2 folder of rolled ``events_*`` files; zstd
+    files through the ``zstd`` command)."""
+    files = [folder] if folder.is_file() else sorted(folder.glob("events_*"), key=lambda p: int(p.name.split("_")[1]))
+    for path in files:
+        if path.suffix == ".zstd":
+            text = subprocess.run(["zstd", "-dcq", str(path)], capture_output=True, check=False).stdout.decode()
+        else:
+            text = path.read_text(encoding="utf-8")
+        for line in text.splitlines():
+            if line.strip():
+                try:
+                    yield json.loads(line)
+                except json.JSONDecodeError:  # the last line of a log still being written
+                    pass
+
+
+def events(folder: Path) -> dict:
+    """What a run's Spark event log says: per stage its tasks, run time and shuffle/spill bytes; the totals;
+    and each executor's peak metrics (JVM heap, JVM and Python process-tree RSS: needs
+    ``spark.executor.processTreeMetrics.enabled=true``). In local mode the one executor is called ``driver``."""
+    wanted = {"internal.metrics.shuffle.write.bytesWritten": "shuffle_write_bytes",
+              "internal.metrics.shuffle.write.recordsWritten": "shuffle_write_records",
+              "internal.metrics.shuffle.read.localBytesRead": "shuffle_read_local_bytes",
+              "internal.metrics.shuffle.read.remoteBytesRead": "shuffle_read_remote_bytes",
+              "internal.metrics.diskBytesSpilled": "disk_spill_bytes",
+              "internal.metrics.memoryBytesSpilled": "memory_spill_bytes",
+              "internal.metrics.peakExecutionMemory": "peak_execution_memory_sum",
+              "internal.metrics.executorRunTime": "executor_run_ms",
+              "internal.metrics.input.bytesRead": "input_bytes"}
+    stages, peaks = [], {}
+    for event in _event_lines(folder):
+        kind = event.get("Event")
+        if kind == "SparkListenerStageCompleted":
+            info = event["Stage Info"]
+            row = {"stage": info["Stage ID"], "name": info["Stage Name"].split(" at ")[0],
+                   "tasks": info["Number of Tasks"],
+                   "seconds": round((info.get("Completion Time", 0) - info.get("Submission Time", 0)) / 1000, 1)}
+            for accumulable in info.get("Accumulables", []):
+                if accumulable.get("Name") in wanted:
+                    row[wanted[accumulable["Name"]]] = int(accumulable.get("Value", 0))
+            stages.append(row)
+        elif kind in ("SparkListenerStageExecutorMetrics", "SparkListenerTaskEnd"):
+            executor = event.get("Executor ID") or event.get("Task Info", {}).get("Executor ID", "?")
+            metrics = event.get("Executor Metrics") or event.get("Task Executor Metrics") or {}
+            mine = peaks.setdefault(executor, {})
+            for key in ("JVMHeapMemory", "JVMOffHeapMemory", "ProcessTreeJVMRSSMemory", "ProcessTreePythonRSSMemory",
+                        "OnHeapExecutionMemory", "OnHeapStorageMemory"):
+                if key in metrics:
+                    mine[key] = max(mine.get(key, 0), int(metrics[key]))
+    totals = {name: sum(stage.get(name, 0) for stage in stages) for name in wanted.values()}
+    return {"stages": stages, "totals": totals, "stage_count": len(stages),
+            "peak_mb": {executor: {k: round(v / 2**20) for k, v in values.items()} for executor, values in peaks.items()}}
 
 
 def single_machine_pairs(model_path: str, summary: dict) -> tuple[set, np.ndarray, np.ndarray]:
@@ -129,6 +189,8 @@ def parity(model_path: str, local_out: Path, spark_out: Path) -> dict:
                 "later_copies_never_kept": copies_dropped, "exact_means_same_text": exact_is_same_text}
 
     same_rep = np.asarray(spark["representative"]) == np.asarray(local["representative"])
+    exact_l, exact_s = np.asarray(local["reason"]) == "exact", np.asarray(spark["reason"]) == "exact"
+    differs = exact_l != exact_s
     return {
         "records": n, "spark_records": len(spark["record"]),
         "every_record_mapped_once": spark["record"] == list(range(n)),
@@ -139,6 +201,11 @@ def parity(model_path: str, local_out: Path, spark_out: Path) -> dict:
                   "recall_of_local_pairs": round(found / max(len(local_pairs), 1), 4),
                   "spark_only": len(spark_pairs - local_pairs), "lowest_spark_pair_cosine": round(lowest, 4)},
         "same_representative": round(float(same_rep.mean()), 4),
+        # an exact duplicate in one output and not the other: only where the near-duplicate clusters differ?
+        "exact_vs_local": {"exact_in_both": int((exact_l & exact_s).sum()),
+                           "exact_in_both_same_representative": int((exact_l & exact_s & same_rep).sum()),
+                           "exact_in_one_only": int(differs.sum()),
+                           "exact_in_one_only_with_same_representative": int((differs & same_rep).sum())},
         "counts": {key: {"local": local_summary[key], "spark": spark_summary[key]}
                    for key in ("kept", "exact_duplicates", "near_duplicates")},
     }
@@ -150,6 +217,9 @@ def main() -> None:
     p = sub.add_parser("memory")
     p.add_argument("--json", help="also write the result here")
     p.add_argument("run", nargs=argparse.REMAINDER, help="-- then the command")
+    p = sub.add_parser("events")
+    p.add_argument("log", help="a Spark event log: the file, or the eventlog_v2_* folder")
+    p.add_argument("--json")
     p = sub.add_parser("parity")
     p.add_argument("--model", required=True)
     p.add_argument("--local", required=True, help="the swembed dedup output folder")
@@ -158,6 +228,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.command == "memory":
         result = watch(args.run[1:] if args.run[:1] == ["--"] else args.run)
+    elif args.command == "events":
+        result = events(Path(args.log))
     else:
         result = parity(args.model, Path(args.local), Path(args.spark))
     text = json.dumps(result, indent=2)
