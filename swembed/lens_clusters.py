@@ -61,10 +61,12 @@ def vocab_clusters(model: str, k: int, out: Path, seed: int = 0) -> dict:
 
 def example_clusters(summary: dict, probes: tuple[str, ...] = ("quickly", "review", "education", "king", "running"),
                      limit: int = 12) -> list[list[str]]:
-    """The clusters holding some probe words (the paper shows {quickly, rapid, rapidly, swift})."""
-    found = []
+    """The clusters holding some probe words (the paper shows {quickly, rapid, rapidly, swift}), each once; a probe
+    also matches its word-initial token (byte-level BPE ``Ġword``, SentencePiece ``▁word``)."""
+    found: dict[str, list[str]] = {}
     for probe in probes:
-        for members in summary["clusters"].values():
-            if probe in members and members not in found:
-                found.append(members[:limit])
-    return found
+        forms = {probe, "Ġ" + probe, "▁" + probe}
+        for cluster, members in summary["clusters"].items():
+            if forms & set(members) and cluster not in found:
+                found[cluster] = members[:limit]
+    return list(found.values())

@@ -91,3 +91,26 @@ def test_export_rejects_bad_options(model_dir, tmp_path):
     with pytest.raises(ValueError, match="int8"):
         export(model_dir, "st", tmp_path / "x", "int8")
     assert not (tmp_path / "x").exists()
+
+
+def test_exports_of_a_table_with_piece_rows_shadowed_by_words(tmp_path):
+    """Piece rows whose text is also a word (a word-initial piece) are unreachable in a WordPiece vocabulary: the
+    exports leave them out, so tokens and vectors stay one-to-one, and known words keep their own rows."""
+    from model2vec import StaticModel
+
+    words = ["the", "cat", "good", "dog"]
+    vocab = {"[UNK]": 0, **{w: i + 1 for i, w in enumerate(words)}, "##ness": 10, "##s": 11}
+    sub = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]"))
+    sub.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    labels = words + ["good", "##ness", "##s"]  # piece rows; the piece "good" is also the word "good"
+    table = np.random.default_rng(2).normal(size=(len(labels), 8)).astype(np.float32)
+    config = {"teacher": {"name": "test"}, "tokenization": {"oov_backoff": "pieces"},
+              "pieces": {"rows": [len(words), len(labels)]}}
+    folder = write_model_folder(tmp_path / "model", table, labels, config, sub.to_str())
+    ours = swembed.load(folder)
+    assert ours.tokenizer.rows("goodness")[0] == [4, 5]  # our back-off uses the piece rows
+    out = export(folder, "model2vec", tmp_path / "m2v", "float32")
+    theirs = StaticModel.from_pretrained(str(out))
+    assert len(theirs.tokens) == theirs.embedding.shape[0]
+    texts = ["The cat.", "good dog", "the good cat"]
+    np.testing.assert_allclose(theirs.encode(texts), ours.encode(texts), atol=1e-5)

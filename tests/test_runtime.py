@@ -101,6 +101,29 @@ def test_batch_path_equals_text_by_text_on_hostile_input():
     np.testing.assert_allclose(model.encode(texts), np.divide(expected, norms, out=np.zeros_like(expected), where=norms > 0), atol=1e-6)
 
 
+
+def test_byte_split_equals_the_word_regex_on_fuzzed_text():
+    """The default pattern's fast path (bytes translate + split) finds exactly what ``re.findall`` finds, and the
+    batch rows equal the text-by-text rows, on random strings of control, space, mark, symbol and CJK characters."""
+    import random
+    import re
+
+    from swembed.runtime.tokenizer import WORD_PATTERN, _split_bytes
+
+    alphabet = "aZ09_ -—’éßİı\u00a0\u2003\t\x01\x00\x1f日本ﬁ①Ⅻ½٣.,!?'\"ǅ\u0301\U0001F600"
+    rng = random.Random(0)
+    texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 25))) for _ in range(2000)]
+    pattern = re.compile(WORD_PATTERN)
+    joined = "\n".join(t.replace("\n", " ") for t in texts)
+    expected = [w.encode() if w != "\n" else b"\x01" for w in re.findall(f"(?:{WORD_PATTERN})|\n", joined)]
+    assert _split_bytes(joined, pattern) == expected
+    vocab = {w: i for i, w in enumerate(sorted({w for t in texts[:500] for w in pattern.findall(t.lower())}))}
+    tok = WordTokenizer(vocab, TokenizationRules(oov_backoff="none"))
+    batch = tok.encode_batch(texts)
+    per_text = [tok.rows(t)[0] for t in texts]
+    assert batch.lengths.tolist() == [len(ids) for ids in per_text]
+    assert batch.ids.tolist() == [i for ids in per_text for i in ids]
+
 @pytest.mark.parametrize("dtype", ["float32", "float16", "int8"])
 def test_grouped_mean_equals_float64_per_text_mean(dtype, monkeypatch):
     """The length-grouped gather agrees with a plain per-text weighted mean, also when a group is split in steps."""

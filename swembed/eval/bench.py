@@ -1,7 +1,9 @@
 """Encode throughput, load time and memory of embedding models, side by side in one run.
 
 Each model is loaded in a fresh subprocess (so load time and memory are its own), warmed up, then
-timed over the same texts: one process, and all cores (one independent process per core, each
+timed over the same texts: one process (wall-clock rate, and the rate per CPU-second the process used
+in all its threads: the figure that stays comparable on a busy machine and charges multi-threaded
+tokenizers for every core they take), and all cores (one independent process per core, each
 encoding its share of the texts, all measuring from a common start time; their rates are summed). Kinds: a swembed folder, a model2vec folder (``model2vec:<path>``), WordLlama's
 shipped table (``wordllama``), or a teacher (short name / folder / hub id).
 """
@@ -25,13 +27,14 @@ load_s = time.perf_counter() - t0
 encode(texts[:64])
 while time.time() < float(start_at):
     time.sleep(0.01)
-n, start = 0, time.perf_counter()
+n, start, cpu_start = 0, time.perf_counter(), time.process_time()
 while time.perf_counter() - start < float(min_seconds):
     encode(texts)
     n += len(texts)
 rate = n / (time.perf_counter() - start)
+cpu_rate = n / max(time.process_time() - cpu_start, 1e-9)
 rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-print(json.dumps({"load_s": load_s, "sent_per_s": rate, "peak_rss_mb": rss}))
+print(json.dumps({"load_s": load_s, "sent_per_s": rate, "sent_per_cpu_s": cpu_rate, "peak_rss_mb": rss}))
 """
 
 
@@ -88,12 +91,13 @@ def stsb_texts(data_dir: str | Path) -> list[str]:
 
 
 def format_rows(rows: list[dict]) -> str:
-    lines = [f"{'model':<40}{'sent/s (1 proc)':>17}{'sent/s (all)':>14}{'load s':>9}{'peak MB':>9}"]
+    lines = [f"{'model':<40}{'sent/s (1 proc)':>17}{'sent/CPU-s':>12}{'sent/s (all)':>14}{'load s':>9}{'peak MB':>9}"]
     for row in rows:
         if "error" in row:
             lines.append(f"{row['model']:<40}  error: {row['error']}")
             continue
         multi = row["sent_per_s_all_cores"]
-        lines.append(f"{row['model']:<40}{row['sent_per_s']:>17,.0f}{(multi or float('nan')):>14,.0f}"
+        lines.append(f"{row['model']:<40}{row['sent_per_s']:>17,.0f}{row['sent_per_cpu_s']:>12,.0f}"
+                     f"{(multi or float('nan')):>14,.0f}"
                      f"{row['load_s']:>9.2f}{row['peak_rss_mb']:>9.0f}")
     return "\n".join(lines)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -102,14 +103,17 @@ def english_report(rows: dict[str, str], scores: Scores, out: Path, command: str
     speed = {row["model"]: row for row in bench(fast, stsb_texts(scores.data), 3.0, cores=1)}
     table = []
     for label, spec in rows.items():
-        rate = speed.get(spec, {}).get("sent_per_s")
-        table.append([label, *_sts_cells(results[label]), f"{rate:,.0f}" if rate else "", _size_mb(Path(spec))])
+        rate, cpu_rate = (speed.get(spec, {}).get(key) for key in ("sent_per_s", "sent_per_cpu_s"))
+        table.append([label, *_sts_cells(results[label]), f"{rate:,.0f}" if rate else "",
+                      f"{cpu_rate:,.0f}" if cpu_rate else "", _size_mb(Path(spec))])
     for label, fixed in extra.items():
-        table.append([label, *_sts_cells(fixed), "", ""])
+        table.append([label, *_sts_cells(fixed), "", "", ""])
     text = ["# English STS: ours vs the teachers and the peers", "", _provenance(command), "",
-            "Speed: sentences/s encoding STS-B test sentences, one process, same machine, same run (`swembed bench`); "
-            "teachers are not timed here (a few hundred sentences/s on this CPU). Size: the table files on disk.", "",
-            _table(["model", *STS_HEADER, "sent/s", "MB"], table), "",
+            "Speed: sentences/s encoding STS-B test sentences, one process, same machine, same run (`swembed bench`): "
+            "wall clock, and per CPU-second the process used in all its threads (the comparable figure on a busy "
+            "machine); teachers are not timed here (a few hundred sentences/s on this CPU). Size: the table files "
+            "on disk.", "",
+            _table(["model", *STS_HEADER, "sent/s", "sent/CPU-s", "MB"], table), "",
             "tokenlearn (model2vec's corpus recipe) and model2vec `distill` are built from the same teacher with "
             "`python -m swembed.eval.baselines` (tokenlearn on 100k sentences sampled from the same English corpus, "
             "seed 0); WordLlama is its shipped l2_supercat 256 table.", "",
@@ -166,25 +170,31 @@ def _work_dir(model) -> Path:
 
 
 def ablations(teacher_dim: int) -> dict[str, dict]:
-    """The variants of the ablation table: each changes one setting of the main recipe."""
+    """The levers of the ablation table, each changing one setting of the main recipe (compared before KD)."""
     r = teacher_dim // 100
     return {
         "back-off to the longest known prefix, no piece rows (previous rule)":
             {"tokenization": {"oov_backoff": "teacher_prefix"}, "compose": {"pieces": False}},
-        "piece rows, no shrinkage": {"compose": {"shrinkage": 0.0}},
-        **{f"shrinkage k = {k:g}": {"compose": {"shrinkage": k}} for k in (1.0, 2.0, 4.0, 8.0)},
+        "piece rows, back-off to the longest known prefix":
+            {"tokenization": {"oov_backoff": "teacher_prefix"}},
+        **{f"shrinkage k = {k:g}": {"compose": {"shrinkage": k}} for k in (1.0, 2.0, 4.0, 8.0, 16.0, 32.0)},
         **{f"vocabulary cut: words in >= {n} sentences": {"compose": {"min_contexts": n}} for n in (2, 3, 5)},
         "without ABTT (r = 0)": {"pca": {"drop": 0}},
         "word-level PCA": {"pca": {"level": "word"}},
-        f"KD without PCA ({teacher_dim}-d table)": {"pca": {"level": "none", "dim": teacher_dim}},
-        "PCA with ABTT, no KD": {"distill_enabled": False},
-        "d = 64": {"pca": {"dim": 64}},
         "d = 128": {"pca": {"dim": 128}},
         f"d = {teacher_dim - r} (all but r)": {"pca": {"dim": teacher_dim - r}},
     }
 
 
+# The levers also compared after distillation, each trained for the same fixed budget as the corpus curve.
+KD_ABLATIONS = {
+    "back-off to the longest known prefix, no piece rows (previous rule)":
+        {"tokenization": {"oov_backoff": "teacher_prefix"}, "compose": {"pieces": False}},
+    "shrinkage k = 4": {"compose": {"shrinkage": 4.0}},
+    "vocabulary cut: words in >= 3 sentences": {"compose": {"min_contexts": 3}},
+}
 KD_SENTENCES = (100_000, 200_000, 300_000, 400_000, 500_000)
+KD_BUDGET_STEPS = 16_000  # fixed training budget of the KD levers and of each point of the corpus curve
 VOCAB_SIZES = (5_000, 10_000, 20_000, 50_000, 100_000)
 
 
@@ -202,7 +212,14 @@ def variant(base, changes: dict, out: Path):
     return config
 
 
+def _slug(label: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", label.lower()).strip("-")[:60]
+
+
 def ablations_report(recipe: Path, scores: Scores, out: Path, models_dir: Path, command: str) -> dict:
+    """Each lever alone: every one before distillation (cheap: compose and PCA re-run on the cached extract), the
+    main ones after distillation, the distillation corpus-size curve, and the vocabulary size at inference.
+    Builds that are missing under ``models_dir/ablations`` are made (the KD ones take the recipe's full training)."""
     from swembed import load
     from swembed.pipeline.build import build
     from swembed.pipeline.config import load_recipe
@@ -210,29 +227,37 @@ def ablations_report(recipe: Path, scores: Scores, out: Path, models_dir: Path, 
 
     base = load_recipe(recipe)
     base.work_dir = str(base.work_path)
-    main = models_dir / "ablations" / "main"
-    if not main.is_dir():
-        build(variant(base, {}, main), quiet=True)
-    main_model = load(main)
-    results, rows = {}, []
+    folder = models_dir / "ablations"
 
-    def run(label: str, changes: dict, target: Path) -> dict:
-        if not target.is_dir():
-            build(variant(base, changes, target), quiet=True)
-        return scores.sts(str(target))
+    def run(changes: dict, name: str) -> tuple[dict, object]:
+        target = folder / name
+        if not (target / "config.json").is_file():
+            build(variant(base, changes, target), quiet=True, overwrite=True)
+        return scores.sts(str(target)), load(target)
 
-    results["recipe"] = scores.sts(str(main))
-    rows.append(["the recipe (`" + str(recipe) + "`)", str(main_model.dim), *_sts_cells(results["recipe"])])
-    for number, (label, changes) in enumerate(ablations(main_model.config["teacher"]["dim"]).items()):
-        results[label] = run(label, changes, models_dir / "ablations" / f"variant-{number}")
-        rows.append([label, str(load(models_dir / "ablations" / f"variant-{number}").dim), *_sts_cells(results[label])])
+    results: dict[str, dict] = {}
+    main_scores, main_model = run({}, "recipe")
+    results["recipe"] = main_scores
+    teacher_dim = main_model.config["teacher"]["dim"]
+    before = [["the recipe, before KD", *_sts_cells(run({"distill_enabled": False}, "no-kd")[0])]]
+    for label, changes in ablations(teacher_dim).items():
+        lever, _ = run({**changes, "distill_enabled": False}, "no-kd-" + _slug(label))
+        results[label + " (no KD)"] = lever
+        before.append([label, *_sts_cells(lever)])
+    after = [["the recipe (`" + str(recipe) + "`), early-stopped", *_sts_cells(main_scores)]]
+    budget = {"distill": {"max_steps": KD_BUDGET_STEPS}}
+    after.append([f"the recipe, {KD_BUDGET_STEPS:,} steps", *_sts_cells(run(budget, "kd-budget-recipe")[0])])
+    for label, changes in KD_ABLATIONS.items():
+        lever, _ = run({**changes, **budget}, "kd-budget-" + _slug(label))
+        results[label] = lever
+        after.append([f"{label}, {KD_BUDGET_STEPS:,} steps", *_sts_cells(lever)])
     curve = []
-    for n in KD_SENTENCES:
-        label = f"KD on {n:,} sentences"
-        results[label] = run(label, {"distill": {"max_sentences": n}}, models_dir / "ablations" / f"kd-{n}")
-        curve.append([f"{n:,}", *_sts_cells(results[label])])
     encoded = main_model.config["build"]["stages"]["extract"]["stats"]["encoded_sentences"]
-    curve.append([f"{encoded:,} (all)", *_sts_cells(results["recipe"])])
+    for n in (*KD_SENTENCES, encoded):
+        label = f"KD on {n:,} sentences, {KD_BUDGET_STEPS:,} steps"
+        changes = {"distill": {"max_sentences": n, "max_steps": KD_BUDGET_STEPS}}
+        results[label] = run(changes, f"kd-curve-{n}")[0]
+        curve.append([f"{n:,}", *_sts_cells(results[label])])
     vocab_rows = []
     words = main_model.words
     for size in (*VOCAB_SIZES, len(words)):
@@ -242,16 +267,24 @@ def ablations_report(recipe: Path, scores: Scores, out: Path, models_dir: Path, 
         vocab_scores = score_encoder(StaticEmbedder(main_model.table, tokenizer).encode, scores.data)
         vocab_rows.append([f"{size:,}", *_sts_cells(vocab_scores)])
     text = ["# Ablations on the MiniLM build", "", _provenance(command), "",
-            f"Each row is a real build from `{recipe}` sharing its cached corpus, vocab and extract stages; only the "
-            "named setting differs (r = floor(teacher dim / 100)). Settings are chosen on STS-B dev (last column); "
-            "the test columns are reported once.", "",
-            _table(["variant", "dim", *STS_HEADER], rows), "",
+            f"Every row is a real build from `{recipe}` sharing its cached corpus, vocab and extract stages; only the "
+            f"named setting differs (r = floor(teacher dim / 100)). Settings are chosen on STS-B dev (last column); "
+            "the test columns are reported once. The builds are under `models/ablations/`.", "",
+            "## Each lever before distillation", "",
+            "Compose and PCA re-run on the cached extract, no KD: a cheap and clean view of what each setting does to "
+            "the table itself.", "",
+            _table(["variant", *STS_HEADER], before), "",
+            "## After distillation", "",
+            f"The recipe's own early-stopped build, then the recipe and the deciding levers each distilled for the same "
+            f"{KD_BUDGET_STEPS:,} steps (batch 128), so that KD's effect on each lever is compared at equal cost.",
+            "", _table(["variant", *STS_HEADER], after), "",
             "## Distillation corpus size", "",
-            "Knowledge distillation on the first N sentences of a seeded shuffle of every encoded sentence (the same "
-            "held-out sentences for every N): the gain per added 100k sentences.", "",
+            f"Knowledge distillation on the first N sentences of a seeded shuffle of every encoded sentence (the same "
+            f"held-out sentences for every N), each trained for the same {KD_BUDGET_STEPS:,} steps: the gain per added "
+            "100k sentences at a fixed training budget.", "",
             _table(["KD sentences", *STS_HEADER], curve), "",
             "## Vocabulary size (Table 9)", "",
-            "The main table with only its V most frequent words known at inference; the others back off as any "
+            "The recipe's table with only its V most frequent words known at inference; the others back off as any "
             "unknown word does.", "",
             _table(["V", *STS_HEADER], vocab_rows)]
     (out / "ablations.md").write_text("\n".join(text) + "\n", encoding="utf-8")

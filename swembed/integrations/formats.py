@@ -49,9 +49,10 @@ def export_npy(model: StaticEmbedder, out: Path, dtype: str, overwrite: bool = F
     return write_model_folder(out, table, model.labels, config, tokenizer_json, extra, overwrite=overwrite)
 
 
-def wordpiece_tokenizer(model: StaticEmbedder):
-    """(tokenizers.Tokenizer over our words, piece rows, the teacher's other ## pieces and [UNK]; number of zero
-    rows to append to the table for the latter)."""
+def wordpiece_export(model: StaticEmbedder, dtype: str):
+    """(tokenizers.Tokenizer over our words, the piece rows, the teacher's other ## pieces and [UNK]; the table
+    with one row per token). A piece row whose text is also a word is shadowed by the word and left out; the
+    other ## pieces and [UNK] get zero rows."""
     from tokenizers import Regex, Tokenizer, normalizers, pre_tokenizers
     from tokenizers.models import WordPiece
 
@@ -59,7 +60,10 @@ def wordpiece_tokenizer(model: StaticEmbedder):
     labels = model.labels
     for row in sorted(model.tokenizer.piece_rows.values()):
         vocab.setdefault(labels[row], row)
-    rows = len(labels)
+    kept = np.array(sorted(set(vocab.values())), dtype=np.int64)  # each reachable row once, in table order
+    new_row = {int(old): new for new, old in enumerate(kept)}
+    vocab = {token: new_row[row] for token, row in vocab.items()}
+    rows = len(kept)
     if model.tokenizer.pieces is not None:
         pieces = model.tokenizer.pieces.get_vocab(with_added_tokens=False)
         for piece in sorted(p for p in pieces if p.startswith("##") and p not in vocab):
@@ -76,13 +80,9 @@ def wordpiece_tokenizer(model: StaticEmbedder):
     tokenizer.normalizer = normalizers.Sequence(steps)
     tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
         pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Split(Regex(rules.word_pattern), behavior="isolated")])
-    return tokenizer, max(vocab.values()) + 1 - len(labels)
-
-
-def _padded_table(model: StaticEmbedder, extra_rows: int, dtype: str) -> np.ndarray:
-    table = float_table(model)
-    table = np.vstack([table, np.zeros((extra_rows, table.shape[1]), dtype=np.float32)])
-    return table.astype(dtype)
+    table = float_table(model)[kept]
+    table = np.vstack([table, np.zeros((len(vocab) - len(kept), table.shape[1]), dtype=np.float32)])
+    return tokenizer, table.astype(dtype)
 
 
 def export_sentence_transformers(model: StaticEmbedder, out: Path, dtype: str, overwrite: bool = False) -> Path:
@@ -90,8 +90,8 @@ def export_sentence_transformers(model: StaticEmbedder, out: Path, dtype: str, o
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import Normalize, StaticEmbedding
 
-    tokenizer, extra = wordpiece_tokenizer(model)
-    weights = torch.from_numpy(_padded_table(model, extra, "float32"))
+    tokenizer, table = wordpiece_export(model, "float32")
+    weights = torch.from_numpy(table)
     static = StaticEmbedding(tokenizer, embedding_weights=weights.to(getattr(torch, dtype)))
     with atomic_directory(out, overwrite) as tmp:
         SentenceTransformer(modules=[static, Normalize()], device="cpu").save(str(tmp))
@@ -101,10 +101,10 @@ def export_sentence_transformers(model: StaticEmbedder, out: Path, dtype: str, o
 def export_model2vec(model: StaticEmbedder, out: Path, dtype: str, overwrite: bool = False) -> Path:
     from model2vec import StaticModel
 
-    tokenizer, extra = wordpiece_tokenizer(model)
+    tokenizer, table = wordpiece_export(model, dtype)
     teacher = model.config.get("teacher", {}).get("hub_id")
     with atomic_directory(out, overwrite) as tmp:
-        StaticModel(_padded_table(model, extra, dtype), tokenizer, normalize=True,
+        StaticModel(table, tokenizer, normalize=True,
                     base_model_name=teacher).save_pretrained(str(tmp))
     return out
 

@@ -142,19 +142,18 @@ class StaticEmbedder:
                 positions = sorted_starts[a:b, None] + np.arange(n_rows)
                 ids = flat[positions]
                 rows = self._table[ids]
-                scale = self.scales[ids] if self.scales is not None else None
-                if weights is not None:
-                    w = weights[positions]
-                    if (w != 1).any():
-                        scale = w if scale is None else scale * w
-                        total = w.sum(axis=1, dtype=np.float64)
-                    else:
-                        total = None
-                else:
-                    total = None
-                if scale is not None:
-                    rows = rows * scale[..., None]
+                if self.scales is not None:
+                    rows = rows * self.scales[ids][..., None]
                 sums = rows.sum(axis=1, dtype=accumulate)
+                total = None
+                if weights is not None:
+                    # Only texts with a weighted row (pieces of an unknown word) pay for the weights: their
+                    # sums are corrected by (w - 1) * row, so no weighted copy of the whole gather is made.
+                    w = weights[positions]
+                    odd = np.flatnonzero((w != 1).any(axis=1))
+                    if len(odd):
+                        sums[odd] += ((w[odd] - 1)[..., None] * rows[odd]).sum(axis=1, dtype=accumulate)
+                        total = w.sum(axis=1, dtype=np.float64)
                 divisor = (1.0 / n_rows) if total is None else (1.0 / total)[:, None]
                 np.multiply(sums, divisor, out=sorted_out[a:b], casting="unsafe")
         out = np.empty_like(sorted_out)

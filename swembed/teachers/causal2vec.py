@@ -53,10 +53,9 @@ class Causal2VecTeacher(DecoderTeacher):
         if projector is None:
             from safetensors.torch import load_file
 
-            weights = load_file(str(self.folder / PROJECTOR_FILE))
-            projector = Projector(weights["w1"].shape[1], weights["w1"].shape[0])
-            projector.load_state_dict({"fc1.weight": weights["w1"], "fc1.bias": weights["b1"],
-                                       "fc2.weight": weights["w2"], "fc2.bias": weights["b2"]})
+            state = projector_state(load_file(str(self.folder / PROJECTOR_FILE)))
+            projector = Projector(state["fc1.weight"].shape[1], state["fc1.weight"].shape[0])
+            projector.load_state_dict(state)
         self.projector = projector.to(self.device, self.dtype).eval()
         self.pooled_dim = 2 * self.hidden_size
 
@@ -103,6 +102,23 @@ class Causal2VecTeacher(DecoderTeacher):
         hidden = self.states_with(batch, self.contextual_vectors(batch.texts))
         pooled = torch.nn.functional.normalize(self.pool(hidden, batch), dim=-1)  # the whole concatenation
         return TeacherOutput(hidden=hidden, offsets=batch.offsets, pooled=pooled)
+
+
+PROJECTOR_NAMES = {  # ours, and LLaVA-1.5's mm_projector (Sequential Linear, GELU, Linear) that Causal2Vec names
+    "fc1.weight": ("w1", "mm_projector.0.weight"), "fc1.bias": ("b1", "mm_projector.0.bias"),
+    "fc2.weight": ("w2", "mm_projector.2.weight"), "fc2.bias": ("b2", "mm_projector.2.bias"),
+}
+
+
+def projector_state(weights: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """``Projector`` parameters from our names (w1, b1, w2, b2) or LLaVA's (``[model.]mm_projector.{0,2}.*``)."""
+    state = {}
+    for ours, names in PROJECTOR_NAMES.items():
+        found = [k for k in weights if k in names or k.endswith("." + names[1])]
+        if len(found) != 1:
+            raise TeacherError(f"{PROJECTOR_FILE}: expected one of {names} for {ours}, found {found or 'none'}")
+        state[ours] = weights[found[0]]
+    return state
 
 
 def save_projector(projector: Projector, folder: Path) -> None:

