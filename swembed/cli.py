@@ -143,7 +143,21 @@ def cmd_dedup(args) -> int:
     config = DedupConfig(threshold=args.threshold, text_column=args.text_column, keep=args.keep,
                          target_size=args.target_size, target_fraction=args.target_fraction, k=args.k,
                          method=args.search, batch_size=args.batch_size, progress=not args.quiet)
-    summary = dedup(args.inputs, args.model, args.out, config, overwrite=args.overwrite)
+    if args.engine == "spark":
+        from swembed._extras import require
+
+        require("dedup", "faiss", "scipy")  # the cells' k-means and each task's search
+        require("spark", "pyspark", "pandas", "pyarrow")
+        from swembed.integrations.spark.files import dedup_files
+
+        bad = [item for item in args.spark_conf if "=" not in item]
+        if bad:
+            raise ValueError(f"--spark-conf takes KEY=VALUE, got {bad[0]!r}")
+        conf = dict(item.split("=", 1) for item in args.spark_conf)
+        summary = dedup_files(args.inputs, args.model, args.out, config, master=args.spark_master, conf=conf,
+                              overwrite=args.overwrite)
+    else:
+        summary = dedup(args.inputs, args.model, args.out, config, overwrite=args.overwrite)
     print(f"{summary['records']:,} records: kept {summary['kept']:,}, exact duplicates "
           f"{summary['exact_duplicates']:,}, near duplicates {summary['near_duplicates']:,} "
           f"(cosine >= {summary['threshold']:.3f}) -> {args.out}/", file=sys.stderr)
@@ -256,6 +270,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, default=8192)
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out folder")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--engine", choices=["local", "spark"], default="local",
+                   help="spark: the same job on a Spark cluster (needs the spark extra; outputs are folders of "
+                   "part files, no --target-*)")
+    p.add_argument("--spark-master", default="local[*]", help="with --engine spark: the master URL")
+    p.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
+                   help="with --engine spark: a Spark setting, e.g. spark.driver.memory=2g (repeatable)")
     p = sub.add_parser("lens-clusters", help="the LENS head: KMeans over a model's LM head (or token embeddings)")
     p.add_argument("--model", required=True, help="teacher short name, folder or hub id")
     p.add_argument("--k", type=int, default=4000)

@@ -7,9 +7,11 @@ peak memory), and the recall of its near-duplicate pairs against exact search fo
 
 ``make`` takes corpus sentences and adds, for a third of them, a copy with one edit (a word dropped,
 doubled or swapped with its neighbour, case changed, punctuation changed), and exact copies, until
-``n`` lines. ``recall`` encodes the distinct lines as ``swembed dedup`` does (float16), runs the same ANN
-pair search, and for ``sample`` random texts compares the pairs it found with every pair an exact
-search over all texts finds at the same threshold.
+``n`` lines. With ``--splice``, when the corpus has fewer than ``0.7 n`` sentences, the rest of the base texts
+are synthetic: the first half of one random sentence joined to the second half of another (the 5M-record Spark
+benchmark, ``reports/spark-dedup.md``). ``recall`` encodes the distinct lines as ``swembed dedup`` does
+(float16), runs the same ANN pair search, and for ``sample`` random texts compares the pairs it found with
+every pair an exact search over all texts finds at the same threshold.
 """
 from __future__ import annotations
 
@@ -40,7 +42,12 @@ def _edit(sentence: str, rng: random.Random) -> str:
     return " ".join(words)
 
 
-def make(corpus: list[str], n: int, out: Path, seed: int = 0) -> dict:
+def _splice(first: str, second: str) -> str:
+    a, b = first.split(), second.split()
+    return " ".join(a[: (len(a) + 1) // 2] + b[len(b) // 2 :])
+
+
+def make(corpus: list[str], n: int, out: Path, seed: int = 0, splice: bool = False) -> dict:
     from swembed.pipeline.sources import expand_sources, read_source
 
     rng = random.Random(seed)
@@ -52,13 +59,16 @@ def make(corpus: list[str], n: int, out: Path, seed: int = 0) -> dict:
             if len(sentences) >= n:
                 break
     base = sentences[: int(n * 0.7)]
+    while splice and len(base) < int(n * 0.7):  # a corpus too small for n: texts of two sentences' halves
+        base.append(_splice(rng.choice(sentences), rng.choice(sentences)))
     lines = list(base)
     while len(lines) < n:
         source = rng.choice(base)
         lines.append(_edit(source, rng) if rng.random() < 0.8 else source)
     rng.shuffle(lines)
+    spliced = max(0, len(base) - len(sentences))
     out.write_text("".join(line.replace("\n", " ") + "\n" for line in lines), encoding="utf-8")
-    return {"lines": len(lines), "corpus_sentences": len(base), "out": str(out)}
+    return {"lines": len(lines), "corpus_sentences": len(base) - spliced, "spliced": spliced, "out": str(out)}
 
 
 def recall(path: Path, model_path: str, threshold: float, sample: int, k: int, nprobe: int, seed: int) -> dict:
@@ -109,6 +119,7 @@ def main() -> None:
     p.add_argument("--corpus", nargs="+", required=True)
     p.add_argument("--n", type=int, default=1_000_000)
     p.add_argument("--out", required=True)
+    p.add_argument("--splice", action="store_true", help="make texts from halves of two sentences when short")
     p = sub.add_parser("recall")
     p.add_argument("input")
     p.add_argument("--model", required=True)
@@ -119,7 +130,7 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     if args.command == "make":
-        print(json.dumps(make(args.corpus, args.n, Path(args.out)), indent=2))
+        print(json.dumps(make(args.corpus, args.n, Path(args.out), splice=args.splice), indent=2))
     else:
         print(json.dumps(recall(Path(args.input), args.model, args.threshold, args.sample, args.k, args.nprobe,
                                 args.seed), indent=2))

@@ -11,6 +11,7 @@ import numpy as np
 
 _SPACES = re.compile(r"\s+")
 EXACT_SEARCH_BELOW = 50_000  # unique texts; below this an exact blockwise search is faster than building an index
+SCORES_PER_BLOCK = 1 << 24  # exact search scores this many pairs at a time (64 MB of float32)
 
 
 def normalized_key(text: str) -> str:
@@ -25,10 +26,12 @@ def text_hashes(texts: Sequence[str]) -> np.ndarray:
                        dtype=np.uint64, count=len(texts))
 
 
-def exact_search_pairs(vectors: np.ndarray, threshold: float, k: int, block: int = 4096
+def exact_search_pairs(vectors: np.ndarray, threshold: float, k: int, block: int | None = None
                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """All pairs i < j with cosine >= threshold among each row's ``k`` nearest (exact, blockwise)."""
+    """All pairs i < j with cosine >= threshold among each row's ``k`` nearest (exact, blockwise: by default
+    ``SCORES_PER_BLOCK`` scores at a time, at most 4096 rows)."""
     x = np.asarray(vectors, dtype=np.float32)
+    block = block or max(1, min(4096, SCORES_PER_BLOCK // max(len(x), 1)))
     rows, cols, sims = [], [], []
     for start in range(0, len(x), block):
         scores = x[start : start + block] @ x.T

@@ -55,7 +55,7 @@ def check_inputs(paths: list[str | Path], text_column: str) -> list[Path]:
     return files
 
 
-def _decode(raw: bytes) -> str:
+def decode_line(raw: bytes) -> str:
     return raw.decode("utf-8", errors="replace")
 
 
@@ -63,7 +63,7 @@ def _strip_newline(line: bytes) -> bytes:
     return line[:-2] if line.endswith(b"\r\n") else line[:-1] if line.endswith(b"\n") else line
 
 
-def _jsonl_text(raw: bytes, path: Path, number: int, text_column: str) -> str:
+def jsonl_text(raw: bytes, path: Path, number: int, text_column: str) -> str:
     try:
         record = json.loads(raw.decode("utf-8", errors="surrogateescape"))
     except json.JSONDecodeError as exc:
@@ -100,7 +100,7 @@ def read_batches(files: list[Path], text_column: str = "text", batch_size: int =
                 number += 1
                 consumed += len(line)
                 raw = _strip_newline(line)
-                texts.append(_decode(raw) if fmt == "txt" else _jsonl_text(raw, path, number, text_column))
+                texts.append(decode_line(raw) if fmt == "txt" else jsonl_text(raw, path, number, text_column))
                 positions.append(number)
                 raws.append(raw)
                 if len(texts) == batch_size:
@@ -108,6 +108,12 @@ def read_batches(files: list[Path], text_column: str = "text", batch_size: int =
                     texts, positions, raws, consumed = [], [], [], 0
             if texts:
                 yield Batch(index, texts, positions, raws, consumed)
+
+
+def kept_name(files: list[Path], index: int) -> str:
+    """The name input ``index``'s kept records get under ``kept/``: its own, numbered if names repeat."""
+    name = files[index].name
+    return f"{index:03d}-{name}" if [p.name for p in files].count(name) > 1 else name
 
 
 class KeptWriter:
@@ -121,9 +127,7 @@ class KeptWriter:
         self._parquet: dict[int, object] = {}
 
     def _name(self, index: int) -> Path:
-        names = [p.name for p in self.files]
-        name = self.files[index].name
-        return self.folder / (f"{index:03d}-{name}" if names.count(name) > 1 else name)
+        return self.folder / kept_name(self.files, index)
 
     def write(self, batch: Batch, keep: list[bool]) -> None:
         if batch.raw is not None:

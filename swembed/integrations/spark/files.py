@@ -1,0 +1,185 @@
+"""`swembed dedup --engine spark`: the command's inputs and outputs, with the work on a Spark cluster.
+
+Inputs are read by Spark (.txt and .jsonl split on ``\\n`` only, as ``swembed dedup`` does, a trailing ``\\r``
+dropped; .parquet with all columns). Records are numbered in input order without gathering them: each file's
+partitions are counted and a record's number is the count before its partition plus its place in it. Texts are
+taken from lines with ``swembed dedup``'s own rules (``records.decode_line`` / ``records.jsonl_text``).
+
+The output folder holds the same things as the single-machine command, written by the executors as folders
+of part files (in record order): ``mapping/`` (parquet: record, file, position, representative, similarity,
+reason), ``kept/<input>/`` (text part files of the kept lines, original bytes, or parquet with all columns),
+``pairs/`` (the near-duplicate pairs found: first records of both texts and their cosine) and ``summary.json``.
+It is written to a temporary folder beside ``--out`` and renamed when complete (on a cluster ``--out`` must be on
+storage the driver and executors share); an existing ``--out`` is refused unless ``--overwrite``, as by
+``swembed dedup``.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import resource
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from swembed.dedup.job import DedupConfig
+from swembed.dedup.records import RecordError, check_inputs, decode_line, input_format, jsonl_text, kept_name
+from swembed.integrations.spark.job import REASONS, run, threshold_of
+from swembed.integrations.spark.search import CellSearch
+from swembed.runtime.folder import atomic_directory, check_writable, read_model_folder
+
+_RECORD_ERROR = re.compile(r"RecordError: (.+)")
+
+
+def spark_session(master: str, conf: dict[str, str], progress: bool):
+    """The active session, or a new one on ``master`` (workers run this Python) that the caller must stop."""
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active, False
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = SparkSession.builder.master(master).appName("swembed-dedup").config(
+        "spark.ui.showConsoleProgress", str(progress).lower())
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark, True
+
+
+def numbered(frame):
+    """``frame`` with ``_position``: each row's 0-based place in the file, from per-partition counts (the
+    driver gets one row per partition)."""
+    from pyspark.sql import functions as F
+
+    spark = frame.sparkSession
+    marked = frame.withColumn("_mid", F.monotonically_increasing_id()).withColumn(
+        "_part", F.shiftright("_mid", 33))
+    counts = sorted((r["_part"], r["count"]) for r in marked.groupBy("_part").count().collect())
+    offsets, total = [], 0
+    for part, count in counts:
+        offsets.append((part, total))
+        total += count
+    starts = spark.createDataFrame(offsets or [(0, 0)], "_part long, _offset long")
+    placed = marked.join(F.broadcast(starts), "_part").withColumn(
+        "_position", F.col("_offset") + F.col("_mid") - F.shiftleft("_part", 33))
+    return placed.drop("_mid", "_part", "_offset"), total
+
+
+def read_input(spark, path: Path, text_column: str):
+    """One input as (frame with _position and _line or the parquet columns, record count, text function)."""
+    from pyspark.sql import functions as F
+
+    if input_format(path) == "parquet":
+        frame, total = numbered(spark.read.parquet(str(path)))
+        return frame, total, F.coalesce(F.col(f"`{text_column}`").cast("string"), F.lit(""))
+    lines = spark.read.option("lineSep", "\n").text(str(path)).select(F.col("value").cast("binary").alias("raw"))
+    ends_cr = F.expr("substring(raw, length(raw), 1) = X'0D'")
+    lines = lines.select(F.when(ends_cr, F.expr("substring(raw, 1, length(raw) - 1)")).otherwise(F.col("raw"))
+                         .alias("_line"))
+    frame, total = numbered(lines)
+    return frame, total, None
+
+
+def line_texts(frame, path: Path, text_column: str):
+    """(_position, _text) of a .txt or .jsonl input, decoded by ``swembed dedup``'s rules."""
+    is_jsonl = input_format(path) == "jsonl"
+
+    def texts(frames):
+        import pandas as pd
+
+        for chunk in frames:
+            raw, numbers = chunk["_line"].tolist(), (chunk["_position"] + 1).tolist()
+            text = ([jsonl_text(bytes(r), path, n, text_column) for r, n in zip(raw, numbers)] if is_jsonl
+                    else [decode_line(bytes(r)) for r in raw])
+            yield pd.DataFrame({"_position": chunk["_position"], "_text": text})
+
+    return frame.select("_position", "_line").mapInPandas(texts, "_position long, _text string")
+
+
+def read_inputs(spark, files: list[Path], text_column: str) -> tuple[list, object, object]:
+    """Per input its numbered frame; all records as (_id, _text); and (record, file, position) of each."""
+    from pyspark.sql import functions as F
+
+    frames, texts, index, first_record = [], None, None, 0
+    for path in files:
+        frame, total, text = read_input(spark, path, text_column)
+        frame = frame.withColumn("_record", F.col("_position") + F.lit(first_record))
+        base = 0 if input_format(path) == "parquet" else 1  # lines are numbered from 1, rows from 0
+        mine = (frame.select("_position", text.alias("_text")) if text is not None
+                else line_texts(frame, path, text_column))
+        mine = mine.select((F.col("_position") + F.lit(first_record)).alias("_id"), "_text")
+        where = frame.select(F.col("_record").alias("record"), F.lit(str(path)).alias("file"),
+                             (F.col("_position") + F.lit(base)).alias("position"))
+        texts, index = (mine, where) if texts is None else (texts.unionByName(mine), index.unionByName(where))
+        frames.append(frame)
+        first_record += total
+    return frames, texts, index
+
+
+def write_kept(frames: list, files: list[Path], kept_ids, folder: Path) -> None:
+    """Each input's kept records, in input order, in its own format."""
+    from pyspark.sql import functions as F
+
+    for number, (frame, path) in enumerate(zip(frames, files)):
+        kept = frame.join(kept_ids, "_record", "left_semi").orderBy("_position")
+        target = str(folder / kept_name(files, number))
+        if input_format(path) == "parquet":
+            kept.drop("_position", "_record").write.parquet(target)
+        else:
+            kept.select(F.col("_line").cast("string").alias("value")).write.text(target)
+
+
+def dedup_files(inputs: list[str | Path], model_path: str | Path, out: str | Path, config: DedupConfig | None = None,
+                search: CellSearch | None = None, master: str = "local[*]", conf: dict[str, str] | None = None,
+                overwrite: bool = False) -> dict:
+    """``swembed dedup`` on Spark: read ``inputs``, write ``out/`` atomically (an existing ``out`` only when
+    ``overwrite``); returns the summary. Settings, ``out``, inputs and model are checked before Spark starts."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    config, search = config or DedupConfig(), search or CellSearch()
+    config.validate()
+    search.validate()
+    threshold_of(config)  # --target-* is refused before any work
+    out = Path(out)
+    check_writable(out, overwrite)
+    files = check_inputs(inputs, config.text_column)
+    read_model_folder(Path(model_path))  # a bad model folder fails here in one line, not on an executor
+    spark, owned = spark_session(master, conf or {}, config.progress)
+    try:
+        with atomic_directory(out, overwrite) as tmp:
+            start = time.perf_counter()
+            frames, texts, index = read_inputs(spark, files, config.text_column)
+            result = run(texts, model_path, config, search)
+            mapping = result.mapping.withColumnRenamed("_id", "record").persist(StorageLevel.DISK_ONLY)
+            counts = dict(mapping.groupBy("reason").count().collect())
+            searched = time.perf_counter() - start
+            index.join(mapping, "record").select("record", "file", "position", "representative", "similarity",
+                                                 "reason").orderBy("record").write.parquet(str(tmp / "mapping"))
+            result.pairs.orderBy("a", "b").write.parquet(str(tmp / "pairs"))
+            write_kept(frames, files, mapping.filter(F.col("reason") == REASONS[0]).select(
+                F.col("record").alias("_record")), tmp / "kept")
+            summary = {
+                "engine": "spark", "master": spark.sparkContext.master, "inputs": [str(p) for p in files],
+                "model": str(model_path), "records": sum(counts.values()), "kept": counts.get("kept", 0),
+                "exact_duplicates": counts.get("exact", 0), "near_duplicates": counts.get("near", 0),
+                **result.stats, "pairs_found": result.pairs.count(), "target": None,
+                "seconds": {"hash_encode_search_cluster": round(searched, 2),
+                            "write": round(time.perf_counter() - start - searched, 2)},
+                "driver_peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+                "config": asdict(config), "search": asdict(search)}
+            (tmp / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+            mapping.unpersist()
+    except Exception as exc:  # a bad record fails a task on an executor: report its one line, not the trace
+        found = _RECORD_ERROR.search(str(exc))
+        if found is None:
+            raise
+        raise RecordError(found.group(1).strip()) from None
+    finally:
+        if owned:
+            spark.stop()
+    return summary

@@ -1,0 +1,180 @@
+"""`swembed dedup` as a Spark job: the same keys, clusters, representatives and mapping, with nothing that
+grows with the collection gathered on the driver.
+
+1. Executors hash each text (``clusters.text_hashes``); one shuffle by hash gives each record its text's first
+   record (the distinct text's id) and longest record; only first records are encoded (float16, stored on
+   the executors' disks).
+2. ``search.candidate_pairs``: near-duplicate pairs among the distinct texts (cells of a coarse quantiser).
+3. ``components.connected_roots``: the pairs' connected components; the representative is the component's
+   first distinct text (``keep="first"``) or its longest (ties: the first), as ``clusters.representatives``.
+4. Each record: its representative's record, the cosine of their texts and the reason (kept, exact, near).
+
+The driver holds the k-means sample, one number per cell and a few counts.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from swembed.dedup.clusters import text_hashes
+from swembed.dedup.job import DedupConfig
+from swembed.integrations.spark.components import connected_roots
+from swembed.integrations.spark.model import broadcast_model, require_columns, vectors_from_bytes, vectors_to_bytes, \
+    worker_model
+from swembed.integrations.spark.search import CellSearch, candidate_pairs
+
+REASONS = ("kept", "exact", "near")
+
+
+@dataclass
+class SparkDedup:
+    """A run: ``mapping`` (_id, representative, similarity, reason) for every record, ``pairs`` (a, b,
+    similarity: the distinct texts' first records), both lazy over persisted stages, and what the search did."""
+
+    mapping: object
+    pairs: object
+    stats: dict = field(default_factory=dict)
+
+
+def threshold_of(config: DedupConfig) -> float:
+    if config.target_size is not None or config.target_fraction is not None:
+        raise ValueError("--target-size/--target-fraction need the single-machine engine (--engine local)")
+    return config.threshold if config.threshold is not None else 0.9
+
+
+def check_ids(df, id_col: str) -> None:
+    """The id column names and orders the records: an integer type, never null, unique."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import IntegralType
+
+    kind = df.schema[id_col].dataType
+    if not isinstance(kind, IntegralType):
+        raise ValueError(f"id column {id_col!r} is {kind.simpleString()}, not an integer type")
+    bad = df.groupBy(id_col).count().filter(F.col(id_col).isNull() | (F.col("count") > 1)).limit(1).collect()
+    if bad and bad[0][id_col] is None:
+        raise ValueError(f"id column {id_col!r} has null values")
+    if bad:
+        raise ValueError(f"id column {id_col!r} is not unique: {bad[0][id_col]} occurs {bad[0]['count']} times")
+
+
+def distinct_texts(texts, model_path, spark):
+    """Per record (_id, _first, _longest, _longest_length, _vector): its text's first and longest record
+    (ties: the first) and, on first records only, the text's float16 vector. Persisted on disk."""
+    from pyspark import StorageLevel
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    broadcast, digest = broadcast_model(spark, model_path)
+
+    def add_keys(frames):
+        import pandas as pd
+
+        for frame in frames:
+            text = frame["_text"].fillna("").astype(str).tolist()
+            yield pd.DataFrame({"_id": frame["_id"].astype(np.int64), "_hash": text_hashes(text).view(np.int64),
+                                "_length": [len(t) for t in text], "_text": text})
+
+    def encode_firsts(frames):
+        import pandas as pd
+
+        model = worker_model(broadcast, digest)
+        for frame in frames:
+            first = (frame["_id"] == frame["_first"]).to_numpy()
+            vectors = np.full(len(frame), None, dtype=object)
+            if first.any():
+                vectors[first] = vectors_to_bytes(model.encode(frame["_text"][first].tolist()))
+            yield pd.DataFrame({"_id": frame["_id"], "_first": frame["_first"], "_longest": frame["_longest"],
+                                "_longest_length": -frame["_negative_length"], "_vector": vectors})
+
+    keyed = texts.mapInPandas(add_keys, "_id long, _hash long, _length long, _text string")
+    same_text = Window.partitionBy("_hash")
+    longest = F.min(F.struct((-F.col("_length")).alias("negative_length"), F.col("_id").alias("id")))
+    grouped = keyed.select("_id", "_text", F.min("_id").over(same_text).alias("_first"),
+                           longest.over(same_text).alias("_best"))
+    grouped = grouped.select("_id", "_text", "_first", F.col("_best.id").alias("_longest"),
+                             F.col("_best.negative_length").alias("_negative_length"))
+    table = grouped.mapInPandas(
+        encode_firsts, "_id long, _first long, _longest long, _longest_length long, _vector binary")
+    return table.persist(StorageLevel.DISK_ONLY)
+
+
+def cosine_to_representative(members, vectors, dim: int):
+    """(_first, similarity) for members (_first, _rep_first) that are not their own representative: the
+    float32 cosine of the stored float16 vectors, clipped to [-1, 1] as ``swembed dedup`` does."""
+    from pyspark.sql import functions as F
+
+    def cosines(frames):
+        import pandas as pd
+
+        for frame in frames:
+            x = vectors_from_bytes(frame["_vector"].to_numpy(), dim)
+            y = vectors_from_bytes(frame["_rep_vector"].to_numpy(), dim)
+            yield pd.DataFrame({"_first": frame["_first"],
+                                "similarity": np.clip(np.einsum("ij,ij->i", x, y), -1.0, 1.0)})
+
+    mine = vectors.select("_first", "_vector")
+    theirs = vectors.select(F.col("_first").alias("_rep_first"), F.col("_vector").alias("_rep_vector"))
+    pairs = members.filter(F.col("_first") != F.col("_rep_first")).join(mine, "_first").join(theirs, "_rep_first")
+    return pairs.select("_first", "_vector", "_rep_vector").mapInPandas(cosines, "_first long, similarity float")
+
+
+def representatives(vectors, roots, keep: str):
+    """(_first, _rep_first, representative) for every distinct text: the kept distinct text of its component
+    and the record that stands for it (its first record, or with ``keep="longest"`` its longest)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    light = vectors.select("_first", "_longest", "_longest_length")
+    members = light.join(roots.withColumnRenamed("node", "_first"), "_first", "left").withColumn(
+        "root", F.coalesce("root", "_first"))
+    if keep == "first":
+        return members.select("_first", F.col("root").alias("_rep_first"), F.col("root").alias("representative"))
+    best = F.min(F.struct((-F.col("_longest_length")).alias("negative_length"), F.col("_first").alias("first"),
+                          F.col("_longest").alias("record"))).over(Window.partitionBy("root"))
+    chosen = members.select("_first", best.alias("_best"))
+    return chosen.select("_first", F.col("_best.first").alias("_rep_first"),
+                         F.col("_best.record").alias("representative"))
+
+
+def run(texts, model_path, config: DedupConfig | None = None, search: CellSearch | None = None) -> SparkDedup:
+    """Dedup ``texts`` (columns _id: unique integer, ordering the records; _text: string)."""
+    from pyspark.sql import functions as F
+
+    from swembed import load
+
+    config, search = config or DedupConfig(), search or CellSearch()
+    config.validate()
+    search.validate()
+    threshold = threshold_of(config)
+    spark = texts.sparkSession
+    dim = load(model_path).dim
+    table = distinct_texts(texts, model_path, spark)
+    vectors = table.filter(F.col("_vector").isNotNull()).select(
+        "_first", "_longest", "_longest_length", "_vector")
+    n_distinct = vectors.count()
+    pairs, links, stats = candidate_pairs(vectors.select(F.col("_first").alias("_id"), "_vector"), n_distinct,
+                                          dim, threshold, config, search)
+    roots, rounds = connected_roots(links)
+    chosen = representatives(vectors, roots, config.keep)
+    scored = cosine_to_representative(chosen, vectors, dim)
+    distinct_map = chosen.join(scored, "_first", "left").fillna(1.0, ["similarity"])
+    reason = (F.when(F.col("_id") == F.col("representative"), REASONS[0])
+              .when(F.col("_first") == F.col("_rep_first"), REASONS[1]).otherwise(REASONS[2]))
+    mapping = table.select("_id", "_first").join(distinct_map, "_first").select(
+        "_id", "representative", "similarity", reason.alias("reason"))
+    stats = {"distinct_texts": n_distinct, "threshold": threshold, "component_rounds": rounds, **stats}
+    return SparkDedup(mapping, pairs, stats)
+
+
+def dedup(df, model_path, id_col: str, text_col: str = "text", config: DedupConfig | None = None,
+          search: CellSearch | None = None):
+    """Every row of ``df`` with ``representative`` (the kept row's id), ``similarity`` and ``reason``
+    (kept / exact / near), as ``swembed dedup`` defines them; ``id_col`` orders the rows ("first" = smallest id)."""
+    from pyspark.sql import functions as F
+
+    require_columns(df, id_col, text_col)
+    check_ids(df, id_col)
+    texts = df.select(F.col(id_col).alias("_id"), F.col(text_col).cast("string").alias("_text"))
+    mapping = run(texts, model_path, config, search).mapping.withColumnRenamed("_id", id_col)
+    return df.join(mapping, id_col)
