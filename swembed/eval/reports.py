@@ -169,12 +169,15 @@ def _work_dir(model) -> Path:
     return Path(config["work_dir"] or f"{config['out']}.work")
 
 
+PREVIOUS_RULE = {"back-off to the longest known prefix, no piece rows (previous rule)":
+                 {"tokenization": {"oov_backoff": "teacher_prefix"}, "compose": {"pieces": False}}}
+
+
 def ablations(teacher_dim: int) -> dict[str, dict]:
     """The levers of the ablation table, each changing one setting of the main recipe (compared before KD)."""
     r = teacher_dim // 100
     return {
-        "back-off to the longest known prefix, no piece rows (previous rule)":
-            {"tokenization": {"oov_backoff": "teacher_prefix"}, "compose": {"pieces": False}},
+        **PREVIOUS_RULE,
         "piece rows, back-off to the longest known prefix":
             {"tokenization": {"oov_backoff": "teacher_prefix"}},
         **{f"shrinkage k = {k:g}": {"compose": {"shrinkage": k}} for k in (1.0, 2.0, 4.0, 8.0, 16.0, 32.0)},
@@ -188,8 +191,7 @@ def ablations(teacher_dim: int) -> dict[str, dict]:
 
 # The levers also compared after distillation, each trained for the same fixed budget as the corpus curve.
 KD_ABLATIONS = {
-    "back-off to the longest known prefix, no piece rows (previous rule)":
-        {"tokenization": {"oov_backoff": "teacher_prefix"}, "compose": {"pieces": False}},
+    **PREVIOUS_RULE,
     "shrinkage k = 4": {"compose": {"shrinkage": 4.0}},
     "vocabulary cut: words in >= 3 sentences": {"compose": {"min_contexts": 3}},
 }
@@ -229,26 +231,26 @@ def ablations_report(recipe: Path, scores: Scores, out: Path, models_dir: Path, 
     base.work_dir = str(base.work_path)
     folder = models_dir / "ablations"
 
-    def run(changes: dict, name: str) -> tuple[dict, object]:
+    def run(changes: dict, name: str) -> dict:
         target = folder / name
         if not (target / "config.json").is_file():
             build(variant(base, changes, target), quiet=True, overwrite=True)
-        return scores.sts(str(target)), load(target)
+        return scores.sts(str(target))
 
     results: dict[str, dict] = {}
-    main_scores, main_model = run({}, "recipe")
-    results["recipe"] = main_scores
+    main_scores = results["recipe"] = run({}, "recipe")
+    main_model = load(folder / "recipe")
     teacher_dim = main_model.config["teacher"]["dim"]
-    before = [["the recipe, before KD", *_sts_cells(run({"distill_enabled": False}, "no-kd")[0])]]
+    before = [["the recipe, before KD", *_sts_cells(run({"distill_enabled": False}, "no-kd"))]]
     for label, changes in ablations(teacher_dim).items():
-        lever, _ = run({**changes, "distill_enabled": False}, "no-kd-" + _slug(label))
+        lever = run({**changes, "distill_enabled": False}, "no-kd-" + _slug(label))
         results[label + " (no KD)"] = lever
         before.append([label, *_sts_cells(lever)])
     after = [["the recipe (`" + str(recipe) + "`), early-stopped", *_sts_cells(main_scores)]]
     budget = {"distill": {"max_steps": KD_BUDGET_STEPS}}
-    after.append([f"the recipe, {KD_BUDGET_STEPS:,} steps", *_sts_cells(run(budget, "kd-budget-recipe")[0])])
+    after.append([f"the recipe, {KD_BUDGET_STEPS:,} steps", *_sts_cells(run(budget, "kd-budget-recipe"))])
     for label, changes in KD_ABLATIONS.items():
-        lever, _ = run({**changes, **budget}, "kd-budget-" + _slug(label))
+        lever = run({**changes, **budget}, "kd-budget-" + _slug(label))
         results[label] = lever
         after.append([f"{label}, {KD_BUDGET_STEPS:,} steps", *_sts_cells(lever)])
     curve = []
@@ -256,7 +258,7 @@ def ablations_report(recipe: Path, scores: Scores, out: Path, models_dir: Path, 
     for n in (*KD_SENTENCES, encoded):
         label = f"KD on {n:,} sentences, {KD_BUDGET_STEPS:,} steps"
         changes = {"distill": {"max_sentences": n, "max_steps": KD_BUDGET_STEPS}}
-        results[label] = run(changes, f"kd-curve-{n}")[0]
+        results[label] = run(changes, f"kd-curve-{n}")
         curve.append([f"{n:,}", *_sts_cells(results[label])])
     vocab_rows = []
     words = main_model.words
