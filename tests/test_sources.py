@@ -67,3 +67,30 @@ def test_parquet_with_text_column(tmp_path):
     assert list(read_source(str(path), text_column="body")) == LINES
     with pytest.raises(CorpusError, match="no column 'text'"):
         list(read_source(str(path)))
+
+
+def test_a_copied_or_remounted_corpus_keeps_its_cache_and_an_edited_one_does_not(tmp_path):
+    """The corpus stage is keyed by the files' content, not their mtime: a build resumes after a re-mount."""
+    import os
+    import shutil
+
+    from swembed.pipeline.corpus import run_corpus
+    from swembed.pipeline.sources import content_digest
+
+    text = "".join(f"Sentence number {i} has a few words in it.\n" for i in range(50))
+    path = tmp_path / "a.txt"
+    path.write_text(text)
+    config = CorpusConfig(sources=[str(path)])
+    first = run_corpus(config, "NFKC", tmp_path / "work", quiet=True)
+    os.utime(path, (1, 1))  # what a re-mount or a copy without -p does
+    assert run_corpus(config, "NFKC", tmp_path / "work", quiet=True).cached
+    path.write_text(text.replace("few", "new"))  # same size, other content
+    assert not run_corpus(config, "NFKC", tmp_path / "work", quiet=True).cached
+    big = tmp_path / "big.bin"
+    big.write_bytes(os.urandom(1 << 20))
+    shutil.copy(big, tmp_path / "copy.bin")
+    assert content_digest(big, whole_below=1 << 16) == content_digest(tmp_path / "copy.bin", whole_below=1 << 16)
+    with open(big, "r+b") as handle:  # sampled above whole_below: the first block is always read
+        handle.write(b"x")
+    assert content_digest(big, whole_below=1 << 16) != content_digest(tmp_path / "copy.bin", whole_below=1 << 16)
+    assert first.key != run_corpus(config, "NFKC", tmp_path / "work", quiet=True).key

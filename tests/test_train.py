@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 import torch
 
-from swembed.pipeline.train import (LoopSettings, PackedRows, contrastive_loss, contrastive_objective, kd_loss,
-                                    kd_objective, train)
+from swembed.pipeline.train import (CellBatches, LoopSettings, PackedRows, contrastive_loss, contrastive_objective,
+                                    kd_loss, kd_objective, spherical_kmeans, train)
 from swembed.runtime.tokenizer import TokenIds
 
 
@@ -54,7 +54,7 @@ def random_texts(rng, n, vocab, weighted=False):
     return TokenIds(ids, lengths, weights)
 
 
-def problem(device, seed=0):
+def problem(device, seed=0, cell_size=0):
     """A table, KD texts with random teacher targets and translation pairs over disjoint row ranges."""
     rng = np.random.default_rng(seed)
     table = rng.normal(size=(60, 8)).astype(np.float32)
@@ -63,7 +63,7 @@ def problem(device, seed=0):
     left = random_texts(rng, 300, 30)
     right = TokenIds(left.ids + 30, left.lengths)  # row i of the "other language" is row i + 30
     objectives = [
-        kd_objective(kd, targets.to(device), 0.05, 1.0, "kd", 64, 16, np.random.default_rng(1)),
+        kd_objective(kd, targets.to(device), 0.05, 1.0, "kd", 64, 16, np.random.default_rng(1), cell_size=cell_size),
         contrastive_objective(PackedRows(left, device), PackedRows(right, device), 0.05, 1.0, "contrastive", 48, 16),
     ]
     return table, objectives
@@ -76,9 +76,10 @@ class Killed(Exception):
     pass
 
 
-def test_a_killed_run_resumes_to_the_identical_table_for_both_objectives(tmp_path):
+@pytest.mark.parametrize("cell_size", [0, 40], ids=["random-batches", "neighbour-batches"])
+def test_a_killed_run_resumes_to_the_identical_table_for_both_objectives(tmp_path, cell_size):
     device = torch.device("cpu")
-    table, objectives = problem(device)
+    table, objectives = problem(device, cell_size=cell_size)
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     reference, history = train(table, objectives, SETTINGS, device, tmp_path / "a", 0.0)
@@ -94,6 +95,44 @@ def test_a_killed_run_resumes_to_the_identical_table_for_both_objectives(tmp_pat
     resumed, history = train(table, objectives, SETTINGS, device, tmp_path / "b", 0.0)
     assert len(history["rounds"]) == 6
     np.testing.assert_array_equal(resumed, reference)
+
+
+def planted_cells(rng, n_cells=4, per_cell=50, dim=16):
+    """Unit vectors in tight groups around random centres, with each vector's group."""
+    centres = rng.normal(size=(n_cells, dim))
+    truth = np.repeat(np.arange(n_cells), per_cell)
+    vectors = centres[truth] + 0.05 * rng.normal(size=(len(truth), dim))
+    return torch.nn.functional.normalize(torch.tensor(vectors, dtype=torch.float32), dim=-1), truth
+
+
+def test_spherical_kmeans_recovers_planted_cells_and_is_seeded():
+    vectors, truth = planted_cells(np.random.default_rng(0))
+    cells = spherical_kmeans(vectors, 4, seed=3, sample_per_cell=50)
+    # one cell per planted group and one group per cell
+    assert len({(t, c) for t, c in zip(truth, cells)}) == 4 == len(set(cells))
+    np.testing.assert_array_equal(cells, spherical_kmeans(vectors, 4, seed=3, sample_per_cell=50))
+
+
+def test_neighbour_batches_come_from_one_cell_and_small_cells_are_topped_up():
+    cells = np.array([0] * 30 + [1] * 30 + [2] * 5)
+    batches = CellBatches(cells)(np.random.default_rng(0), len(cells), 200, 10)
+    assert batches.shape == (200, 10)
+    full = [b for b in batches if cells[b[0]] != 2]
+    assert all(len(set(b)) == 10 and len(set(cells[b])) == 1 for b in full)
+    small = [b for b in batches if cells[b[0]] == 2]
+    assert small and all(set(b[:5]) == set(range(60, 65)) for b in small)
+    assert 0.02 < len(small) / 200 < 0.15  # cells drawn in proportion to their size (5/65)
+
+
+def test_neighbour_held_out_batches_are_an_anchors_nearest_texts():
+    rng = np.random.default_rng(0)
+    vectors, truth = planted_cells(rng, n_cells=8, per_cell=50)
+    texts = PackedRows(random_texts(rng, len(truth), 30), torch.device("cpu"))
+    objective = kd_objective(texts, vectors, 0.05, 1.0, "kd", 40, 5, np.random.default_rng(1), cell_size=50)
+    assert len(objective.held_out) == 8
+    for batch in objective.held_out:  # 40 held-out texts, 5 per group on average: the 5 nearest share a group
+        assert len(set(truth[batch])) <= 2
+    assert isinstance(objective.batches, CellBatches)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device here")

@@ -86,13 +86,11 @@ def build_tokenlearn(teacher_dir: Path, sentences: list[str], out: Path, dim: in
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--teacher", default="minilm")
     parser.add_argument("--corpus", nargs="+", required=True)
-    parser.add_argument("--sentences", type=int, default=100_000)
-    parser.add_argument("--dim", type=int, default=256)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default="models/baselines")
     parser.add_argument("--only", choices=["model2vec", "tokenlearn"])
+    for flag, default in {"teacher": "minilm", "sentences": 100_000, "dim": 256, "seed": 0,
+                          "out": "models/baselines"}.items():
+        parser.add_argument(f"--{flag}", type=type(default), default=default)
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO)
     out = Path(args.out)

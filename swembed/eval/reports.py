@@ -21,7 +21,7 @@ import json
 import re
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import numpy as np
@@ -41,6 +41,11 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
     return "\n".join(lines)
+
+
+def _section(title: str, intro: str, header: list[str], rows: list[list[str]]) -> list[str]:
+    """A report section: heading, one paragraph, a table."""
+    return [f"## {title}", "", intro, "", _table(header, rows), ""]
 
 
 def _provenance(command: str) -> str:
@@ -192,10 +197,9 @@ def ablations(teacher_dim: int) -> dict[str, dict]:
 # The levers also compared after distillation, each trained for the same fixed budget as the corpus curve.
 KD_ABLATIONS = {
     **PREVIOUS_RULE,
-    "shrinkage k = 4": {"compose": {"shrinkage": 4.0}},
-    "vocabulary cut: words in >= 3 sentences": {"compose": {"min_contexts": 3}},
+    "random KD batches (the paper), not neighbour cells": {"distill": {"cell_size": 0}},
 }
-KD_SENTENCES = (100_000, 200_000, 300_000, 400_000, 500_000)
+KD_SENTENCES = (100_000, 300_000, 500_000)
 KD_BUDGET_STEPS = 16_000  # fixed training budget of the KD levers and of each point of the corpus curve
 VOCAB_SIZES = (5_000, 10_000, 20_000, 50_000, 100_000)
 
@@ -233,8 +237,11 @@ def ablations_report(recipe: Path, scores: Scores, out: Path, models_dir: Path, 
 
     def run(changes: dict, name: str) -> dict:
         target = folder / name
-        if not (target / "config.json").is_file():
-            build(variant(base, changes, target), quiet=True, overwrite=True)
+        config = variant(base, changes, target)
+        wanted = json.loads(json.dumps(asdict(config), default=str))
+        built = json.loads((target / "config.json").read_text()) if (target / "config.json").is_file() else {}
+        if built.get("build", {}).get("config") != wanted:  # missing, or built from another recipe
+            build(config, quiet=True, overwrite=True)
         return scores.sts(str(target))
 
     results: dict[str, dict] = {}
@@ -250,14 +257,15 @@ def ablations_report(recipe: Path, scores: Scores, out: Path, models_dir: Path, 
     budget = {"distill": {"max_steps": KD_BUDGET_STEPS}}
     after.append([f"the recipe, {KD_BUDGET_STEPS:,} steps", *_sts_cells(run(budget, "kd-budget-recipe"))])
     for label, changes in KD_ABLATIONS.items():
-        lever = run({**changes, **budget}, "kd-budget-" + _slug(label))
+        lever = run({key: {**changes.get(key, {}), **budget.get(key, {})} for key in {*changes, *budget}},
+                    "kd-budget-" + _slug(label))
         results[label] = lever
         after.append([f"{label}, {KD_BUDGET_STEPS:,} steps", *_sts_cells(lever)])
     curve = []
     encoded = main_model.config["build"]["stages"]["extract"]["stats"]["encoded_sentences"]
     for n in (*KD_SENTENCES, encoded):
         label = f"KD on {n:,} sentences, {KD_BUDGET_STEPS:,} steps"
-        changes = {"distill": {"max_sentences": n, "max_steps": KD_BUDGET_STEPS}}
+        changes = {"distill": {"max_sentences": None if n == encoded else n, "max_steps": KD_BUDGET_STEPS}}
         results[label] = run(changes, f"kd-curve-{n}")
         curve.append([f"{n:,}", *_sts_cells(results[label])])
     vocab_rows = []
@@ -276,20 +284,19 @@ def ablations_report(recipe: Path, scores: Scores, out: Path, models_dir: Path, 
             "Compose and PCA re-run on the cached extract, no KD: a cheap and clean view of what each setting does to "
             "the table itself.", "",
             _table(["variant", *STS_HEADER], before), "",
-            "## After distillation", "",
-            f"The recipe's own early-stopped build, then the recipe and the deciding levers each distilled for the same "
-            f"{KD_BUDGET_STEPS:,} steps (batch 128), so that KD's effect on each lever is compared at equal cost.",
-            "", _table(["variant", *STS_HEADER], after), "",
-            "## Distillation corpus size", "",
-            f"Knowledge distillation on the first N sentences of a seeded shuffle of every encoded sentence (the same "
-            f"held-out sentences for every N), each trained for the same {KD_BUDGET_STEPS:,} steps: the gain per added "
-            "100k sentences at a fixed training budget.", "",
-            _table(["KD sentences", *STS_HEADER], curve), "",
-            "## Vocabulary size (Table 9)", "",
-            "The recipe's table with only its V most frequent words known at inference; the others back off as any "
-            "unknown word does.", "",
-            _table(["V", *STS_HEADER], vocab_rows)]
-    (out / "ablations.md").write_text("\n".join(text) + "\n", encoding="utf-8")
+            *_section("After distillation",
+                      f"The recipe's own early-stopped build, then the recipe and the deciding levers each distilled for "
+                      f"the same {KD_BUDGET_STEPS:,} steps (batch 128), so that KD's effect on each lever is compared at "
+                      "equal cost.", ["variant", *STS_HEADER], after),
+            *_section("Distillation corpus size",
+                      f"Knowledge distillation on the first N sentences of a seeded shuffle of every encoded sentence "
+                      f"(the same held-out sentences for every N), each trained for the same {KD_BUDGET_STEPS:,} steps: "
+                      "the gain per added 100k sentences at a fixed training budget.", ["KD sentences", *STS_HEADER],
+                      curve),
+            *_section("Vocabulary size (Table 9)",
+                      "The recipe's table with only its V most frequent words known at inference; the others back off "
+                      "as any unknown word does.", ["V", *STS_HEADER], vocab_rows)]
+    (out / "ablations.md").write_text("\n".join(text).rstrip() + "\n", encoding="utf-8")
     return results
 
 
@@ -309,11 +316,11 @@ def robust_report(models: dict[str, Path], data_dir: Path, out: Path, command: s
             "stay, the tokeniser no longer knows them, so the back-off (the teacher's pieces, or a known prefix) must "
             "carry them, as it must for a text full of specialised vocabulary.", "",
             _table(["table", *hidden, "50% hidden - full"], rows), "",
-            "## By context count", "",
-            "All pairs of the seven sets pooled (gold rescaled to [0, 1] per set), bucketed by the fewest sentences any "
-            "word of the pair was seen in at build time (0: a word with no row); Spearman x100 per bucket.", "",
-            _table(["table", *buckets], bucket_rows)]
-    (out / "robust.md").write_text("\n".join(text) + "\n", encoding="utf-8")
+            *_section("By context count",
+                      "All pairs of the seven sets pooled (gold rescaled to [0, 1] per set), bucketed by the fewest "
+                      "sentences any word of the pair was seen in at build time (0: a word with no row); Spearman x100 "
+                      "per bucket.", ["table", *buckets], bucket_rows)]
+    (out / "robust.md").write_text("\n".join(text).rstrip() + "\n", encoding="utf-8")
     return results
 
 

@@ -81,6 +81,7 @@ class DistillConfig:
     held_out_pairs: int = 2_000  # per language pair
     max_pairs: int | None = None
     min_teacher_similarity: float | None = None  # drop parallel pairs the teacher scores below this
+    cell_size: int = 0  # KD batches from k-means cells of about this many sentences; 0: random (the paper)
 
 
 @dataclass

@@ -51,7 +51,8 @@ def run_distill(config: DistillConfig, pca: StageResult, compose: StageResult, e
                 targets = torch.as_tensor(np.load(extract.path / files.TARGETS), device=dev)
                 packed = PackedRows(tokenizers[lang].encode_batch(sentences), dev)
                 objectives.append(kd_objective(packed, targets, config.tau, config.kd_weight, f"kd {lang}",
-                                               config.val_sentences, config.batch_size, rng, config.max_sentences))
+                                               config.val_sentences, config.batch_size, rng, config.max_sentences,
+                                               config.cell_size, seed))
         for (a, b), stage in pair_stages.items():
             pairs = read_pairs(stage, config.min_teacher_similarity)
             stats[f"pairs {a}-{b}"] = len(pairs)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import bz2
 import glob
 import gzip
+import hashlib
 import io
 import json
 import logging
@@ -15,6 +16,8 @@ import re
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
+
+import numpy as np
 
 logger = logging.getLogger(__name__)
 
@@ -70,11 +73,28 @@ def expand_sources(specs: list[str]) -> list[str]:
 
 
 def describe_source(spec: str) -> dict:
-    """What identifies a source for caching: path, size and mtime for files; the spec otherwise."""
+    """What identifies a source for caching: for files, path, size and a digest of their content (not the mtime,
+    which a copy or a re-mount changes: a build must resume from its cache after either); the spec otherwise."""
     if spec.startswith(("hf:", "builtin:")):
         return {"spec": spec}
-    stat = Path(spec).stat()
-    return {"spec": str(Path(spec).resolve()), "size": stat.st_size, "mtime": int(stat.st_mtime)}
+    path = Path(spec)
+    return {"spec": str(path.resolve()), "size": path.stat().st_size, "digest": content_digest(path)}
+
+
+def content_digest(path: Path, whole_below: int = 1 << 28, block: int = 1 << 16, blocks: int = 256) -> str:
+    """blake2b of the whole file up to ``whole_below`` bytes; above, of ``blocks`` evenly spaced blocks (first
+    and last included), so that a 100 GB corpus is fingerprinted in a moment."""
+    digest = hashlib.blake2b(digest_size=16)
+    size = path.stat().st_size
+    with open(path, "rb") as handle:
+        if size <= whole_below:
+            for chunk in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(chunk)
+        else:
+            for offset in np.linspace(0, size - block, blocks).astype(np.int64):
+                handle.seek(int(offset))
+                digest.update(handle.read(block))
+    return digest.hexdigest()
 
 
 _SNIFF_BYTES = 1 << 16

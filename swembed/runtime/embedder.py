@@ -10,7 +10,7 @@ from swembed.runtime.folder import read_model_folder
 from swembed.runtime.langid import LanguageIdentifier
 from swembed.runtime.tokenizer import TokenIds, TokenizationRules, WordTokenizer
 
-_GATHER_ROWS = 1 << 16  # table rows gathered at once by mean_rows
+_GATHER_ROWS = 1 << 11  # table rows gathered at once by mean_rows (the gather stays in cache: ~1.5x over 1 << 16)
 _FLOAT32_WORDS = 64  # longer texts are summed in float64
 
 
