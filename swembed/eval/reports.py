@@ -280,19 +280,18 @@ def ablations_report(recipe: Path, scores: Scores, out: Path, models_dir: Path, 
             f"Every row is a real build from `{recipe}` sharing its cached corpus, vocab and extract stages; only the "
             f"named setting differs (r = floor(teacher dim / 100)). Settings are chosen on STS-B dev (last column); "
             "the test columns are reported once. The builds are under `models/ablations/`.", "",
-            "## Each lever before distillation", "",
-            "Compose and PCA re-run on the cached extract, no KD: a cheap and clean view of what each setting does to "
-            "the table itself.", "",
-            _table(["variant", *STS_HEADER], before), "",
+            *_section("Each lever before distillation",
+                      "Compose and PCA re-run on the cached extract, no KD: a cheap and clean view of what each setting "
+                      "does to the table itself.", ["variant", *STS_HEADER], before),
             *_section("After distillation",
-                      f"The recipe's own early-stopped build, then the recipe and the deciding levers each distilled for "
-                      f"the same {KD_BUDGET_STEPS:,} steps (batch 128), so that KD's effect on each lever is compared at "
-                      "equal cost.", ["variant", *STS_HEADER], after),
+                      f"The recipe's own early-stopped build, then the recipe and the deciding levers each distilled "
+                      f"for the same {KD_BUDGET_STEPS:,} steps (batch 128), so that KD's effect on each lever is "
+                      "compared at equal cost.", ["variant", *STS_HEADER], after),
             *_section("Distillation corpus size",
                       f"Knowledge distillation on the first N sentences of a seeded shuffle of every encoded sentence "
-                      f"(the same held-out sentences for every N), each trained for the same {KD_BUDGET_STEPS:,} steps: "
-                      "the gain per added 100k sentences at a fixed training budget.", ["KD sentences", *STS_HEADER],
-                      curve),
+                      f"(the same held-out sentences for every N), each trained for the same {KD_BUDGET_STEPS:,} "
+                      "steps: the gain per added 100k sentences at a fixed training budget.",
+                      ["KD sentences", *STS_HEADER], curve),
             *_section("Vocabulary size (Table 9)",
                       "The recipe's table with only its V most frequent words known at inference; the others back off "
                       "as any unknown word does.", ["V", *STS_HEADER], vocab_rows)]

@@ -17,8 +17,6 @@ import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
-import numpy as np
-
 logger = logging.getLogger(__name__)
 
 TEXT_SUFFIXES = {".txt", ".text", ".tsv", ".csv", ".md", ""}
@@ -91,8 +89,8 @@ def content_digest(path: Path, whole_below: int = 1 << 28, block: int = 1 << 16,
             for chunk in iter(lambda: handle.read(1 << 20), b""):
                 digest.update(chunk)
         else:
-            for offset in np.linspace(0, size - block, blocks).astype(np.int64):
-                handle.seek(int(offset))
+            for i in range(blocks):
+                handle.seek((size - block) * i // (blocks - 1))
                 digest.update(handle.read(block))
     return digest.hexdigest()
 

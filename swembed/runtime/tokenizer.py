@@ -265,8 +265,8 @@ _NON_ASCII_IS_WORD: dict[str, bool] = {}  # whether the default word pattern mat
 def _split_bytes(prepared: str, pattern: re.Pattern) -> list[bytes]:
     """The words of ``prepared`` (texts joined by newlines) as UTF-8 bytes, each newline a ``_NEWLINE`` token:
     ``pattern.findall`` (the default ``[^\\W_]+``, a per-character class) done by C-level byte replaces, a
-    translate and a split, about 2x faster than the regex. The few distinct non-ASCII characters present are classified by the
-    pattern itself (cached); those that are not word characters become spaces first."""
+    translate and a split, about 2x faster than the regex. The few distinct non-ASCII characters present are
+    classified by the pattern itself (cached); those that are not word characters become spaces first."""
     data = prepared.encode("utf-8")
     if not data.isascii():
         present = set(data.translate(None, delete=_ASCII).decode("utf-8"))
