@@ -88,7 +88,8 @@ def test_spark_dedup_equals_single_machine_and_brute_force(spark, model, tmp_pat
     summary = dedup([tmp_path / "in.txt"], model, tmp_path / "longest", config)
     local = read_mapping(tmp_path / "longest")
     assert blocks_per_cell(np.array([summary["distinct_texts"]]), 130)[0] == 3  # each cell holds them all: split
-    search = CellSearch(cells=2, cells_per_text=2, max_task_rows=130)
+    search = CellSearch(cells=2, cells_per_text=2, max_task_rows=130, max_sample=40)  # cells from 40 of ~190
+    assert search.sample_size(summary["distinct_texts"]) == 40 and CellSearch().sample_size(10**9) == 65_536
     rows = sorted(spark_dedup(df, model, "id", config=config, search=search).collect(), key=lambda r: r["id"])
     assert [(r["id"], r["text"]) for r in rows] == list(enumerate(texts))
     assert [(r["representative"], r["reason"]) for r in rows] == [(int(m["representative"]), m["reason"])

@@ -1,7 +1,8 @@
 #!/bin/bash
 # The runs of reports/spark-dedup.md: run.sh N [local|spark|both], on /tmp/spark-bench/dedup-N.txt (made by
-# `python -m swembed.dedup.bench make`). At the lowest priority, one BLAS/OpenMP thread, as on the shared machine.
-echo 19 > /proc/self/autogroup 2>/dev/null; renice -n 19 $$ >/dev/null
+# `python -m swembed.dedup.bench make`). One BLAS/OpenMP thread; priority NICE (default 19, the lowest, as on the
+# shared machine; the 5M run used NICE=0).
+NICE=${NICE:-19}; echo $NICE > /proc/self/autogroup 2>/dev/null; renice -n $NICE $$ >/dev/null
 cd "$(git -C "$(dirname "$0")" rev-parse --show-toplevel)" || exit 1
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE PYTHONPATH=$PWD
 PY=${PY:-/work/main/.venv/bin/python}; M=${MODEL:-/work/main/models/v0-minilm-256-shared}

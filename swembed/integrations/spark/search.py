@@ -34,12 +34,13 @@ class CellSearch:
     cells_per_text: int = 2  # each vector is searched in its this-many nearest cells
     cell_rows: int = 2_000  # the mean cell size the default cell count aims at
     max_task_rows: int = 40_000  # vectors per search task at most (larger cells are split)
-    sample_per_cell: int = 64  # k-means training vectors per cell, collected to the driver
+    sample_per_cell: int = 64  # k-means training vectors per cell, collected to the driver ...
+    max_sample: int = 65_536  # ... but never more than this many (64 MB at d = 256): the driver stays flat
     kmeans_iterations: int = 10
     seed: int = 0
 
     def validate(self) -> None:
-        for name in ("cells_per_text", "cell_rows", "sample_per_cell", "kmeans_iterations"):
+        for name in ("cells_per_text", "cell_rows", "sample_per_cell", "max_sample", "kmeans_iterations"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
         if self.cells is not None and self.cells < 1:
@@ -50,6 +51,10 @@ class CellSearch:
     def cell_count(self, n_vectors: int) -> int:
         wanted = self.cells or min(MAX_AUTO_CELLS, round(n_vectors * self.cells_per_text / self.cell_rows))
         return max(1, min(wanted, n_vectors))
+
+    def sample_size(self, n_vectors: int) -> int:
+        """How many vectors the driver collects to train the cells."""
+        return min(n_vectors, self.cell_count(n_vectors) * self.sample_per_cell, self.max_sample)
 
 
 def nearest_cells(centroids: np.ndarray, x: np.ndarray, m: int) -> np.ndarray:
@@ -72,11 +77,10 @@ def _joined(frames):
 def train_cells(vectors, n_vectors: int, dim: int, search: CellSearch) -> tuple[np.ndarray, np.ndarray]:
     """Spherical k-means centroids from a seeded sample of ``vectors`` (columns _id, _vector), and each
     cell's estimated size (vectors assigned to it, multi-assignment included). The driver holds at most
-    about ``cells * sample_per_cell`` vectors, whatever the collection's size."""
+    ``search.sample_size`` vectors, whatever the collection's size."""
     import faiss
 
-    cells = search.cell_count(n_vectors)
-    wanted = cells * search.sample_per_cell
+    cells, wanted = search.cell_count(n_vectors), search.sample_size(n_vectors)
     fraction = min(1.0, 1.2 * wanted / max(n_vectors, 1))
     chosen = vectors.select("_vector").sample(fraction=fraction, seed=search.seed).limit(wanted)
     sample = vectors_from_bytes([r["blob"] for r in chosen.mapInPandas(_joined, "blob binary").collect()], dim)
@@ -173,5 +177,5 @@ def candidate_pairs(vectors, n_vectors: int, dim: int, threshold: float, config:
     stats = {"cells": int(len(centroids)), "cells_per_text": m, "split_cells": int((blocks > 1).sum()),
              "search_tasks": int(tasks_run.value),
              "largest_cell_estimate": int(estimated.max(initial=0)), "largest_task_rows": int(largest.value),
-             "kmeans_sample": int(min(n_vectors, len(centroids) * search.sample_per_cell))}
+             "kmeans_sample": search.sample_size(n_vectors)}
     return pairs, links, stats
