@@ -54,7 +54,8 @@ BUILD_FLAGS = [
     ("--work-dir", "work_dir", {"help": "stage cache (default <out>.work)"}),
     ("--seed", "seed", {"type": int, "help": "seed for every sampling step (default 0)"}),
     ("--parallel", "parallel", {"nargs": "+", "help": "english<TAB>other pair files for the contrastive loss"}),
-    ("--exclude", "exclude", {"nargs": "+", "help": "files whose lines never enter training pairs (eval sets)"}),
+    ("--exclude", "exclude", {"nargs": "+", "help": "held-out files or folders (eval sets): no corpus sentence or "
+                                                     "training pair repeats their lines"}),
 ]
 
 

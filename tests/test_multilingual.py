@@ -182,7 +182,8 @@ min_teacher_similarity = 0.15
 def test_read_parallel_formats_exclusions_and_errors(tmp_path):
     import gzip
 
-    from swembed.pipeline.parallel import loose_key, read_parallel
+    from swembed.pipeline.parallel import read_parallel
+    from swembed.pipeline.sources import loose_key
 
     with gzip.open(tmp_path / "a.tsv.gz", "wt", encoding="utf-8") as handle:
         handle.write("A dog.\tEin Hund.\nno tab here\nA cat.\tEine Katze.\nA dog.\tEin Hund.\n\tleer\n")

@@ -13,6 +13,16 @@ model2vec[distill]==0.10.0 pins transformers<5.4, so run this in its own environ
     python3 -m venv .venv-peers && .venv-peers/bin/pip install torch --index-url https://download.pytorch.org/whl/cpu
     .venv-peers/bin/pip install "model2vec[distill]==0.10.0" tokenlearn==0.2.1 datasets && .venv-peers/bin/pip install --no-deps -e .
     .venv-peers/bin/python -m swembed.eval.baselines --corpus '../shared/data/corpora/en/*.txt.gz' --out models/baselines
+
+tokenlearn on the main recipe's corpus (``pipelines/minilm-256-shared.toml``: en/ plus the two parallel corpora's
+English sides, evaluation sentences excluded):
+
+    .venv-peers/bin/python -m swembed.eval.baselines --only tokenlearn --name tokenlearn-minilm-256-shared \
+        --corpus '../shared/data/corpora/en/*.txt.gz' \
+        ../shared/data/corpora/en/{abc,webtext,state_union,inaugural,movie_reviews}.zip \
+        ../shared/data/corpora/parallel/multi30k-en-de/train.en.gz \
+        ../shared/data/corpora/parallel/tanaka-en-ja/train.en \
+        --exclude ../shared/data/eval --out models/baselines
 """
 from __future__ import annotations
 
@@ -43,18 +53,19 @@ def local_teacher_copy(teacher: str, out: Path) -> Path:
     return out
 
 
-def sample_sentences(sources: list[str], n: int, seed: int) -> list[str]:
-    """``n`` sentences drawn (seeded) from the corpus stage's reading of ``sources``."""
+def sample_sentences(sources: list[str], n: int, seed: int, exclude: list[str] = ()) -> list[str]:
+    """``n`` sentences drawn (seeded) from the corpus stage's reading of ``sources``, none repeating a text of
+    ``exclude`` (the evaluation sets), as a recipe's corpus does."""
     import tempfile
 
     from swembed.pipeline.config import CorpusConfig
     from swembed.pipeline.corpus import write_sentences
-    from swembed.pipeline.sources import expand_sources
+    from swembed.pipeline.sources import expand_sources, held_out_keys
 
     files = expand_sources(sources)
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "s.txt"
-        write_sentences(CorpusConfig(sources=files), "NFKC", files, out)
+        write_sentences(CorpusConfig(sources=files), "NFKC", files, out, held_out_keys(list(exclude)))
         sentences = out.read_text(encoding="utf-8").split("\n")[:-1]
     take = np.sort(np.random.default_rng(seed).permutation(len(sentences))[:n])
     return [sentences[i] for i in take]
@@ -88,6 +99,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--corpus", nargs="+", required=True)
     parser.add_argument("--only", choices=["model2vec", "tokenlearn"])
+    parser.add_argument("--exclude", nargs="+", default=[], help="held-out files or folders (the eval sets)")
+    parser.add_argument("--name", help="tokenlearn's folder name (default tokenlearn-TEACHER-DIM)")
     for flag, default in {"teacher": "minilm", "sentences": 100_000, "dim": 256, "seed": 0,
                           "out": "models/baselines"}.items():
         parser.add_argument(f"--{flag}", type=type(default), default=default)
@@ -99,8 +112,8 @@ def main() -> None:
     if args.only in (None, "model2vec"):
         print("model2vec:", build_model2vec(teacher_dir, out / f"model2vec-{args.teacher}-{args.dim}", args.dim))
     if args.only in (None, "tokenlearn"):
-        sentences = sample_sentences(args.corpus, args.sentences, args.seed)
-        target = out / f"tokenlearn-{args.teacher}-{args.dim}"
+        sentences = sample_sentences(args.corpus, args.sentences, args.seed, args.exclude)
+        target = out / (args.name or f"tokenlearn-{args.teacher}-{args.dim}")
         print("tokenlearn:", build_tokenlearn(teacher_dir, sentences, target, args.dim))
 
 

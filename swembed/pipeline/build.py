@@ -62,7 +62,8 @@ def build(config: BuildConfig, force: bool = False, quiet: bool = False, overwri
     stages: list[tuple[str, StageResult]] = []
     corpora, vocabs = {}, {}
     for lang in config.langs:
-        corpus = run_corpus(config.corpus_for(lang), rules[lang].unicode_normalization, work, force, quiet)
+        corpus = run_corpus(config.corpus_for(lang), rules[lang].unicode_normalization, work, force, quiet,
+                            config.exclude)
         needed = max(2 * config.distill.batch_size if config.distill_enabled else 0, config.pca.dim + 1)
         if corpus.stats["kept"] < needed:
             raise CorpusError(f"the {lang} corpus has {corpus.stats['kept']} usable sentences; this build needs at "

@@ -97,7 +97,9 @@ class BuildConfig:
     segmenters: dict[str, str] = field(default_factory=dict)  # e.g. {zh = "jieba", ja = "fugashi"}
     # english<TAB>other files: a list pairs langs[0] with langs[1]; a table {lang: [files]} pairs langs[0] with each
     parallel: list[str] | dict[str, list[str]] = field(default_factory=list)
-    exclude: list[str] = field(default_factory=list)  # text files whose lines never enter training pairs
+    # held-out text (files, folders; e.g. the evaluation sets): no corpus sentence or training pair repeats a line
+    # or tab-separated field of it (compared without case, spaces and punctuation)
+    exclude: list[str] = field(default_factory=list)
     distill_enabled: bool = True
     lexicon_top_k: int | None = None  # keep each word's k largest dims (lexicon tables, e.g. from LENS)
     checkpoint_seconds: float = 60.0
@@ -151,8 +153,8 @@ class BuildConfig:
             if unknown:
                 raise BuildError(f"parallel files for {unknown}, which are not among the other languages "
                                  f"{self.langs[1:]}")
-        elif self.parallel or self.corpora or self.exclude:
-            raise BuildError("--parallel, --exclude and per-language corpora need two or more languages (--langs)")
+        elif self.parallel or self.corpora:
+            raise BuildError("--parallel and per-language corpora need two or more languages (--langs)")
         if self.dtype not in ("float32", "float16"):
             raise BuildError(f"--dtype must be float32 or float16, got {self.dtype!r}")
         if self.extract.sentences not in ("all", "quota"):

