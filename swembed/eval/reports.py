@@ -120,8 +120,9 @@ def english_report(rows: dict[str, str], scores: Scores, out: Path, command: str
             "on disk.", "",
             _table(["model", *STS_HEADER, "sent/s", "sent/CPU-s", "MB"], table), "",
             "tokenlearn (model2vec's corpus recipe) and model2vec `distill` are built from the same teacher with "
-            "`python -m swembed.eval.baselines` (tokenlearn on 100k sentences sampled from the same English corpus, "
-            "seed 0); WordLlama is its shipped l2_supercat 256 table.", "",
+            "`python -m swembed.eval.baselines` (tokenlearn on 100k sentences sampled with seed 0, from the main "
+            "recipe's corpus with the evaluation sentences excluded, and from `en/*.txt.gz` as before; the commands "
+            "are in that module's docstring); WordLlama is its shipped l2_supercat 256 table.", "",
             "![speed vs quality](english_speed_quality.png)"]
     (out / "english.md").write_text("\n".join(text) + "\n", encoding="utf-8")
     _scatter(results, speed, rows, out / "english_speed_quality.png")
@@ -516,10 +517,14 @@ def write_reports(sections: list[str] | None, out: Path, data: Path, command: st
     written = []
     if "english" in todo and exists("minilm-256-shared"):
         rows = {"teacher all-MiniLM-L6-v2": "minilm", "**swembed** minilm-256-shared": str(main)}
-        for label, name in (("swembed, previous pipeline (v0)", "v0-minilm-256-shared"),
+        for label, name in (("swembed minilm-256-en (the recipe on `en/` only)", "minilm-256-en"),
+                            ("swembed, previous pipeline (v0)", "v0-minilm-256-shared"),
                             ("swembed default build (WikiText-2)", "minilm-256"),
                             ("teacher all-mpnet-base-v2", None), ("**swembed** mpnet-256", "mpnet-256"),
-                            ("tokenlearn (same teacher, 100k sentences)", "baselines/tokenlearn-minilm-256"),
+                            ("tokenlearn (same teacher, 100k sentences of the recipe's corpus)",
+                             "baselines/tokenlearn-minilm-256-shared"),
+                            ("tokenlearn (same teacher, 100k sentences of `en/*.txt.gz`)",
+                             "baselines/tokenlearn-minilm-256"),
                             ("model2vec distill", "baselines/model2vec-minilm-256")):
             if name is None:
                 if exists("mpnet-256"):
@@ -536,8 +541,8 @@ def write_reports(sections: list[str] | None, out: Path, data: Path, command: st
         ablations_report(Path(ABLATION_RECIPE), scores, out, models_dir, command)
         written.append("ablations.md")
     if "robust" in todo and exists("minilm-256-shared"):
-        robust = {name: models_dir / name for name in ("minilm-256-shared", "v0-minilm-256-shared", "minilm-256",
-                                                       "mpnet-256") if exists(name)}
+        robust = {name: models_dir / name for name in ("minilm-256-shared", "minilm-256-en", "v0-minilm-256-shared",
+                                                       "minilm-256", "mpnet-256") if exists(name)}
         robust_report(robust, scores.data, out, command)
         written.append("robust.md")
     if "analysis" in todo and exists("minilm-256-shared"):
