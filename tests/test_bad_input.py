@@ -360,6 +360,10 @@ def test_missing_corpus(tmp_path, promised):
     missing = tmp_path / "missing.txt"
     message = refused_build(tmp_path, small_build_args(missing, tmp_path / "model"), promised)
     assert message == f"corpus path not found: {missing}"
+    corpus = tmp_path / "c.txt"  # a held-out (--exclude) path is checked the same way, before the teacher loads
+    corpus.write_text("One two three four.\n")
+    args = small_build_args(corpus, tmp_path / "model") + ["--exclude", str(missing)]
+    assert refused_build(tmp_path, args, promised) == f"corpus path not found: {missing}"
 
 
 @promise("an unknown `--teacher`", "a clear error: keep", "refused before any work; nothing written",

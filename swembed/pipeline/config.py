@@ -186,6 +186,7 @@ class BuildConfig:
         check_writable(Path(self.out), overwrite)
         for lang in self.langs:
             check_sources(self.corpus_for(lang).sources)
+        check_sources(self.exclude)
 
 
 SECTIONS = {f.name: f.type for f in fields(BuildConfig) if f.name in
