@@ -96,8 +96,7 @@ def run_corpus(config: CorpusConfig, normalization: str, work_dir: Path, force: 
         identity["exclude"] = [describe_source(f) for f in expand_sources(list(exclude))]
 
     def compute(run: StageRun) -> dict:
-        held_out = held_out_keys(list(exclude)) if exclude else set()
-        stats = write_sentences(config, normalization, sources, run.out / files.SENTENCES, held_out)
+        stats = write_sentences(config, normalization, sources, run.out / files.SENTENCES, held_out_keys(list(exclude)))
         if stats["kept"] == 0:
             raise CorpusError(
                 f"the corpus gave no usable sentence ({stats['sentences']} sentences read; "
