@@ -62,6 +62,22 @@ def test_killed_build_resumes_to_the_same_table(reference_build, tmp_path, stage
     np.testing.assert_array_equal(np.load(out / "embeddings.npy"), np.load(ref_out / "embeddings.npy"))
 
 
+def test_plan_states_the_quota_choice_that_extraction_encodes(tmp_path):
+    rng = np.random.default_rng(0)
+    words = "cat dog bird river stone tree house road lamp chair table cloud rain wind fire snow".split()
+    lines = {" ".join(rng.choice(words, 6)) for _ in range(600)}
+    corpus, out = tmp_path / "corpus.txt", tmp_path / "model"
+    corpus.write_text("\n".join(sorted(lines)[:400]) + "\n")
+    result = run_cli(small_build_args(corpus, out) + ["--work-dir", str(tmp_path / "work"), "--no-distill",
+                                                       "--sentences", "quota", "--sentences-per-word", "20"])
+    assert result.returncode == 0, result.stderr
+    build = json.loads((out / "config.json").read_text())["build"]
+    planned = build["plan"]["en"]["sentences_to_encode"]
+    encoded = json.loads(next((tmp_path / "work").glob("extract-*/manifest.json")).read_text())["stats"]
+    assert planned == encoded["encoded_sentences"] < 400 and encoded["mode"] == "quota"
+    assert f"{planned:,} of 400 sentences through the teacher" in result.stderr
+
+
 def test_rerun_reuses_cached_stages_and_overwrites_only_when_asked(reference_build, tmp_path):
     corpus, out, _ = reference_build
     before = (out / "embeddings.npy").stat().st_mtime_ns

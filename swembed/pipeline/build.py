@@ -71,7 +71,7 @@ def build(config: BuildConfig, force: bool = False, quiet: bool = False, overwri
                               f"{config.distill.batch_size})")
         corpora[lang] = corpus
         vocabs[lang] = run_vocab(config.vocab, rules[lang], corpus, tokenizer_json, work, force, quiet)
-    plan = build_plan(config, teacher, corpora, vocabs)
+    plan = build_plan(config, teacher, corpora, vocabs, rules)
     print(plan["text"], file=sys.stderr, flush=True)
     extracts = {}
     for lang in config.langs:

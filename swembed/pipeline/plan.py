@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
 
 from swembed.pipeline import files
 from swembed.pipeline.config import BuildConfig
+from swembed.pipeline.extract import choose_sentences
 from swembed.pipeline.stage import StageResult
+from swembed.pipeline.vocab import read_vocab
+from swembed.runtime.tokenizer import TokenizationRules, word_splitter
 
 _PROBE = 96  # sentences timed through the teacher to estimate its throughput
 
@@ -16,18 +20,27 @@ def _mib(n_bytes: float) -> int:
     return int(round(n_bytes / 2**20))
 
 
-def build_plan(config: BuildConfig, teacher, corpora: dict[str, StageResult], vocabs: dict[str, StageResult]) -> dict:
-    """Sentences to encode, teacher passes and estimated time and memory, per language and in all."""
+def build_plan(config: BuildConfig, teacher, corpora: dict[str, StageResult], vocabs: dict[str, StageResult],
+               rules: dict[str, TokenizationRules]) -> dict:
+    """Sentences to encode (the quota's exact choice), teacher passes and estimated time and memory, per
+    language and in all. The teacher's rate is timed, after a warm-up, on an even sample of those sentences."""
     numbers, lines = {}, [f"plan ({teacher.device.type}, teacher {config.teacher}, {teacher.dim}-d tokens):"]
     hidden, pooled = teacher.dim, teacher.pooled_dim
     total_s = 0.0
     peak = 0.0
     for lang, corpus in corpora.items():
-        kept = int(corpus.stats["kept"])
+        sentences = files.read_lines(corpus.path / files.SENTENCES)
         vocab = int(vocabs[lang].stats["vocab_size"])
-        encode = min(kept, config.extract.max_sentences or kept)
-        with open(corpus.path / files.SENTENCES, encoding="utf-8") as handle:
-            probe = [line.rstrip("\n") for _, line in zip(range(_PROBE * 20), handle)][::20]
+        if config.extract.sentences == "quota":
+            words, counts = read_vocab(vocabs[lang])
+            splitter = word_splitter(rules[lang], teacher.tokenizer_json())
+            chosen, _ = choose_sentences(sentences, {w: i for i, w in enumerate(words)}, counts,
+                                         config.extract.sentences_per_word, splitter, config.seed)
+        else:
+            chosen = np.arange(min(len(sentences), config.extract.max_sentences or len(sentences)))
+        encode = len(chosen)
+        probe = [sentences[chosen[i]] for i in np.linspace(0, encode - 1, min(_PROBE, encode)).astype(int)]
+        teacher.encode(probe[:8])  # warm-up: the first forward pass allocates
         start = time.perf_counter()
         teacher.encode(probe)
         rate = len(probe) / max(time.perf_counter() - start, 1e-6)
@@ -36,11 +49,10 @@ def build_plan(config: BuildConfig, teacher, corpora: dict[str, StageResult], vo
         extract_bytes = 4 * (2 * vocab + 2 * 250_000) * hidden + 200 * encode  # sums and means, pieces, texts
         train_bytes = 4 * encode * pooled + 8 * 20 * encode + 4 * 5 * vocab * config.pca.dim
         peak = max(peak, extract_bytes, train_bytes)
-        numbers[lang] = {"corpus_sentences": kept, "sentences_to_encode": encode, "mode": config.extract.sentences,
-                         "teacher_passes": encode, "vocabulary": vocab, "probe_sent_per_s": round(rate, 1),
-                         "estimated_extract_s": round(seconds)}
-        upper = "at most " if config.extract.sentences == "quota" else ""
-        lines.append(f"  {lang}: {upper}{encode:,} of {kept:,} sentences through the teacher (~{rate:,.0f} sent/s "
+        numbers[lang] = {"corpus_sentences": len(sentences), "sentences_to_encode": encode,
+                         "mode": config.extract.sentences, "teacher_passes": encode, "vocabulary": vocab,
+                         "probe_sent_per_s": round(rate, 1), "estimated_extract_s": round(seconds)}
+        lines.append(f"  {lang}: {encode:,} of {len(sentences):,} sentences through the teacher (~{rate:,.0f} sent/s "
                      f"measured here: ~{seconds / 60:.1f} min), {vocab:,} words")
     numbers["estimated_extract_s"] = round(total_s)
     numbers["estimated_peak_mb"] = _mib(peak)
