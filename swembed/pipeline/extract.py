@@ -74,6 +74,17 @@ def choose_sentences(sentences: list[str], index: dict[str, int], counts: list[i
     return np.asarray(chosen, dtype=np.int64), credits
 
 
+def select_sentences(config: ExtractConfig, sentences: list[str], index: dict[str, int], counts: list[int],
+                     splitter: WordTokenizer, seed: int) -> tuple[np.ndarray, list[np.ndarray] | None]:
+    """The sentences extraction encodes: the quota's choice (with its credits), or every sentence (a seeded
+    sample of ``max_sentences`` when set; no credits)."""
+    if config.sentences == "quota":
+        return choose_sentences(sentences, index, counts, config.sentences_per_word, splitter, seed)
+    if config.max_sentences and config.max_sentences < len(sentences):
+        return np.sort(np.random.default_rng(seed).permutation(len(sentences))[: config.max_sentences]), None
+    return np.arange(len(sentences)), None
+
+
 @dataclass
 class BatchIndex:
     """Where a batch's token vectors go, built on the CPU from the tokenised batch alone.
@@ -265,15 +276,8 @@ def run_extract(config: ExtractConfig, rules: TokenizationRules, corpus: StageRe
         sentences = files.read_lines(corpus.path / files.SENTENCES)
         splitter = word_splitter(rules, teacher.tokenizer_json())
         t0 = time.time()
-        credits = None
-        if config.sentences == "quota":
-            chosen, credit_arrays = choose_sentences(sentences, index, counts, config.sentences_per_word,
-                                                     splitter, seed)
-            credits = [set(c.tolist()) for c in credit_arrays]
-        else:
-            chosen = np.arange(len(sentences))
-            if config.max_sentences and config.max_sentences < len(sentences):
-                chosen = np.sort(np.random.default_rng(seed).permutation(len(sentences))[: config.max_sentences])
+        chosen, credit_arrays = select_sentences(config, sentences, index, counts, splitter, seed)
+        credits = None if credit_arrays is None else [set(c.tolist()) for c in credit_arrays]
         texts = [sentences[i] for i in chosen]
         del sentences
         lengths = teacher.token_lengths(texts) + 2

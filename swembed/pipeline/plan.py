@@ -8,7 +8,7 @@ import numpy as np
 
 from swembed.pipeline import files
 from swembed.pipeline.config import BuildConfig
-from swembed.pipeline.extract import choose_sentences
+from swembed.pipeline.extract import select_sentences
 from swembed.pipeline.stage import StageResult
 from swembed.pipeline.vocab import read_vocab
 from swembed.runtime.tokenizer import TokenizationRules, word_splitter
@@ -31,13 +31,9 @@ def build_plan(config: BuildConfig, teacher, corpora: dict[str, StageResult], vo
     for lang, corpus in corpora.items():
         sentences = files.read_lines(corpus.path / files.SENTENCES)
         vocab = int(vocabs[lang].stats["vocab_size"])
-        if config.extract.sentences == "quota":
-            words, counts = read_vocab(vocabs[lang])
-            splitter = word_splitter(rules[lang], teacher.tokenizer_json())
-            chosen, _ = choose_sentences(sentences, {w: i for i, w in enumerate(words)}, counts,
-                                         config.extract.sentences_per_word, splitter, config.seed)
-        else:
-            chosen = np.arange(min(len(sentences), config.extract.max_sentences or len(sentences)))
+        words, counts = read_vocab(vocabs[lang])
+        chosen, _ = select_sentences(config.extract, sentences, {w: i for i, w in enumerate(words)}, counts,
+                                     word_splitter(rules[lang], teacher.tokenizer_json()), config.seed)
         encode = len(chosen)
         probe = [sentences[chosen[i]] for i in np.linspace(0, encode - 1, min(_PROBE, encode)).astype(int)]
         teacher.encode(probe[:8])  # warm-up: the first forward pass allocates
