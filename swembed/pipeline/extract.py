@@ -301,15 +301,16 @@ def run_extract(config: ExtractConfig, rules: TokenizationRules, corpus: StageRe
         position_of[order] = np.arange(len(order))  # targets are stored in processing order
 
         done_sentences = int(sum(len(batches[b]) for b in range(first_batch)))
-        bar = tqdm(total=len(texts), initial=done_sentences, unit="sent", desc="extract", disable=quiet,
-                   smoothing=0.05)
+        # progress in tokens: batches run shortest first, so a sentence count would promise too early an end
+        bar = tqdm(total=int(lengths.sum()), initial=int(sum(lengths[batches[b]].sum() for b in range(first_batch))),
+                   unit="tok", unit_scale=True, desc="extract", disable=quiet, smoothing=0.05)
         pooled_parts: list[tuple[int, torch.Tensor]] = []
         last_save = time.time()
 
         def batch_done(b: int, pooled: torch.Tensor) -> None:
             nonlocal last_save
             pooled_parts.append((int(position_of[batches[b][0]]), pooled))
-            bar.update(len(batches[b]))
+            bar.update(int(lengths[batches[b]].sum()))
             unit_end = b + 1 == len(batches) or unit_of_batch[b + 1] != unit_of_batch[b]
             if unit_end and (time.time() - last_save >= checkpoint_seconds or b + 1 == len(batches)):
                 for start, part in pooled_parts:
