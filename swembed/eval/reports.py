@@ -520,15 +520,18 @@ def write_reports(sections: list[str] | None, out: Path, data: Path, command: st
         for label, name in (("swembed minilm-256-en (the recipe on `en/` only)", "minilm-256-en"),
                             ("swembed, previous pipeline (v0)", "v0-minilm-256-shared"),
                             ("swembed default build (WikiText-2)", "minilm-256"),
-                            ("teacher all-mpnet-base-v2", None), ("**swembed** mpnet-256", "mpnet-256"),
                             ("tokenlearn (same teacher, 100k sentences of the recipe's corpus)",
                              "baselines/tokenlearn-minilm-256-shared"),
                             ("tokenlearn (same teacher, 100k sentences of `en/*.txt.gz`)",
                              "baselines/tokenlearn-minilm-256"),
-                            ("model2vec distill", "baselines/model2vec-minilm-256")):
-            if name is None:
-                if exists("mpnet-256"):
-                    rows[label] = "mpnet"
+                            ("model2vec distill", "baselines/model2vec-minilm-256"),
+                            ("teacher all-mpnet-base-v2", None), ("**swembed** mpnet-256", "mpnet-256"),
+                            ("teacher multilingual-e5-small", None),
+                            ("swembed me5-en (English-only table from multilingual-e5-small)", "me5-en")):
+            if name is None:  # a teacher's row, shown beside its table
+                teacher = "mpnet" if "mpnet" in label else "me5-small"
+                if exists({"mpnet": "mpnet-256", "me5-small": "me5-en"}[teacher]):
+                    rows[label] = teacher
             elif exists(name):
                 rows[label] = ("model2vec:" if name.startswith("baselines") else "") + str(models_dir / name)
         rows["WordLlama l2_supercat 256"] = "wordllama"
