@@ -82,6 +82,9 @@ class DistillConfig:
     max_pairs: int | None = None
     min_teacher_similarity: float | None = None  # drop parallel pairs the teacher scores below this
     cell_size: int = 0  # KD batches from k-means cells of about this many sentences; 0: random (the paper)
+    # KD towards the teacher's vectors minus their mean, re-normalised: for anisotropic teachers (e5: random
+    # sentence pairs score ~0.8), whose flat in-batch softmax otherwise pulls the table apart
+    center_targets: bool = False
 
 
 @dataclass

@@ -31,6 +31,8 @@ def run_distill(config: DistillConfig, pca: StageResult, compose: StageResult, e
     """``pair_stages``: (language a, language b) -> its ``pairs`` stage (``swembed.pipeline.parallel``)."""
     pair_stages = pair_stages or {}
     identity = {**asdict(config), "seed": seed}
+    if not config.center_targets:
+        identity.pop("center_targets")  # caches from before the option stay valid
 
     def compute(run: StageRun) -> dict:
         import torch
@@ -49,6 +51,8 @@ def run_distill(config: DistillConfig, pca: StageResult, compose: StageResult, e
             for lang, extract in extracts.items():
                 sentences = files.read_lines(extract.path / files.TARGET_SENTENCES)
                 targets = torch.as_tensor(np.load(extract.path / files.TARGETS), device=dev)
+                if config.center_targets:
+                    targets = torch.nn.functional.normalize(targets - targets.mean(dim=0), dim=-1)
                 packed = PackedRows(tokenizers[lang].encode_batch(sentences), dev)
                 objectives.append(kd_objective(packed, targets, config.tau, config.kd_weight, f"kd {lang}",
                                                config.val_sentences, config.batch_size, rng, config.max_sentences,
