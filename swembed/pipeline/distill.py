@@ -38,7 +38,7 @@ def run_distill(config: DistillConfig, pca: StageResult, compose: StageResult, e
         import torch
         from tokenizers import Tokenizer
 
-        from swembed.pipeline.train import (LoopSettings, PackedRows, contrastive_objective, kd_objective,
+        from swembed.pipeline.train import (LoopSettings, PackedRows, centred, contrastive_objective, kd_objective,
                                             retrieval_accuracy, train)
         from swembed.teachers.base import pick_device
 
@@ -52,7 +52,7 @@ def run_distill(config: DistillConfig, pca: StageResult, compose: StageResult, e
                 sentences = files.read_lines(extract.path / files.TARGET_SENTENCES)
                 targets = torch.as_tensor(np.load(extract.path / files.TARGETS), device=dev)
                 if config.center_targets:
-                    targets = torch.nn.functional.normalize(targets - targets.mean(dim=0), dim=-1)
+                    targets = centred(targets)
                 packed = PackedRows(tokenizers[lang].encode_batch(sentences), dev)
                 objectives.append(kd_objective(packed, targets, config.tau, config.kd_weight, f"kd {lang}",
                                                config.val_sentences, config.batch_size, rng, config.max_sentences,

@@ -53,6 +53,12 @@ def contrastive_loss(a: torch.Tensor, b: torch.Tensor, tau: float) -> torch.Tens
     return (F.cross_entropy(logits, target) + F.cross_entropy(logits.T, target)) / 2
 
 
+def centred(targets: torch.Tensor) -> torch.Tensor:
+    """Teacher vectors minus their mean, re-normalised: for anisotropic teachers (e5 scores random sentence
+    pairs ~0.8), whose in-batch softmax is otherwise too flat to teach a ranking."""
+    return F.normalize(targets - targets.mean(dim=0), dim=-1)
+
+
 class PackedRows:
     """The table rows (and weights) of many texts, packed flat on the training device."""
 
