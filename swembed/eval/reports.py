@@ -34,6 +34,7 @@ ABLATION_RECIPE = "pipelines/minilm-256-en.toml"  # the main recipe on ../shared
 # The paper's Table 1 row OURS(256), distilled from GTE-base over CC-100 (Wada et al. 2025).
 PAPER_OURS_256 = dict(zip(EN_SETS, (68.3, 79.3, 75.9, 83.1, 79.4, 79.2, 68.0)))
 PAPER_OURS_256["avg"] = 76.2
+TABLE_OF_TEACHER = {"mpnet": "mpnet-256", "me5-small": "me5-en"}  # English report: teacher -> its table
 SECTIONS = ("english", "stages", "ablations", "robust", "analysis", "ensembles", "multilingual")
 
 
@@ -525,13 +526,12 @@ def write_reports(sections: list[str] | None, out: Path, data: Path, command: st
                             ("tokenlearn (same teacher, 100k sentences of `en/*.txt.gz`)",
                              "baselines/tokenlearn-minilm-256"),
                             ("model2vec distill", "baselines/model2vec-minilm-256"),
-                            ("teacher all-mpnet-base-v2", None), ("**swembed** mpnet-256", "mpnet-256"),
-                            ("teacher multilingual-e5-small", None),
+                            ("teacher all-mpnet-base-v2", "mpnet"), ("**swembed** mpnet-256", "mpnet-256"),
+                            ("teacher multilingual-e5-small", "me5-small"),
                             ("swembed me5-en (English-only table from multilingual-e5-small)", "me5-en")):
-            if name is None:  # a teacher's row, shown beside its table
-                teacher = "mpnet" if "mpnet" in label else "me5-small"
-                if exists({"mpnet": "mpnet-256", "me5-small": "me5-en"}[teacher]):
-                    rows[label] = teacher
+            if name in TABLE_OF_TEACHER:  # a teacher's row, shown only beside its table
+                if exists(TABLE_OF_TEACHER[name]):
+                    rows[label] = name
             elif exists(name):
                 rows[label] = ("model2vec:" if name.startswith("baselines") else "") + str(models_dir / name)
         rows["WordLlama l2_supercat 256"] = "wordllama"

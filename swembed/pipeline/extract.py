@@ -302,7 +302,7 @@ def run_extract(config: ExtractConfig, rules: TokenizationRules, corpus: StageRe
 
         done_sentences = int(sum(len(batches[b]) for b in range(first_batch)))
         # progress in tokens: batches run shortest first, so a sentence count would promise too early an end
-        bar = tqdm(total=int(lengths.sum()), initial=int(sum(lengths[batches[b]].sum() for b in range(first_batch))),
+        bar = tqdm(total=int(lengths.sum()), initial=int(lengths[order[:done_sentences]].sum()),
                    unit="tok", unit_scale=True, desc="extract", disable=quiet, smoothing=0.05)
         pooled_parts: list[tuple[int, torch.Tensor]] = []
         last_save = time.time()

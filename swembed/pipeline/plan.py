@@ -30,8 +30,8 @@ def build_plan(config: BuildConfig, teacher, corpora: dict[str, StageResult], vo
     peak = 0.0
     for lang, corpus in corpora.items():
         sentences = files.read_lines(corpus.path / files.SENTENCES)
-        vocab = int(vocabs[lang].stats["vocab_size"])
         words, counts = read_vocab(vocabs[lang])
+        vocab = len(words)
         chosen, _ = select_sentences(config.extract, sentences, {w: i for i, w in enumerate(words)}, counts,
                                      word_splitter(rules[lang], teacher.tokenizer_json()), config.seed)
         encode = len(chosen)
