@@ -88,6 +88,9 @@ def test_rerun_reuses_cached_stages_and_overwrites_only_when_asked(reference_bui
     assert result.returncode == 0, result.stderr
     stages = json.loads((out / "config.json").read_text())["build"]["stages"]
     assert all(stages[s]["cached"] for s in ("corpus", "vocab", "extract", "pca", "distill"))
+    plan = json.loads((out / "config.json").read_text())["build"]["plan"]
+    assert plan["en"]["extract"] == "cached" and plan["estimated_extract_s"] == 0  # no selection, no probe
+    assert "en: extract cached" in result.stderr
 
 
 def test_bad_input_fails_clearly_and_leaves_nothing(tmp_path, tiny_corpus):

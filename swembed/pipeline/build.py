@@ -19,12 +19,12 @@ from swembed.pipeline.compose import Layout, run_compose
 from swembed.pipeline.config import BuildConfig, BuildError
 from swembed.pipeline.corpus import run_corpus
 from swembed.pipeline.distill import run_distill
-from swembed.pipeline.extract import run_extract
+from swembed.pipeline.extract import Selection, extract_identity, run_extract
 from swembed.pipeline.parallel import run_pairs
 from swembed.pipeline.pca import check_dims, kept_components, run_pca
 from swembed.pipeline.plan import build_plan, device_report
 from swembed.pipeline.sources import CorpusError
-from swembed.pipeline.stage import StageResult
+from swembed.pipeline.stage import StageResult, cached_stage
 from swembed.pipeline.vocab import run_vocab
 from swembed.runtime.folder import update_config, write_model_folder
 
@@ -71,12 +71,21 @@ def build(config: BuildConfig, force: bool = False, quiet: bool = False, overwri
                               f"{config.distill.batch_size})")
         corpora[lang] = corpus
         vocabs[lang] = run_vocab(config.vocab, rules[lang], corpus, tokenizer_json, work, force, quiet)
-    plan = build_plan(config, teacher, corpora, vocabs, rules)
+    cached_extracts, selections = {}, {}
+    for lang in config.langs:
+        identity = extract_identity(config.extract, rules[lang], teacher, config.seed)
+        inputs = [corpora[lang], vocabs[lang]]
+        cached_extracts[lang] = None if force else cached_stage("extract", work, identity, inputs)
+        selections[lang] = None if cached_extracts[lang] else Selection.make(
+            config.extract, rules[lang], corpora[lang], vocabs[lang], teacher, config.seed)
+    plan = build_plan(config, teacher, selections, {lang: vocabs[lang].stats["vocab_size"] for lang in config.langs})
     print(plan["text"], file=sys.stderr, flush=True)
     extracts = {}
     for lang in config.langs:
-        extracts[lang] = run_extract(config.extract, rules[lang], corpora[lang], vocabs[lang], teacher, work,
-                                     config.seed, config.checkpoint_seconds, force, quiet)
+        extracts[lang] = cached_extracts[lang] or run_extract(
+            config.extract, rules[lang], corpora[lang], vocabs[lang], selections[lang], teacher, work, config.seed,
+            config.checkpoint_seconds, force, quiet)
+        selections[lang] = None  # its texts are no longer needed
         suffix = f" ({lang})" if config.multilingual else ""
         stages += [(f"corpus{suffix}", corpora[lang]), (f"vocab{suffix}", vocabs[lang]),
                    (f"extract{suffix}", extracts[lang])]

@@ -86,6 +86,47 @@ def select_sentences(config: ExtractConfig, sentences: list[str], index: dict[st
 
 
 @dataclass
+class Selection:
+    """What one language's extraction encodes: the chosen texts with their credits (quota mode), token lengths
+    (special tokens included) and length-sorted batches of at most ``batch_tokens`` padded tokens. Made once per
+    build and read by both the plan and the extract stage."""
+
+    texts: list[str]
+    credits: list[set[int]] | None
+    lengths: np.ndarray
+    batches: list[np.ndarray]
+    corpus_sentences: int
+    select_s: float
+
+    @classmethod
+    def make(cls, config: ExtractConfig, rules: TokenizationRules, corpus: StageResult, vocab: StageResult, teacher,
+             seed: int) -> Selection:
+        start = time.time()
+        words, counts = read_vocab(vocab)
+        sentences = files.read_lines(corpus.path / files.SENTENCES)
+        splitter = word_splitter(rules, teacher.tokenizer_json())
+        chosen, credit_arrays = select_sentences(config, sentences, {w: i for i, w in enumerate(words)}, counts,
+                                                 splitter, seed)
+        texts = [sentences[i] for i in chosen]
+        lengths = teacher.token_lengths(texts) + 2
+        return cls(texts, None if credit_arrays is None else [set(c.tolist()) for c in credit_arrays], lengths,
+                   token_budget_batches(lengths, config.batch_tokens), len(sentences), time.time() - start)
+
+    @property
+    def padded_tokens(self) -> int:
+        """Tokens the teacher runs, padding included."""
+        return int(sum(len(rows) * int(self.lengths[rows].max()) for rows in self.batches))
+
+
+def extract_identity(config: ExtractConfig, rules: TokenizationRules, teacher, seed: int) -> dict:
+    """What an extract artifact depends on besides its corpus and vocab (checkpoint granularity does not count)."""
+    identity = {**asdict(config), "rules": rules.splitting_only().to_dict(), "seed": seed,
+                "teacher": {k: v for k, v in teacher.describe().items() if k != "path"}}
+    identity.pop("unit_sentences")
+    return identity
+
+
+@dataclass
 class BatchIndex:
     """Where a batch's token vectors go, built on the CPU from the tokenised batch alone.
 
@@ -261,29 +302,19 @@ def extraction_loop(teacher, texts: list[str], batches: list[np.ndarray], first_
     return {"forward_s": forward_s, "wait_s": prefetch.wait_s}
 
 
-def run_extract(config: ExtractConfig, rules: TokenizationRules, corpus: StageResult, vocab: StageResult, teacher,
-                work_dir: Path, seed: int = 0, checkpoint_seconds: float = 60.0, force: bool = False,
-                quiet: bool = False) -> StageResult:
-    teacher_id = {k: v for k, v in teacher.describe().items() if k != "path"}
-    identity = {**asdict(config), "rules": rules.splitting_only().to_dict(), "teacher": teacher_id, "seed": seed}
-    identity.pop("unit_sentences")  # checkpoint granularity does not change the result
+def run_extract(config: ExtractConfig, rules: TokenizationRules, corpus: StageResult, vocab: StageResult,
+                selection: Selection, teacher, work_dir: Path, seed: int = 0, checkpoint_seconds: float = 60.0,
+                force: bool = False, quiet: bool = False) -> StageResult:
+    """The extract stage over ``selection`` (made from the same config, rules, corpus, vocab, teacher and seed)."""
 
     def compute(run: StageRun) -> dict:
         from tqdm.auto import tqdm
 
-        words, counts = read_vocab(vocab)
+        words, _ = read_vocab(vocab)
         index = {w: i for i, w in enumerate(words)}
-        sentences = files.read_lines(corpus.path / files.SENTENCES)
         splitter = word_splitter(rules, teacher.tokenizer_json())
-        t0 = time.time()
-        chosen, credit_arrays = select_sentences(config, sentences, index, counts, splitter, seed)
-        credits = None if credit_arrays is None else [set(c.tolist()) for c in credit_arrays]
-        texts = [sentences[i] for i in chosen]
-        del sentences
-        lengths = teacher.token_lengths(texts) + 2
-        batches = token_budget_batches(lengths, config.batch_tokens)
+        texts, credits, lengths, batches = selection.texts, selection.credits, selection.lengths, selection.batches
         order = np.concatenate(batches) if batches else np.zeros(0, dtype=np.int64)
-        select_s = time.time() - t0
         # units: consecutive batches of about unit_sentences sentences; checkpoints fall on unit ends
         unit_of_batch = np.cumsum([len(b) for b in batches]) // config.unit_sentences
         n_units = int(unit_of_batch[-1]) + 1 if len(batches) else 0
@@ -343,7 +374,7 @@ def run_extract(config: ExtractConfig, rules: TokenizationRules, corpus: StageRe
             "mode": config.sentences,
             "encoded_sentences": len(texts),
             "batches": len(batches),
-            "select_s": round(select_s, 2),
+            "select_s": round(selection.select_s, 2),
             "sentences_per_s": round(processed / loop_s, 1) if loop_s > 0 else None,
             "forward_s": round(timing["forward_s"], 2),
             "forward_share": round(timing["forward_s"] / loop_s, 3) if loop_s > 0 else None,
@@ -356,7 +387,8 @@ def run_extract(config: ExtractConfig, rules: TokenizationRules, corpus: StageRe
             "resumed_after_unit": units_done,
         }
 
-    return run_stage("extract", work_dir, identity, [corpus, vocab], compute, force=force, quiet=quiet)
+    return run_stage("extract", work_dir, extract_identity(config, rules, teacher, seed), [corpus, vocab], compute,
+                     force=force, quiet=quiet)
 
 
 def teacher_vocab_size(teacher) -> int:

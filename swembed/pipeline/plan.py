@@ -4,55 +4,65 @@ from __future__ import annotations
 
 import time
 
-import numpy as np
-
-from swembed.pipeline import files
 from swembed.pipeline.config import BuildConfig
-from swembed.pipeline.extract import select_sentences
-from swembed.pipeline.stage import StageResult
-from swembed.pipeline.vocab import read_vocab
-from swembed.runtime.tokenizer import TokenizationRules, word_splitter
+from swembed.pipeline.extract import Selection, teacher_vocab_size
+from swembed.pipeline.stage import rss_bytes
 
-_PROBE = 96  # sentences timed through the teacher to estimate its throughput
+_PROBE_TOKENS = 2048  # padded tokens timed (on CPU) from each of a few of the extraction's own batches
 
 
 def _mib(n_bytes: float) -> int:
     return int(round(n_bytes / 2**20))
 
 
-def build_plan(config: BuildConfig, teacher, corpora: dict[str, StageResult], vocabs: dict[str, StageResult],
-               rules: dict[str, TokenizationRules]) -> dict:
-    """Sentences to encode (the quota's exact choice), teacher passes and estimated time and memory, per
-    language and in all. The teacher's rate is timed, after a warm-up, on an even sample of those sentences."""
+def probe_seconds(teacher, selection: Selection) -> float:
+    """The teacher's time for all of ``selection``'s batches, from its time per padded token on slices of three of
+    those batches (short, middle and long sentences; whole batches on an accelerator), after a warm-up."""
+    batches = selection.batches
+    picks = [batches[int(q * (len(batches) - 1))] for q in (0.2, 0.5, 0.8)]
+    if teacher.device.type != "cuda":
+        picks = [rows[: max(1, _PROBE_TOKENS // int(selection.lengths[rows].max()))] for rows in picks]
+    inputs = [teacher.prepare([selection.texts[i] for i in rows]) for rows in picks]
+    teacher.run(inputs[0]).pooled.cpu()  # warm-up: the first forward pass allocates
+    start = time.perf_counter()
+    for batch in inputs:
+        teacher.run(batch).pooled.cpu()  # .cpu() waits for the device
+    seconds = time.perf_counter() - start
+    timed = sum(len(rows) * int(selection.lengths[rows].max()) for rows in picks)
+    return selection.padded_tokens * seconds / timed
+
+
+def build_plan(config: BuildConfig, teacher, selections: dict[str, Selection | None], vocab_sizes: dict[str, int]
+               ) -> dict:
+    """Sentences to encode (the selection extraction will run), teacher passes, and the estimated time and peak
+    memory on this device, per language and in all; a language whose extract is cached costs nothing."""
     numbers, lines = {}, [f"plan ({teacher.device.type}, teacher {config.teacher}, {teacher.dim}-d tokens):"]
-    hidden, pooled = teacher.dim, teacher.pooled_dim
+    hidden, pooled, pieces = teacher.dim, teacher.pooled_dim, teacher_vocab_size(teacher)
     total_s = 0.0
     peak = 0.0
-    for lang, corpus in corpora.items():
-        sentences = files.read_lines(corpus.path / files.SENTENCES)
-        words, counts = read_vocab(vocabs[lang])
-        vocab = len(words)
-        chosen, _ = select_sentences(config.extract, sentences, {w: i for i, w in enumerate(words)}, counts,
-                                     word_splitter(rules[lang], teacher.tokenizer_json()), config.seed)
-        encode = len(chosen)
-        probe = [sentences[chosen[i]] for i in np.linspace(0, encode - 1, min(_PROBE, encode)).astype(int)]
-        teacher.encode(probe[:8])  # warm-up: the first forward pass allocates
-        start = time.perf_counter()
-        teacher.encode(probe)
-        rate = len(probe) / max(time.perf_counter() - start, 1e-6)
-        seconds = encode / rate
+    for lang, selection in selections.items():
+        vocab = vocab_sizes[lang]
+        if selection is None:
+            numbers[lang] = {"extract": "cached", "vocabulary": vocab}
+            lines.append(f"  {lang}: extract cached, {vocab:,} words")
+            continue
+        encode = len(selection.texts)
+        seconds = probe_seconds(teacher, selection) if encode else 0.0
         total_s += seconds
-        extract_bytes = 4 * (2 * vocab + 2 * 250_000) * hidden + 200 * encode  # sums and means, pieces, texts
-        train_bytes = 4 * encode * pooled + 8 * 20 * encode + 4 * 5 * vocab * config.pca.dim
-        peak = max(peak, extract_bytes, train_bytes)
-        numbers[lang] = {"corpus_sentences": len(sentences), "sentences_to_encode": encode,
+        accumulators = 4 * 2 * (vocab + pieces) * hidden  # running sums, then the means
+        activations = 4 * 16 * config.extract.batch_tokens * hidden
+        train = 4 * encode * pooled + 8 * 20 * encode + 4 * 5 * vocab * config.pca.dim
+        peak = max(peak, accumulators + activations + 4 * encode * pooled, train)
+        numbers[lang] = {"corpus_sentences": selection.corpus_sentences, "sentences_to_encode": encode,
                          "mode": config.extract.sentences, "teacher_passes": encode, "vocabulary": vocab,
-                         "probe_sent_per_s": round(rate, 1), "estimated_extract_s": round(seconds)}
-        lines.append(f"  {lang}: {encode:,} of {len(sentences):,} sentences through the teacher (~{rate:,.0f} sent/s "
-                     f"measured here: ~{seconds / 60:.1f} min), {vocab:,} words")
+                         "padded_tokens": selection.padded_tokens, "estimated_extract_s": round(seconds)}
+        lines.append(f"  {lang}: {encode:,} of {selection.corpus_sentences:,} sentences through the teacher "
+                     f"({selection.padded_tokens / 1e6:,.2f}M padded tokens, ~{seconds / 60:.1f} min at the rate "
+                     f"measured here), {vocab:,} words")
+    peak += rss_bytes()  # the teacher, the texts and the selection, loaded now
     numbers["estimated_extract_s"] = round(total_s)
     numbers["estimated_peak_mb"] = _mib(peak)
-    lines.append(f"  estimated peak memory ~{_mib(peak):,} MB (extract sums, distillation targets and table)")
+    lines.append(f"  estimated peak memory ~{_mib(peak):,} MB (loaded now, plus extract sums or distillation data)")
     return {"numbers": numbers, "text": "\n".join(lines)}
 
 

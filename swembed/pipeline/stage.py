@@ -35,7 +35,7 @@ def text_digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _rss_bytes() -> int:
+def rss_bytes() -> int:
     try:
         with open("/proc/self/statm") as handle:
             return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
@@ -50,13 +50,13 @@ class PeakMemory:
 
     def __init__(self, interval: float = 0.1) -> None:
         self.interval = interval
-        self.peak = _rss_bytes()
+        self.peak = rss_bytes()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
-            self.peak = max(self.peak, _rss_bytes())
+            self.peak = max(self.peak, rss_bytes())
 
     def __enter__(self) -> PeakMemory:
         self._thread.start()
@@ -65,7 +65,7 @@ class PeakMemory:
     def __exit__(self, *exc) -> None:
         self._stop.set()
         self._thread.join()
-        self.peak = max(self.peak, _rss_bytes())
+        self.peak = max(self.peak, rss_bytes())
 
 
 @dataclass
@@ -106,6 +106,15 @@ def stage_dir(work_dir: Path, name: str, key: str) -> Path:
     return Path(work_dir) / f"{name}-{key[:16]}"
 
 
+def cached_stage(name: str, work_dir: Path, config: dict, inputs: list[StageResult]) -> StageResult | None:
+    """The finished artifact of this stage, config and inputs, when the work directory holds one."""
+    key = fingerprint({"stage": name, "config": config, "inputs": [i.key for i in inputs]})
+    final = stage_dir(work_dir, name, key)
+    if not (final / MANIFEST).is_file():
+        return None
+    return StageResult(name, key, final, json.loads((final / MANIFEST).read_text()), cached=True)
+
+
 def run_stage(
     name: str,
     work_dir: Path,
@@ -118,13 +127,12 @@ def run_stage(
     """Run ``compute`` unless an artifact with the same key exists; commit atomically; record cost."""
     work_dir = Path(work_dir)
     work_dir.mkdir(parents=True, exist_ok=True)
+    found = None if force else cached_stage(name, work_dir, config, inputs)
+    if found is not None:
+        logger.info("%s: cached (%s)", name, found.path)
+        return found
     key = fingerprint({"stage": name, "config": config, "inputs": [i.key for i in inputs]})
     final = stage_dir(work_dir, name, key)
-    manifest_path = final / MANIFEST
-    if not force and manifest_path.is_file():
-        manifest = json.loads(manifest_path.read_text())
-        logger.info("%s: cached (%s)", name, final)
-        return StageResult(name, key, final, manifest, cached=True)
     partial = final.with_name(final.name + ".partial")
     if force and partial.exists():
         shutil.rmtree(partial)
