@@ -170,6 +170,15 @@ min_teacher_similarity = 0.15
     similarity = np.load(tmp_path / "model.work" / stages["pairs (en-zh)"]["artifact"] / "similarity.npy")
     assert len(similarity) == read["pairs_read"]
     assert stats["pairs en-zh"] == int((similarity >= 0.15).sum())  # the teacher filter, as configured
+    # texts the extract stages already encoded are reused, and the cosines equal the teacher's own
+    assert 0 < read["texts_reused_from_extract"] < 2 * read["pairs_read"]
+    from swembed.teachers import load_teacher
+
+    artifact = tmp_path / "model.work" / stages["pairs (en-zh)"]["artifact"] / "pairs.tsv"
+    scored = [line.split("\t") for line in artifact.read_text(encoding="utf-8").splitlines()]
+    teacher = load_teacher("minilm", device="cpu")
+    direct = np.sum(teacher.encode([a for a, _ in scored]) * teacher.encode([b for _, b in scored]), axis=1)
+    np.testing.assert_allclose(similarity, direct, atol=1e-4)
     assert 0 < stats["held-out retrieval en-zh"] <= 1
     texts_en, texts_zh = ["The cat sees the dog."], ["人生大。"]
     np.testing.assert_allclose(model.encode(texts_zh), model.encode(texts_zh, lang="zh"))  # detected from script

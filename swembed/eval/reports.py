@@ -454,6 +454,11 @@ def multilingual_report(models: dict[str, Path], english_only: dict[str, Path], 
         stages = model.config["build"]["stages"]
         found["build min"] = round(model.config["build"]["total_wall_s"] / 60, 1)
         found["peak GB"] = round(max(s.get("peak_rss_mb") or 0 for s in stages.values()) / 1024, 1)
+        read = sum(s["stats"]["pairs_read"] for name, s in stages.items() if name.startswith("pairs"))
+        if read:
+            kept = sum(v for k, v in stages["distill"]["stats"].items() if k.startswith("pairs "))
+            threshold = model.config["build"]["config"]["distill"]["min_teacher_similarity"]
+            found["pairs kept"] = f"{kept:,} of {read:,} (cos >= {threshold})"
         results[label] = found
         silhouettes = stages["pca"]["stats"].get("silhouette", {})
         sil_rows.append([label, *(f"{v:.3f}" for v in silhouettes.values()),
@@ -462,14 +467,16 @@ def multilingual_report(models: dict[str, Path], english_only: dict[str, Path], 
         if projection.is_file():
             _language_plot(projection, model.languages, out / f"languages_{label}.png", label)
     wanted = ["English avg (7)", "STS17 en-de", "STSB en-de", "Tatoeba deu acc", "STSB en-zh", "Tatoeba cmn acc",
-              "STSB en-ja", "Tatoeba jpn acc", "build min", "peak GB"]
+              "STSB en-ja", "Tatoeba jpn acc", "build min", "peak GB", "pairs kept"]
     columns = [c for c in wanted if any(c in r for r in results.values())]
-    rows = [[name, *(f"{r[c]:.2f}" if c in r else "" for c in columns)] for name, r in results.items()]
+    cell = lambda v: v if isinstance(v, str) else f"{v:.2f}"  # noqa: E731
+    rows = [[name, *(cell(r[c]) if c in r else "" for c in columns)] for name, r in results.items()]
     text = ["# Bilingual and multilingual tables (paper 3.3, 4.4)", "", _provenance(command), "",
             "Every score is taken the way users and exports encode: `encode(texts)` with no language named (each "
             "text's language is identified by script, then by the table's own word frequencies). Cross-lingual STS: "
             "STS17 en-de and STS-B en-xx (s1 English, s2 translated); Tatoeba: retrieval x -> eng accuracy; English: "
-            "the mean of the seven English STS sets. Build time and peak memory on this 2-core machine.", "",
+            "the mean of the seven English STS sets. Build time and peak memory on this 2-core machine; the parallel pairs "
+            "that training kept, of those read, by the teacher's cosine of each pair.", "",
             _table(["model", *columns], rows), "",
             "## Language clusters (paper footnote 16)", "",
             "Silhouette of the language labels over the sentence vectors (1 = languages fully separated, 0 = mixed), "

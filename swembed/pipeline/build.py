@@ -97,7 +97,7 @@ def build(config: BuildConfig, force: bool = False, quiet: bool = False, overwri
     if config.distill_enabled:
         score = config.distill.min_teacher_similarity is not None
         pair_stages = {(config.langs[0], lang): run_pairs(lang, paths, config.exclude, teacher, work, score, force,
-                                                          quiet)
+                                                          quiet, [extracts[config.langs[0]], extracts[lang]])
                        for lang, paths in config.parallel_files().items()}
         stages += [(f"pairs ({a}-{b})", stage) for (a, b), stage in pair_stages.items()]
         final = run_distill(config.distill, pca, compose, extracts, rules, tokenizer_json, work, pair_stages,

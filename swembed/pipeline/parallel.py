@@ -7,6 +7,9 @@ import gzip
 import re
 from pathlib import Path
 
+import numpy as np
+
+from swembed.pipeline import files
 from swembed.pipeline.sources import loose_key
 
 
@@ -44,13 +47,29 @@ def read_parallel(paths: list[str], exclude: set[str] = frozenset()) -> list[tup
     return pairs
 
 
+def encode_reusing(teacher, texts: list[str], extracts) -> tuple[np.ndarray, int]:
+    """The teacher's sentence vectors of ``texts`` and how many were reused: a text that an extract stage already
+    sent through the teacher takes that stage's cached vector (``files.TARGETS``); only the rest are encoded."""
+    out = np.zeros((len(texts), teacher.pooled_dim), dtype=np.float32)
+    todo = np.arange(len(texts))
+    for extract in extracts:
+        position = {s: i for i, s in enumerate(files.read_lines(Path(extract.path) / files.TARGET_SENTENCES))}
+        found = np.array([position.get(texts[i], -1) for i in todo], dtype=np.int64)
+        hit = found >= 0
+        if hit.any():
+            out[todo[hit]] = np.load(Path(extract.path) / files.TARGETS, mmap_mode="r")[found[hit]]
+        todo = todo[~hit]
+    if len(todo):
+        out[todo] = teacher.encode([texts[i] for i in todo])
+    return out, len(texts) - len(todo)
+
+
 def run_pairs(lang: str, paths: list[str], exclude: list[str], teacher, work_dir: Path, score: bool = True,
-              force: bool = False, quiet: bool = False):
+              force: bool = False, quiet: bool = False, extracts=()):
     """Stage ``pairs-xx``: the translation pairs of one language pair with the evaluation sentences excluded, and
     (``score``) the teacher's cosine of each, so that distillation can drop the pairs the teacher does not
-    consider translations. Artifact ``pairs.tsv``, ``similarity.npy``."""
-    import numpy as np
-
+    consider translations; texts the ``extracts`` already encoded are not encoded again. Artifact ``pairs.tsv``,
+    ``similarity.npy``."""
     from swembed.pipeline.sources import describe_source, expand_sources, held_out_keys
     from swembed.pipeline.stage import StageRun, run_stage
 
@@ -64,7 +83,9 @@ def run_pairs(lang: str, paths: list[str], exclude: list[str], teacher, work_dir
             handle.writelines(f"{a}\t{b}\n" for a, b in pairs)
         stats = {"pairs_read": len(pairs)}
         if score and pairs:
-            similarity = np.sum(teacher.encode([a for a, _ in pairs]) * teacher.encode([b for _, b in pairs]), axis=1)
+            vectors, reused = encode_reusing(teacher, [text for pair in pairs for text in pair], extracts)
+            similarity = np.sum(vectors[0::2] * vectors[1::2], axis=1)
+            stats["texts_reused_from_extract"] = reused
             np.save(run.out / "similarity.npy", similarity.astype(np.float32))
             stats["similarity_deciles"] = [round(float(q), 3) for q in np.quantile(similarity, np.linspace(0, 1, 11))]
         return stats
@@ -74,8 +95,6 @@ def run_pairs(lang: str, paths: list[str], exclude: list[str], teacher, work_dir
 
 def read_pairs(result, min_similarity: float | None = None) -> list[tuple[str, str]]:
     """The pairs of a ``pairs`` stage artifact, those the teacher scores below ``min_similarity`` dropped."""
-    import numpy as np
-
     with open(Path(result.path) / "pairs.tsv", encoding="utf-8") as handle:
         pairs = [tuple(line.rstrip("\n").split("\t", 1)) for line in handle]
     if min_similarity is None:
