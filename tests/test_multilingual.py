@@ -186,6 +186,15 @@ min_teacher_similarity = 0.15
     assert not np.allclose(model.encode(texts_zh, lang="zh"), model.encode(texts_zh, lang="en"))
     with pytest.raises(ValueError, match="not 'de'"):
         model.encode(texts_en, lang="de")
+    # the robust suite's hidden-vocabulary copy keeps each language's tokeniser and the language identifier
+    from swembed.eval.robust import with_hidden_words
+
+    mixed = texts_en + texts_zh
+    np.testing.assert_allclose(with_hidden_words(model, 0.0).encode(mixed), model.encode(mixed))
+    hidden = with_hidden_words(model, 0.5)
+    for lang, tokenizer in hidden.tokenizers.items():
+        start, end = rows[lang]["rows"]
+        assert set(tokenizer.vocab.values()) == set(range(start, start + round((end - start) * 0.5)))
 
 
 def test_read_parallel_formats_exclusions_and_errors(tmp_path):

@@ -22,25 +22,31 @@ CONTEXTS_FILE = "word_contexts.npy"
 
 
 def with_hidden_words(model: StaticEmbedder, fraction: float) -> StaticEmbedder:
-    """The same table whose tokeniser does not know the rarest ``fraction`` of its words (rows are in
-    frequency order)."""
-    words = model.words
-    known = words[: int(round(len(words) * (1 - fraction)))]
-    tok = model.tokenizer
-    tokenizer = WordTokenizer({w: i for i, w in enumerate(known)}, tok.rules, tok.pieces, tok.piece_rows)
-    return StaticEmbedder(model.table, tokenizer, model.config, model.scales)
+    """The same table whose tokenisers do not know the rarest ``fraction`` of their words (each language's rows
+    are in frequency order); a multilingual table keeps its language identifier, so texts go where they did."""
+    def hide(tokenizer: WordTokenizer) -> WordTokenizer:
+        rows = sorted(tokenizer.vocab.items(), key=lambda item: item[1])
+        known = dict(rows[: int(round(len(rows) * (1 - fraction)))])
+        return WordTokenizer(known, tokenizer.rules, tokenizer.pieces, tokenizer.piece_rows)
+
+    tokenizers = {lang: hide(tokenizer) for lang, tokenizer in model.tokenizers.items()}
+    hidden = StaticEmbedder(model.table, hide(model.tokenizer), model.config, model.scales, tokenizers)
+    if tokenizers:
+        hidden._language_identifier = model.language_identifier
+    return hidden
 
 
 def context_buckets(model: StaticEmbedder, contexts: np.ndarray, data_dir: Path) -> dict[str, dict]:
-    """Spearman x100 per bucket of pooled pairs, by the fewest contexts of any word of the pair."""
-    count_of = dict(zip(model.words, contexts.tolist()))
+    """Spearman x100 per bucket of pooled pairs, by the fewest contexts of any word of the pair (its English
+    rows' counts for a multilingual table)."""
+    tokenizer = model.tokenizers.get("en", model.tokenizer)
+    count_of = {word: int(contexts[row]) for word, row in tokenizer.vocab.items()}
     fewest, gold, cosine = [], [], []
     for name in EN_SETS:
         pairs = load_pair_set(data_dir, name)
         span = np.ptp(pairs.gold) or 1.0
         gold += ((pairs.gold - pairs.gold.min()) / span).tolist()
         cosine += paired_cosine(model.encode(pairs.s1), model.encode(pairs.s2)).tolist()
-        tokenizer = model.tokenizer
         fewest += [min((count_of.get(w, 0) for w in tokenizer.words(a) + tokenizer.words(b)), default=0)
                    for a, b in zip(pairs.s1, pairs.s2)]
     fewest, gold, cosine = np.array(fewest), np.array(gold), np.array(cosine)
