@@ -114,3 +114,44 @@ def test_exports_of_a_table_with_piece_rows_shadowed_by_words(tmp_path):
     assert len(theirs.tokens) == theirs.embedding.shape[0]
     texts = ["The cat.", "good dog", "the good cat"]
     np.testing.assert_allclose(theirs.encode(texts), ours.encode(texts), atol=1e-5)
+
+
+def test_exports_of_a_bilingual_table_merge_its_languages(tmp_path):
+    """st/model2vec cannot be told a text's language: a bilingual table exports one vocabulary, where a surface
+    form both languages have keeps the row of the language that saw it more often at build time."""
+    from model2vec import StaticModel
+
+    en, de = ["the", "cat", "die"], ["der", "hund", "die"]
+    sub = Tokenizer(models.WordPiece({"[UNK]": 0, "x": 1}, unk_token="[UNK]"))
+    sub.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    table = np.random.default_rng(3).normal(size=(6, 8)).astype(np.float32)
+    config = {"teacher": {"name": "test"}, "tokenization": {},
+              "languages": {"en": {"rows": [0, 3], "tokenization": {}}, "de": {"rows": [3, 6], "tokenization": {}}}}
+    contexts = np.array([50, 9, 2, 40, 7, 30])  # "die": 2 English sentences, 30 German ones
+    folder = write_model_folder(tmp_path / "model", table, en + de, config, sub.to_str(),
+                                {"word_contexts": contexts})
+    ours = swembed.load(folder)
+    theirs = StaticModel.from_pretrained(str(export(folder, "model2vec", tmp_path / "m2v", "float32")))
+    texts = ["The cat", "der Hund", "die"]
+    np.testing.assert_allclose(theirs.encode(texts), ours.encode(texts), atol=1e-5)
+    np.testing.assert_allclose(theirs.encode(["die"]), ours.encode(["die"], lang="de"), atol=1e-5)
+    assert not np.allclose(ours.encode(["die"], lang="de"), ours.encode(["die"], lang="en"))
+
+
+def test_exports_spell_sentencepiece_pieces_as_wordpiece(tmp_path):
+    """A sentencepiece teacher (e5/XLM-R) marks word starts with '▁'; the export spells its piece rows the
+    WordPiece way ('##' for a continuation), so an unknown word still reaches its pieces' rows."""
+    from model2vec import StaticModel
+
+    unigram = Tokenizer(models.Unigram([("<unk>", 0.0), ("▁cat", -1.0), ("s", -2.0), ("▁", -3.0), ("c", -5.0),
+                                        ("a", -5.0), ("t", -5.0)], unk_id=0))
+    unigram.pre_tokenizer = pre_tokenizers.Metaspace()
+    words, pieces = ["the", "dog"], ["▁cat", "s"]
+    table = np.random.default_rng(4).normal(size=(4, 8)).astype(np.float32)
+    config = {"teacher": {"name": "test"}, "tokenization": {"oov_backoff": "pieces"}, "pieces": {"rows": [2, 4]}}
+    folder = write_model_folder(tmp_path / "model", table, words + pieces, config, unigram.to_str())
+    ours = swembed.load(folder)
+    assert ours.tokenizer.rows("cats")[0] == [2, 3]
+    theirs = StaticModel.from_pretrained(str(export(folder, "model2vec", tmp_path / "m2v", "float32")))
+    texts = ["cats", "the dog"]  # one unknown word alone: its pieces' mean on both sides
+    np.testing.assert_allclose(theirs.encode(texts), ours.encode(texts), atol=1e-5)

@@ -439,7 +439,9 @@ def multilingual_report(models: dict[str, Path], english_only: dict[str, Path], 
     from swembed.eval.suites import evaluate
 
     def xling(spec: str) -> dict:
-        return scores.cached(spec, "all", lambda: evaluate(spec, "all", data_dir)[1])
+        found = dict(scores.cached(spec, "all", lambda: evaluate(spec, "all", data_dir)[1]))
+        found["English avg (7)"] = found.pop("avg")
+        return found
 
     results = {}
     if teacher:
@@ -449,8 +451,7 @@ def multilingual_report(models: dict[str, Path], english_only: dict[str, Path], 
     sil_rows = []
     for label, folder in models.items():
         model = load(folder)
-        found = dict(xling(str(folder)))
-        found["English avg (7)"] = found.pop("avg")
+        found = xling(str(folder))
         stages = model.config["build"]["stages"]
         found["build min"] = round(model.config["build"]["total_wall_s"] / 60, 1)
         found["peak GB"] = round(max(s.get("peak_rss_mb") or 0 for s in stages.values()) / 1024, 1)

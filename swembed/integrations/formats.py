@@ -8,11 +8,14 @@ and model2vec load unchanged.
   pieces that are not also words); other ``##`` pieces and ``[UNK]`` get zero rows. An unknown word is
   split greedily over that vocabulary (ours follows the teacher's own split and weights each piece 1/p),
   and punctuation adds nothing. Zero rows change a mean's length, not its direction, and both libraries
-  L2-normalise, so the vectors match ours on every text whose words are all known.
+  L2-normalise, so the vectors match ours on every text whose words are all known. A multilingual table's
+  languages share one vocabulary there (``export_vocab``).
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -49,6 +52,35 @@ def export_npy(model: StaticEmbedder, out: Path, dtype: str, overwrite: bool = F
     return write_model_folder(out, table, model.labels, config, tokenizer_json, extra, overwrite=overwrite)
 
 
+def export_vocab(model: StaticEmbedder) -> dict[str, int]:
+    """Each word's row. A multilingual table's languages merge into one vocabulary, since st and model2vec
+    cannot be told a text's language: a surface form that several languages have keeps the row of the language
+    that saw it in the most sentences at build time (``word_contexts.npy``; else the first language)."""
+    if not model.tokenizers:
+        return dict(model.tokenizer.vocab)
+    if len({tokenizer.rules for tokenizer in model.tokenizers.values()}) > 1:
+        raise ValueError(f"the languages {model.languages} of this table split words differently (teacher tokens "
+                         "for zh/ja), which one st/model2vec tokenizer cannot express; export it as npy")
+    counts = model.word_contexts
+    rows: dict[str, int] = {}
+    for tokenizer in model.tokenizers.values():
+        for word, row in tokenizer.vocab.items():
+            kept = rows.get(word)
+            if kept is None or (counts is not None and counts[row] > counts[kept]):
+                rows[word] = row
+    return rows
+
+
+def wordpiece_spelling(pieces, lowercase: bool) -> Callable[[str], str]:
+    """How the teacher's pieces are spelled in a WordPiece vocabulary. WordPiece pieces are as they are;
+    sentencepiece (Unigram, e5/XLM-R) marks a word start with '▁' where WordPiece marks a continuation with '##',
+    and its pieces are cased where our words may be lowercased (then the first spelling wins)."""
+    if pieces is None or json.loads(pieces.to_str())["model"]["type"] != "Unigram":
+        return lambda piece: piece
+    case = str.lower if lowercase else str
+    return lambda piece: case(piece[1:]) or piece if piece.startswith("▁") else "##" + case(piece)
+
+
 def wordpiece_export(model: StaticEmbedder, dtype: str):
     """(tokenizers.Tokenizer over our words, the piece rows, the teacher's other ## pieces and [UNK]; the table
     with one row per token). A piece row whose text is also a word is shadowed by the word and left out; the
@@ -56,10 +88,11 @@ def wordpiece_export(model: StaticEmbedder, dtype: str):
     from tokenizers import Regex, Tokenizer, normalizers, pre_tokenizers
     from tokenizers.models import WordPiece
 
-    vocab = dict(model.tokenizer.vocab)
+    vocab = export_vocab(model)
     labels = model.labels
+    as_wordpiece = wordpiece_spelling(model.tokenizer.pieces, model.tokenizer.rules.lowercase)
     for row in sorted(model.tokenizer.piece_rows.values()):
-        vocab.setdefault(labels[row], row)
+        vocab.setdefault(as_wordpiece(labels[row]), row)
     kept = np.array(sorted(set(vocab.values())), dtype=np.int64)  # each reachable row once, in table order
     new_row = {int(old): new for new, old in enumerate(kept)}
     vocab = {token: new_row[row] for token, row in vocab.items()}
