@@ -432,9 +432,11 @@ def _weigh_first(model, weight: float) -> None:
 
 
 def multilingual_report(models: dict[str, Path], english_only: dict[str, Path], teacher: str | None,
-                        scores: Scores, data_dir: Path, out: Path, command: str) -> dict:
+                        scores: Scores, data_dir: Path, out: Path, command: str,
+                        exports: dict[str, str] | None = None) -> dict:
     """Bilingual and multilingual tables as users encode them (no language named): cross-lingual scores and
-    English STS; the teacher and English-only tables beside them; language-cluster silhouettes and plots."""
+    English STS; the teacher, English-only tables and exports (label -> model spec) beside them;
+    language-cluster silhouettes and plots."""
     from swembed import load
     from swembed.eval.suites import evaluate
 
@@ -461,6 +463,9 @@ def multilingual_report(models: dict[str, Path], english_only: dict[str, Path], 
             threshold = model.config["build"]["config"]["distill"]["min_teacher_similarity"]
             found["pairs kept"] = f"{kept:,} of {read:,} (cos >= {threshold})"
         results[label] = found
+        for export_label, spec in (exports or {}).items():
+            if export_label.startswith(f"{label} "):
+                results[export_label] = xling(spec)
         silhouettes = stages["pca"]["stats"].get("silhouette", {})
         sil_rows.append([label, *(f"{v:.3f}" for v in silhouettes.values()),
                          f"{stages['pca']['stats']['dropped_variance']:.3f}"])
@@ -477,7 +482,8 @@ def multilingual_report(models: dict[str, Path], english_only: dict[str, Path], 
             "text's language is identified by script, then by the table's own word frequencies). Cross-lingual STS: "
             "STS17 en-de and STS-B en-xx (s1 English, s2 translated); Tatoeba: retrieval x -> eng accuracy; English: "
             "the mean of the seven English STS sets. Build time and peak memory on this 2-core machine; the parallel pairs "
-            "that training kept, of those read, by the teacher's cosine of each pair.", "",
+            "that training kept, of those read, by the teacher's cosine of each pair. An export row is the table as "
+            "model2vec loads it (one merged vocabulary, since no language can be named there).", "",
             _table(["model", *columns], rows), "",
             "## Language clusters (paper footnote 16)", "",
             "Silhouette of the language labels over the sentence vectors (1 = languages fully separated, 0 = mixed), "
@@ -573,6 +579,8 @@ def write_reports(sections: list[str] | None, out: Path, data: Path, command: st
         tables = {name: models_dir / name for name in names if exists(name)}
         if tables:
             english_only = {"me5-en": models_dir / "me5-en"} if exists("me5-en") else {}
-            multilingual_report(tables, english_only, "me5-small", scores, data / "eval", out, command)
+            exports = {f"{name} as model2vec (`swembed export --format model2vec`)": f"model2vec:{models_dir / name}-m2v"
+                       for name in tables if (models_dir / f"{name}-m2v" / "config.json").is_file()}
+            multilingual_report(tables, english_only, "me5-small", scores, data / "eval", out, command, exports)
             written.append("multilingual.md")
     return written
