@@ -155,3 +155,25 @@ def test_exports_spell_sentencepiece_pieces_as_wordpiece(tmp_path):
     theirs = StaticModel.from_pretrained(str(export(folder, "model2vec", tmp_path / "m2v", "float32")))
     texts = ["cats", "the dog"]  # one unknown word alone: its pieces' mean on both sides
     np.testing.assert_allclose(theirs.encode(texts), ours.encode(texts), atol=1e-5)
+
+
+def test_exports_read_a_language_without_spaces_by_longest_match(tmp_path):
+    """A ja table's words are the teacher's tokens; in the merged export vocabulary they are also continuations,
+    so a run of Japanese with no spaces is read as the same words the runtime finds."""
+    from model2vec import StaticModel
+
+    unigram = Tokenizer(models.Unigram([("<unk>", 0.0), ("▁", -2.0), ("東京", -3.0), ("の", -2.0), ("天気", -3.0),
+                                        ("▁the", -1.0), ("▁cat", -1.0), ("天", -6.0), ("気", -6.0)], unk_id=0))
+    unigram.pre_tokenizer = pre_tokenizers.Metaspace()
+    en, ja = ["the", "cat"], ["東京", "の", "天気"]
+    table = np.random.default_rng(5).normal(size=(5, 8)).astype(np.float32)
+    rules = {"oov_backoff": "pieces"}
+    config = {"teacher": {"name": "test"}, "tokenization": rules,
+              "languages": {"en": {"rows": [0, 2], "tokenization": rules},
+                            "ja": {"rows": [2, 5], "tokenization": {"oov_backoff": "none", "words": "teacher"}}}}
+    folder = write_model_folder(tmp_path / "model", table, en + ja, config, unigram.to_str())
+    ours = swembed.load(folder)
+    assert ours.tokenizers["ja"].words("東京の天気") == ja
+    theirs = StaticModel.from_pretrained(str(export(folder, "model2vec", tmp_path / "m2v", "float32")))
+    texts = ["東京の天気", "the cat", "天気の東京"]
+    np.testing.assert_allclose(theirs.encode(texts), ours.encode(texts), atol=1e-5)

@@ -9,11 +9,12 @@ and model2vec load unchanged.
   split greedily over that vocabulary (ours follows the teacher's own split and weights each piece 1/p),
   and punctuation adds nothing. Zero rows change a mean's length, not its direction, and both libraries
   L2-normalise, so the vectors match ours on every text whose words are all known. A multilingual table's
-  languages share one vocabulary there (``export_vocab``).
+  languages share one vocabulary there, zh/ja words read by greedy longest match (``export_vocab``).
 """
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
@@ -53,21 +54,28 @@ def export_npy(model: StaticEmbedder, out: Path, dtype: str, overwrite: bool = F
 
 
 def export_vocab(model: StaticEmbedder) -> dict[str, int]:
-    """Each word's row. A multilingual table's languages merge into one vocabulary, since st and model2vec
-    cannot be told a text's language: a surface form that several languages have keeps the row of the language
-    that saw it in the most sentences at build time (``word_contexts.npy``; else the first language)."""
+    """Each token's row in the WordPiece vocabulary that st and model2vec read. A multilingual table's languages
+    merge into one vocabulary, since those libraries cannot be told a text's language: a surface form that several
+    languages have keeps the row of the language that saw it in the most sentences at build time
+    (``word_contexts.npy``; else the first language). A language without spaces (zh/ja: teacher tokens or a
+    segmenter's words) has its words as continuations too (``##w``), so WordPiece's greedy longest match reads a
+    run of them as those words."""
     if not model.tokenizers:
         return dict(model.tokenizer.vocab)
-    if len({tokenizer.rules for tokenizer in model.tokenizers.values()}) > 1:
-        raise ValueError(f"the languages {model.languages} of this table split words differently (teacher tokens "
-                         "for zh/ja), which one st/model2vec tokenizer cannot express; export it as npy")
+    splitting = {replace(tokenizer.rules, words="pattern", oov_backoff="none")
+                 for tokenizer in model.tokenizers.values()}
+    if len(splitting) > 1:
+        raise ValueError(f"the languages {model.languages} of this table normalise or split text differently, which "
+                         "one st/model2vec tokenizer cannot express; export it as npy")
     counts = model.word_contexts
     rows: dict[str, int] = {}
     for tokenizer in model.tokenizers.values():
+        spaced = tokenizer.rules.words == "pattern"
         for word, row in tokenizer.vocab.items():
-            kept = rows.get(word)
-            if kept is None or (counts is not None and counts[row] > counts[kept]):
-                rows[word] = row
+            for token in (word,) if spaced else (word, "##" + word):
+                kept = rows.get(token)
+                if kept is None or (counts is not None and counts[row] > counts[kept]):
+                    rows[token] = row
     return rows
 
 
@@ -82,9 +90,9 @@ def wordpiece_spelling(pieces, lowercase: bool) -> Callable[[str], str]:
 
 
 def wordpiece_export(model: StaticEmbedder, dtype: str):
-    """(tokenizers.Tokenizer over our words, the piece rows, the teacher's other ## pieces and [UNK]; the table
-    with one row per token). A piece row whose text is also a word is shadowed by the word and left out; the
-    other ## pieces and [UNK] get zero rows."""
+    """(tokenizers.Tokenizer over our words (``export_vocab``), the piece rows, the teacher's other ## pieces and
+    [UNK]; the table with one row per token). A piece row whose text is also a word is shadowed by the word and
+    left out; the other ## pieces and [UNK] get zero rows."""
     from tokenizers import Regex, Tokenizer, normalizers, pre_tokenizers
     from tokenizers.models import WordPiece
 
@@ -93,17 +101,17 @@ def wordpiece_export(model: StaticEmbedder, dtype: str):
     as_wordpiece = wordpiece_spelling(model.tokenizer.pieces, model.tokenizer.rules.lowercase)
     for row in sorted(model.tokenizer.piece_rows.values()):
         vocab.setdefault(as_wordpiece(labels[row]), row)
-    kept = np.array(sorted(set(vocab.values())), dtype=np.int64)  # each reachable row once, in table order
-    new_row = {int(old): new for new, old in enumerate(kept)}
-    vocab = {token: new_row[row] for token, row in vocab.items()}
-    rows = len(kept)
+    tokens = sorted(vocab, key=lambda token: (vocab[token], token))  # in table order
+    source_rows = np.array([vocab[token] for token in tokens], dtype=np.int64)  # a zh/ja word twice: w and ##w
+    vocab = {token: i for i, token in enumerate(tokens)}
+    rows = len(tokens)
     if model.tokenizer.pieces is not None:
         pieces = model.tokenizer.pieces.get_vocab(with_added_tokens=False)
         for piece in sorted(p for p in pieces if p.startswith("##") and p not in vocab):
             vocab[piece] = rows
             rows += 1
     vocab.setdefault("[UNK]", rows)
-    tokenizer = Tokenizer(WordPiece(vocab, unk_token="[UNK]", max_input_chars_per_word=100))
+    tokenizer = Tokenizer(WordPiece(vocab, unk_token="[UNK]", max_input_chars_per_word=400))
     steps = []
     rules = model.tokenizer.rules
     if rules.unicode_normalization:
@@ -113,8 +121,8 @@ def wordpiece_export(model: StaticEmbedder, dtype: str):
     tokenizer.normalizer = normalizers.Sequence(steps)
     tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
         pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Split(Regex(rules.word_pattern), behavior="isolated")])
-    table = float_table(model)[kept]
-    table = np.vstack([table, np.zeros((len(vocab) - len(kept), table.shape[1]), dtype=np.float32)])
+    table = float_table(model)[source_rows]
+    table = np.vstack([table, np.zeros((len(vocab) - len(tokens), table.shape[1]), dtype=np.float32)])
     return tokenizer, table.astype(dtype)
 
 
