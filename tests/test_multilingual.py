@@ -91,7 +91,7 @@ ZH = dict(zip(["cat", "dog", "bird", "teacher", "student", "river", "city", "gar
                "house", "ship", "song", "book", "market", "forest", "mountain", "engine", "letter"],
               "人大小中日月山水火木金土天地上下西南北学"))
 VERB_ZH = dict(zip(["sees", "likes", "finds", "paints", "visits", "follows", "builds", "reads", "carries",
-                    "remembers"], "生河城花子歌森林信东"))
+                    "remembers"], "生河城花子歌森林信国"))
 
 
 def parallel_pairs(n, seed):
@@ -180,6 +180,13 @@ min_teacher_similarity = 0.15
     direct = np.sum(teacher.encode([a for a, _ in scored]) * teacher.encode([b for _, b in scored]), axis=1)
     np.testing.assert_allclose(similarity, direct, atol=1e-4)
     assert 0 < stats["held-out retrieval en-zh"] <= 1
+    # script variants: the corpus is simplified; a traditional spelling the teacher reads as one token gets the
+    # row of its simplified word (学 -> 學 is no MiniLM token, 国 -> 國 is)
+    zh_vocab = model.tokenizers["zh"].vocab
+    assert "国" in zh_vocab and "國" in zh_vocab and "學" not in zh_vocab
+    assert stages["export"]["stats"]["variant rows zh"] == 1
+    np.testing.assert_array_equal(model.table[zh_vocab["國"]], model.table[zh_vocab["国"]])
+    np.testing.assert_allclose(model.encode(["人生國。"]), model.encode(["人生国。"]), atol=1e-6)
     texts_en, texts_zh = ["The cat sees the dog."], ["人生大。"]
     np.testing.assert_allclose(model.encode(texts_zh), model.encode(texts_zh, lang="zh"))  # detected from script
     np.testing.assert_allclose(model.encode(texts_en), model.encode(texts_en, lang="en"))

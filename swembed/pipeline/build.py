@@ -1,7 +1,8 @@
 """`swembed build`: the one build driver, for one language or several.
 
 Per language: corpus -> vocab -> extract (cached per language, so English is extracted once for every
-table that has it). Then, over all languages: compose -> pca -> distill -> the model folder. Every stage
+table that has it). Then, over all languages: compose -> pca -> distill -> script variants
+(``swembed.pipeline.variants``) -> the model folder. Every stage
 is cached under the work directory by the hash of its config and inputs, and resumes after a crash.
 """
 from __future__ import annotations
@@ -25,6 +26,7 @@ from swembed.pipeline.pca import check_dims, kept_components, run_pca
 from swembed.pipeline.plan import build_plan, device_report
 from swembed.pipeline.sources import CorpusError
 from swembed.pipeline.stage import StageResult, cached_stage
+from swembed.pipeline.variants import add_variants
 from swembed.pipeline.vocab import run_vocab
 from swembed.runtime.folder import update_config, write_model_folder
 
@@ -108,6 +110,14 @@ def build(config: BuildConfig, force: bool = False, quiet: bool = False, overwri
         table = prune_top_k(table, config.lexicon_top_k)
     export_start = time.time()
     layout = Layout.read(compose.path)
+    contexts = np.load(compose.path / files.WORD_CONTEXTS)
+    variants = {lang: name for lang, name in config.script_variants.items() if lang in config.langs}
+    added = {}
+    if variants:
+        from tokenizers import Tokenizer
+
+        tokenizers = layout.tokenizers(rules, Tokenizer.from_str(tokenizer_json))
+        layout, table, contexts, added = add_variants(layout, table, contexts, tokenizers, variants)
     report = {
         "teacher": {k: v for k, v in teacher.describe().items() if k != "path"},
         "dim": int(table.shape[1]),
@@ -122,14 +132,16 @@ def build(config: BuildConfig, force: bool = False, quiet: bool = False, overwri
     if config.multilingual:
         report["languages"] = {lang: {"rows": span, "tokenization": rules[lang].to_dict()}
                                for lang, span in layout.languages.items()}
-    extra = {"word_contexts": np.load(compose.path / files.WORD_CONTEXTS)}
+    extra = {"word_contexts": contexts}
     if (pca.path / files.PCA).is_file():
         mean, kept, _ = kept_components(pca.path / files.PCA)
         extra.update(pca_mean=mean, pca_components=kept)
     write_model_folder(Path(config.out), table.astype(config.dtype), layout.labels,
                        {**report, "created": time.strftime("%Y-%m-%dT%H:%M:%S")}, tokenizer_json, extra,
                        overwrite=overwrite)
-    report["build"]["stages"]["export"] = {"wall_s": round(time.time() - export_start, 2), "cached": False}
+    report["build"]["stages"]["export"] = {"wall_s": round(time.time() - export_start, 2), "cached": False,
+                                           **({"stats": {f"variant rows {k}": n for k, n in added.items()}}
+                                              if added else {})}
     report["build"]["device"] = device_report(teacher.device)
     report["build"]["total_wall_s"] = round(time.time() - started, 2)
     update_config(Path(config.out), {"build": report["build"]})

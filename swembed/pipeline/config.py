@@ -11,6 +11,7 @@ import tomllib
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
+from swembed._extras import require
 from swembed.runtime.tokenizer import TokenizationRules
 
 SPACELESS = ("zh", "ja")
@@ -98,6 +99,9 @@ class BuildConfig:
     langs: list[str] = field(default_factory=lambda: ["en"])
     corpora: dict[str, list[str]] = field(default_factory=dict)  # multilingual: language -> sources
     segmenters: dict[str, str] = field(default_factory=dict)  # e.g. {zh = "jieba", ja = "fugashi"}
+    # language -> conversion: rows for the words of another script, copied from the corpus's spelling after
+    # distillation (swembed.pipeline.variants); zh tables read traditional characters unless set to {}
+    script_variants: dict[str, str] = field(default_factory=lambda: {"zh": "t2s"})
     # english<TAB>other files: a list pairs langs[0] with langs[1]; a table {lang: [files]} pairs langs[0] with each
     parallel: list[str] | dict[str, list[str]] = field(default_factory=list)
     # held-out text (files, folders; e.g. the evaluation sets): no corpus sentence or training pair repeats a line
@@ -158,6 +162,13 @@ class BuildConfig:
                                  f"{self.langs[1:]}")
         elif self.parallel or self.corpora:
             raise BuildError("--parallel and per-language corpora need two or more languages (--langs)")
+        from swembed.pipeline.variants import CONVERSIONS
+
+        for lang, name in self.script_variants.items():
+            if name not in CONVERSIONS:
+                raise BuildError(f"script_variants: {lang} = {name!r} is not one of {sorted(CONVERSIONS)}")
+            if lang in self.langs:
+                require("multilingual", "opencc")
         if self.dtype not in ("float32", "float16"):
             raise BuildError(f"--dtype must be float32 or float16, got {self.dtype!r}")
         if self.extract.sentences not in ("all", "quota"):
