@@ -47,6 +47,9 @@ BUILD_FLAGS = [
     ("--eval-every", "distill.eval_every", {"type": int, "help": "steps between validation rounds (default 250)"}),
     ("--distill-batch-size", "distill.batch_size", {"type": int, "help": "sentences per KD batch (default 128)"}),
     ("--kd-sentences", "distill.max_sentences", {"type": int, "help": "distil on at most this many sentences"}),
+    ("--kd-weight", "distill.kd_weight", {"type": float, "help": "weight of the distillation loss (default 1)"}),
+    ("--contrastive-weight", "distill.contrastive_weight", {"type": float, "help": "weight of the contrastive loss "
+                                                                                 "on parallel pairs (default 1)"}),
     ("--lexicon-top-k", "lexicon_top_k", {"type": int, "help": "keep each word's k largest dims (LENS tables)"}),
     ("--checkpoint-seconds", "checkpoint_seconds", {"type": float, "help": "least time between checkpoints (60)"}),
     ("--dtype", "dtype", {"choices": ["float32", "float16"], "help": "table dtype (default float32)"}),

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 EN_SETS = ("STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICK-R")
+DEV = "STSBenchmark-dev"  # where settings are chosen, never on the test sets
 
 
 class EvalDataError(ValueError):

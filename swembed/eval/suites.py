@@ -1,6 +1,6 @@
 """`swembed eval`: the evaluation suites over anything ``swembed.eval.models.load_encoder`` loads.
 
-* ``en``: STS12-16, STS-B test, SICK-R and their mean;
+* ``en``: STS12-16, STS-B test, SICK-R and their mean, and STS-B dev (for choosing settings);
 * ``xling``: STS17 en-de, STS-B en vs de/zh/ja, Tatoeba (and BUCC with files), only the languages a table has;
 * ``robust``: hidden-vocabulary and context-count scores (``swembed.eval.robust``), swembed folders only.
 
@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 from swembed.eval.models import load_encoder
-from swembed.eval.sts import EN_SETS, EvalDataError, evaluate_sts
+from swembed.eval.sts import DEV, EN_SETS, EvalDataError, evaluate_sts
 
 SUITES = ("en", "xling", "robust", "all")
 DATA_ENV = "SWEMBED_DATA"
@@ -44,8 +44,10 @@ def evaluate(spec: str, suite: str, data: Path, device: str = "auto", bucc: Path
     kind, encode, languages = load_encoder(spec, device=device)
     scores: dict[str, float] = {}
     if suite in ("en", "all"):
-        scores.update(evaluate_sts((lambda texts: encode(texts, lang="en")) if give_lang and languages else encode,
-                                   data, EN_SETS))
+        english = (lambda texts: encode(texts, lang="en")) if give_lang and languages else encode
+        scores.update(evaluate_sts(english, data, EN_SETS))
+        if (data / "stsb" / "sts-dev.csv").is_file():  # where settings are chosen (never on the sets above)
+            scores["STS-B dev"] = evaluate_sts(english, data, (DEV,))[DEV]
     if suite in ("xling", "all"):
         if give_lang and languages:
             by_lang = lambda texts, lang: encode(texts, lang=lang)  # noqa: E731

@@ -128,11 +128,12 @@ class BuildConfig:
 
     def rules(self, lang: str) -> TokenizationRules:
         """The tokenisation rules of one language: the recipe's, except that zh/ja use the teacher's tokens as
-        words (or a segmenter's words) unless a segmenter is named."""
+        words (or a segmenter's words, when one is named). A teacher token without a word row backs off to its
+        piece row, which exists when another language's corpus has it (a Latin name inside Chinese text)."""
         if lang in self.segmenters:
             return replace(self.tokenization, words=self.segmenters[lang])
         if lang in SPACELESS:
-            return replace(self.tokenization, words="teacher", oov_backoff="none")
+            return replace(self.tokenization, words="teacher")
         return self.tokenization
 
     def corpus_for(self, lang: str) -> CorpusConfig:
@@ -187,6 +188,8 @@ class BuildConfig:
             raise BuildError(f"--max-words {self.corpus.max_words} is below --min-words {self.corpus.min_words}")
         if self.pca.drop is not None and self.pca.drop < 0:
             raise BuildError(f"--abtt-drop must be 0 or more, got {self.pca.drop}")
+        if self.distill.kd_weight < 0 or self.distill.contrastive_weight < 0:
+            raise BuildError("--kd-weight and --contrastive-weight must be 0 or more")
         if self.compose.shrinkage < 0 or self.compose.min_contexts < 1:
             raise BuildError("compose shrinkage must be >= 0 and min_contexts >= 1")
 
