@@ -466,15 +466,15 @@ def multilingual_report(models: dict[str, Path], english_only: dict[str, Path], 
         results[label] = found
         for export_label, spec in (exports or {}).items():
             if export_label.startswith(f"{label} "):
-                results[export_label] = xling(spec)
+                results[export_label] = {k: v for k, v in xling(spec).items() if k in found}  # its table's sets
         silhouettes = stages["pca"]["stats"].get("silhouette", {})
         sil_rows.append([label, *(f"{v:.3f}" for v in silhouettes.values()),
                          f"{stages['pca']['stats']['dropped_variance']:.3f}"])
         projection = _work_dir(model) / stages["pca"]["artifact"] / "projection.npz"
         if projection.is_file():
             _language_plot(projection, model.languages, out / f"languages_{label}.png", label)
-    wanted = ["English avg (7)", "STS-B dev", "STS17 en-de", "STSB en-de", "Tatoeba deu acc", "STSB en-zh", "Tatoeba cmn acc",
-              "STSB en-ja", "Tatoeba jpn acc", "build min", "peak GB", "pairs kept"]
+    wanted = ["English avg (7)", "STS-B dev", "STS17 en-de", "STSB en-de", "Tatoeba deu acc", "STSB en-zh",
+              "Tatoeba cmn acc", "STSB en-ja", "Tatoeba jpn acc", "build min", "peak GB", "pairs kept"]
     columns = [c for c in wanted if any(c in r for r in results.values())]
     cell = lambda v: v if isinstance(v, str) else f"{v:.2f}"  # noqa: E731
     rows = [[name, *(cell(r[c]) if c in r else "" for c in columns)] for name, r in results.items()]
@@ -485,7 +485,8 @@ def multilingual_report(models: dict[str, Path], english_only: dict[str, Path], 
             "the mean of the seven English STS sets. Build time (every stage as first run, cached ones included) and peak "
             "memory on this 2-core machine; the parallel pairs "
             "that training kept, of those read, by the teacher's cosine of each pair. An export row is the table as "
-            "model2vec loads it (one merged vocabulary, since no language can be named there).", "",
+            "model2vec loads it (one merged vocabulary, since no language can be named there). Figures from before "
+            "each change are in the README's bilingual section.", "",
             _table(["model", *columns], rows), "",
             "## Language clusters (paper footnote 16)", "",
             "Silhouette of the language labels over the sentence vectors (1 = languages fully separated, 0 = mixed), "
@@ -500,7 +501,7 @@ def multilingual_report(models: dict[str, Path], english_only: dict[str, Path], 
 
 def _weight_sweep(folders: list[Path], xling: Callable[[str], dict]) -> list[str]:
     """The contrastive-weight section: per build, its held-out pair retrieval and STS-B dev (what the weight is
-    chosen on: their mean, x100 for retrieval), then its test scores."""
+    chosen on: their mean, x100 for retrieval), then its test scores. The last folder is the recipe's own table."""
     from swembed import load
 
     rows = []
@@ -519,7 +520,9 @@ def _weight_sweep(folders: list[Path], xling: Callable[[str], dict]) -> list[str
     rows.sort()
     best = max(rows, key=lambda r: float(r[1][3]))[0]
     return ["## Contrastive weight (chosen on held-out data)", "",
-            f"Builds of `{folders[0].name}`'s recipe that differ only in `--contrastive-weight` (the KD weight is 1). "
+            f"Builds of `pipelines/{folders[-1].name}.toml` that differ only in the contrastive weight (`swembed build "
+            f"--recipe pipelines/{folders[-1].name}.toml --contrastive-weight W --out models/{folders[-1].name}-cwW`; "
+            "the KD weight is 1). "
             "The weight is chosen on the mean of the held-out pair retrieval (translation retrieval among pairs kept "
             "out of training, x100) and STS-B dev; the test columns are shown, not used. Chosen: "
             f"**{best:g}**.", "",

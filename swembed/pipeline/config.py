@@ -15,6 +15,8 @@ from swembed._extras import require
 from swembed.runtime.tokenizer import TokenizationRules
 
 SPACELESS = ("zh", "ja")
+# script_variants names -> OpenCC configs (to the variant script, back to the corpus's): swembed.pipeline.variants
+SCRIPT_CONVERSIONS = {"t2s": ("s2t", "t2s")}
 
 
 class BuildError(ValueError):
@@ -163,11 +165,9 @@ class BuildConfig:
                                  f"{self.langs[1:]}")
         elif self.parallel or self.corpora:
             raise BuildError("--parallel and per-language corpora need two or more languages (--langs)")
-        from swembed.pipeline.variants import CONVERSIONS
-
         for lang, name in self.script_variants.items():
-            if name not in CONVERSIONS:
-                raise BuildError(f"script_variants: {lang} = {name!r} is not one of {sorted(CONVERSIONS)}")
+            if name not in SCRIPT_CONVERSIONS:
+                raise BuildError(f"script_variants: {lang} = {name!r} is not one of {sorted(SCRIPT_CONVERSIONS)}")
             if lang in self.langs:
                 require("multilingual", "opencc")
         if self.dtype not in ("float32", "float16"):

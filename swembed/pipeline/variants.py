@@ -1,12 +1,13 @@
 """Script variants: rows for spellings a language's corpus does not use, made from the rows of the spelling it does.
 
 Chinese is written in simplified and in traditional characters; a corpus of one (the shared zh corpus is
-simplified) leaves the other's words without rows, and a zh table then drops them (zh words are the teacher's
-tokens, which have no smaller pieces to back off to). With ``script_variants = {zh = "t2s"}`` the build adds, after
-distillation, a row for each traditional-script word (each teacher token, and each word's OpenCC ``s2t`` spelling)
-that the table lacks, that the language's tokeniser reads as one word, and whose ``t2s`` conversion it can encode: the mean of the rows the inference tokeniser gives
-the converted text. Added rows copy trained rows, so exports (which read the vocabulary) behave the same as
-``swembed.load``. On me5-en-zh, 4.3% of Tatoeba cmn tokens had no row before, 0.5% after.
+simplified) leaves the other's words without rows, and a zh table then drops them (its words are the teacher's
+tokens, whose piece rows exist only where some corpus had them). With ``script_variants = {zh = "t2s"}`` the build
+adds, after distillation, a row for each traditional-script word (each teacher token, and each word's OpenCC
+``s2t`` spelling) that the table lacks, that the language's tokeniser reads as one word, and whose ``t2s``
+conversion it can encode: the mean of the rows the inference tokeniser gives the converted text. Added rows copy
+trained rows, so exports (which read the vocabulary) behave the same as ``swembed.load``. On me5-en-zh, 4.3% of
+Tatoeba cmn tokens had no row before, 0.5% after.
 """
 from __future__ import annotations
 
@@ -17,10 +18,9 @@ import numpy as np
 
 from swembed._extras import require
 from swembed.pipeline.compose import Layout
+from swembed.pipeline.config import SCRIPT_CONVERSIONS
 from swembed.runtime.tokenizer import WordTokenizer
 
-# conversion name -> (OpenCC config converting the corpus's script to the variant, and back)
-CONVERSIONS = {"t2s": ("s2t", "t2s")}
 _HAN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 
 
@@ -29,7 +29,7 @@ def converters(name: str):
     require("multilingual", "opencc")
     import opencc
 
-    forward, back = CONVERSIONS[name]
+    forward, back = SCRIPT_CONVERSIONS[name]
     return opencc.OpenCC(forward).convert, opencc.OpenCC(back).convert
 
 
@@ -80,5 +80,6 @@ def add_variants(layout: Layout, table: np.ndarray, contexts: np.ndarray, tokeni
                  for other, (a, b) in layout.languages.items()}
         layout = replace(layout, languages=spans, pieces=[p + n for p in layout.pieces],
                          labels=layout.labels[:end] + words + layout.labels[end:])
-        tokenizers = layout.tokenizers({k: t.rules for k, t in tokenizers.items()}, next(iter(tokenizers.values())).pieces)
+        subword = next(iter(tokenizers.values())).pieces
+        tokenizers = layout.tokenizers({k: t.rules for k, t in tokenizers.items()}, subword)
     return layout, table, contexts, added
