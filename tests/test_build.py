@@ -178,6 +178,17 @@ def test_every_build_flag_is_applied_or_rejected_on_single_and_multi_language_bu
                 assert flag != "--parallel" or langs, flag  # pairs need two languages
 
 
+def test_loss_weights_and_script_variants_are_checked_before_any_work(tmp_path):
+    from swembed.pipeline.config import BuildConfig, BuildError, apply_settings
+
+    settings = {"langs": ["en", "zh"], "corpora": {"en": ["a.txt"], "zh": ["b.txt"]}}
+    apply_settings(BuildConfig(), settings, "r.toml").validate()  # zh reads traditional script by default
+    for extra, message in (({"distill": {"contrastive_weight": -1.0}}, "--contrastive-weight must be 0 or more"),
+                           ({"script_variants": {"zh": "s2hk"}}, "script_variants: zh = 's2hk' is not one of")):
+        with pytest.raises(BuildError, match=message.replace("+", "\\+")):
+            apply_settings(BuildConfig(), {**settings, **extra}, "r.toml").validate()
+
+
 @pytest.mark.parametrize("command,hidden,extra", [  # build without torch: test_bad_input.py
     (["dedup", "in.txt", "--model", "m", "--out", "o", "--search", "ann"], "faiss", "dedup"),
     (["eval", "m", "--data", "."], "scipy", "eval"),
