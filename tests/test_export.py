@@ -144,16 +144,16 @@ def test_exports_spell_sentencepiece_pieces_as_wordpiece(tmp_path):
     from model2vec import StaticModel
 
     unigram = Tokenizer(models.Unigram([("<unk>", 0.0), ("▁cat", -1.0), ("s", -2.0), ("▁", -3.0), ("c", -5.0),
-                                        ("a", -5.0), ("t", -5.0)], unk_id=0))
+                                        ("a", -5.0), ("t", -5.0), ("▁!", -1.0)], unk_id=0))
     unigram.pre_tokenizer = pre_tokenizers.Metaspace()
-    words, pieces = ["the", "dog"], ["▁cat", "s"]
-    table = np.random.default_rng(4).normal(size=(4, 8)).astype(np.float32)
-    config = {"teacher": {"name": "test"}, "tokenization": {"oov_backoff": "pieces"}, "pieces": {"rows": [2, 4]}}
+    words, pieces = ["the", "dog"], ["▁cat", "s", "▁!"]  # a punctuation piece: no word ever reaches its row
+    table = np.random.default_rng(4).normal(size=(5, 8)).astype(np.float32)
+    config = {"teacher": {"name": "test"}, "tokenization": {"oov_backoff": "pieces"}, "pieces": {"rows": [2, 5]}}
     folder = write_model_folder(tmp_path / "model", table, words + pieces, config, unigram.to_str())
     ours = swembed.load(folder)
     assert ours.tokenizer.rows("cats")[0] == [2, 3]
     theirs = StaticModel.from_pretrained(str(export(folder, "model2vec", tmp_path / "m2v", "float32")))
-    texts = ["cats", "the dog"]  # one unknown word alone: its pieces' mean on both sides
+    texts = ["cats", "the dog", "the dog!"]  # an unknown word alone: its pieces' mean both sides; "!" none
     np.testing.assert_allclose(theirs.encode(texts), ours.encode(texts), atol=1e-5)
 
 

@@ -64,8 +64,9 @@ class Scores:
         self.data, self.cache = data, cache
 
     def _key(self, spec: str, extra: str) -> Path:
-        config = Path(spec.removeprefix("model2vec:")) / "config.json"
-        stamp = config.read_text() if config.is_file() else ""
+        folder = Path(spec.removeprefix("model2vec:"))  # a rebuilt or re-exported folder is scored anew
+        files = sorted(p for p in folder.iterdir() if p.is_file()) if folder.is_dir() else []
+        stamp = "".join(f"{p.name}:{p.stat().st_size}:{p.stat().st_mtime_ns};" for p in files)
         return self.cache / (hashlib.sha256(f"{spec}|{stamp}|{extra}".encode()).hexdigest()[:24] + ".json")
 
     def cached(self, spec: str, extra: str, compute: Callable[[], dict]) -> dict:

@@ -7,13 +7,15 @@ and model2vec load unchanged.
   Our words keep their rows, and so do the table's piece rows (``##`` continuations, and word-initial
   pieces that are not also words); other ``##`` pieces and ``[UNK]`` get zero rows. An unknown word is
   split greedily over that vocabulary (ours follows the teacher's own split and weights each piece 1/p),
-  and punctuation adds nothing. Zero rows change a mean's length, not its direction, and both libraries
-  L2-normalise, so the vectors match ours on every text whose words are all known. A multilingual table's
+  and punctuation adds nothing (pieces that are not word characters are left out). Zero rows change a mean's
+  length, not its direction, and both libraries L2-normalise, so the vectors match ours on every text whose
+  words are all known. A multilingual table's
   languages share one vocabulary there, zh/ja words read by greedy longest match (``export_vocab``).
 """
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Callable
@@ -99,8 +101,11 @@ def wordpiece_export(model: StaticEmbedder, dtype: str):
     vocab = export_vocab(model)
     labels = model.labels
     as_wordpiece = wordpiece_spelling(model.tokenizer.pieces, model.tokenizer.rules.lowercase)
+    word = re.compile(model.tokenizer.rules.word_pattern)
     for row in sorted(model.tokenizer.piece_rows.values()):
-        vocab.setdefault(as_wordpiece(labels[row]), row)
+        spelled = as_wordpiece(labels[row])
+        if word.fullmatch(spelled.removeprefix("##")):  # punctuation pieces: our tokeniser never reaches them
+            vocab.setdefault(spelled, row)
     tokens = sorted(vocab, key=lambda token: (vocab[token], token))  # in table order
     source_rows = np.array([vocab[token] for token in tokens], dtype=np.int64)  # a zh/ja word twice: w and ##w
     vocab = {token: i for i, token in enumerate(tokens)}
