@@ -186,6 +186,8 @@ min_teacher_similarity = 0.15
     assert "国" in zh_vocab and "國" in zh_vocab and "學" not in zh_vocab
     assert stages["export"]["stats"]["variant rows zh"] == 1
     np.testing.assert_array_equal(model.table[zh_vocab["國"]], model.table[zh_vocab["国"]])
+    contexts = np.load(tmp_path / "model" / "word_contexts.npy")
+    assert contexts[zh_vocab["國"]] == 0 < contexts[zh_vocab["国"]]  # the corpus never had that spelling
     np.testing.assert_allclose(model.encode(["人生國。"]), model.encode(["人生国。"]), atol=1e-6)
     texts_en, texts_zh = ["The cat sees the dog."], ["人生大。"]
     np.testing.assert_allclose(model.encode(texts_zh), model.encode(texts_zh, lang="zh"))  # detected from script
