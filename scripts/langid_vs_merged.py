@@ -19,15 +19,10 @@ from swembed.runtime import StaticEmbedder, WordTokenizer
 
 
 def scores(encode, data: Path, langs: list[str]) -> dict[str, float]:
-    out = {"English avg (7)": evaluate_sts(encode, data)["avg"]}
     by_lang = lambda texts, lang: encode(texts)  # noqa: E731 - no language is ever passed on
-    if "de" in langs:
-        out["STS17 en-de"] = xling.score_cross_pairs(by_lang, xling.load_sts17_en_de(data), "en", "de")
-    for lang, iso3 in (("de", "deu"), ("zh", "cmn"), ("ja", "jpn")):
-        if lang in langs:
-            out[f"STSB en-{lang}"] = xling.score_cross_pairs(by_lang, xling.load_stsb_cross(data, lang), "en", lang)
-            out[f"Tatoeba {iso3} acc"] = xling.tatoeba(by_lang, data, iso3)["accuracy"]
-    return out
+    found = xling.evaluate_xling(by_lang, data, languages=langs)
+    return {"English avg (7)": evaluate_sts(encode, data)["avg"],
+            **{k: v for k, v in found.items() if not k.endswith("F1")}}
 
 
 def main() -> None:

@@ -100,8 +100,9 @@ def wordpiece_export(model: StaticEmbedder, dtype: str):
 
     vocab = export_vocab(model)
     labels = model.labels
-    as_wordpiece = wordpiece_spelling(model.tokenizer.pieces, model.tokenizer.rules.lowercase)
-    word = re.compile(model.tokenizer.rules.word_pattern)
+    rules = model.tokenizer.rules
+    as_wordpiece = wordpiece_spelling(model.tokenizer.pieces, rules.lowercase)
+    word = re.compile(rules.word_pattern)
     for row in sorted(model.tokenizer.piece_rows.values()):
         spelled = as_wordpiece(labels[row])
         if word.fullmatch(spelled.removeprefix("##")):  # punctuation pieces: our tokeniser never reaches them
@@ -118,7 +119,6 @@ def wordpiece_export(model: StaticEmbedder, dtype: str):
     vocab.setdefault("[UNK]", rows)
     tokenizer = Tokenizer(WordPiece(vocab, unk_token="[UNK]", max_input_chars_per_word=400))
     steps = []
-    rules = model.tokenizer.rules
     if rules.unicode_normalization:
         steps.append(getattr(normalizers, rules.unicode_normalization)())
     if rules.lowercase:

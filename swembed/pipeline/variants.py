@@ -11,7 +11,6 @@ Tatoeba cmn tokens had no row before, 0.5% after.
 """
 from __future__ import annotations
 
-import re
 from dataclasses import replace
 
 import numpy as np
@@ -19,9 +18,8 @@ import numpy as np
 from swembed._extras import require
 from swembed.pipeline.compose import Layout
 from swembed.pipeline.config import SCRIPT_CONVERSIONS
+from swembed.runtime.langid import HAN
 from swembed.runtime.tokenizer import WordTokenizer
-
-_HAN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 
 
 def converters(name: str):
@@ -43,7 +41,7 @@ def variant_rows(tokenizer: WordTokenizer, table: np.ndarray, conversion: str) -
     words, rows = [], []
     seen = set(tokenizer.vocab)
     for word in candidates:
-        if not word or word in seen or not _HAN.search(word):
+        if not word or word in seen or not HAN.search(word):
             continue
         seen.add(word)
         converted = to_corpus(word)

@@ -18,14 +18,14 @@ from swembed.runtime.tokenizer import _NEWLINE, WORD_PATTERN, _split_bytes
 
 SPACELESS = ("zh", "ja")
 _KANA = re.compile(r"[\u3040-\u30ff]")
-_HAN = re.compile(r"[\u4e00-\u9fff\u3400-\u4dbf]")
+HAN = re.compile(r"[\u4e00-\u9fff\u3400-\u4dbf]")  # CJK unified ideographs (and extension A)
 
 
 def script_language(text: str, languages: Sequence[str]) -> str | None:
     """ja for kana, zh (else ja) for Han, when the table has that language; None otherwise."""
     if "ja" in languages and _KANA.search(text):
         return "ja"
-    if _HAN.search(text):
+    if HAN.search(text):
         return next((code for code in ("zh", "ja") if code in languages), None)
     return None
 
