@@ -37,7 +37,8 @@ def variant_rows(tokenizer: WordTokenizer, table: np.ndarray, conversion: str) -
     to_variant, to_corpus = converters(conversion)
     candidates = [to_variant(word) for word in tokenizer.vocab]
     if tokenizer.rules.words == "teacher":
-        candidates += [token.lstrip("\u2581") for token in tokenizer.pieces.get_vocab()]
+        by_id = sorted(tokenizer.pieces.get_vocab().items(), key=lambda item: item[1])  # its dict order varies
+        candidates += [token.lstrip("\u2581") for token, _ in by_id]
     words, rows = [], []
     seen = set(tokenizer.vocab)
     for word in candidates:
