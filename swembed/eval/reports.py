@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from swembed.eval import plots
 from swembed.eval.sts import DEV, EN_SETS, evaluate_sts
 
 STS_HEADER = [*EN_SETS, "avg (7)", "STS-B dev"]
@@ -126,34 +127,12 @@ def english_report(rows: dict[str, str], scores: Scores, out: Path, command: str
             "are in that module's docstring); WordLlama is its shipped l2_supercat 256 table.", "",
             "![speed vs quality](english_speed_quality.png)"]
     (out / "english.md").write_text("\n".join(text) + "\n", encoding="utf-8")
-    _scatter(results, speed, rows, out / "english_speed_quality.png")
+    plots.speed_quality(results, speed, rows, out / "english_speed_quality.png")
     return {"scores": results, "speed": speed}
 
 
 def _is_teacher(spec: str) -> bool:
     return not spec.startswith("model2vec:") and spec != "wordllama" and not (Path(spec) / "config.json").is_file()
-
-
-def _scatter(results: dict, speed: dict, models: dict[str, str], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7.5, 4.8), dpi=120)
-    for label, spec in models.items():
-        rate = speed.get(spec, {}).get("sent_per_s")
-        if rate:
-            ax.scatter(rate, results[label]["avg"], s=60)
-            ax.annotate(label, (rate, results[label]["avg"]), textcoords="offset points", xytext=(6, 4), fontsize=8)
-    ax.set_xscale("log")
-    ax.set_xlabel("sentences / second, one CPU process (log scale)")
-    ax.set_ylabel("STS average of 7 (Spearman x100)")
-    ax.set_title("Speed vs quality on English STS")
-    ax.grid(True, which="both", alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
 
 
 def stages_report(model_dir: Path, data_dir: Path, out: Path, command: str) -> dict:
@@ -343,7 +322,7 @@ def analysis_report(model_dir: Path, data_dir: Path, out: Path, command: str) ->
         components, mean = pca["components"], pca["mean"]
     first = next(iter(tables.values()))
     extremes = {k: pc_extremes(first, words, mean, components[k - 1], counts) for k in (1, 2, 6)}
-    _pos_plot(by_pos, out / "norms_by_pos.png")
+    plots.norms_by_pos(by_pos, out / "norms_by_pos.png")
     classes = sorted({c for v in by_pos.values() for c in v})
     pos_rows = [[label, *(f"{v.get(c, float('nan')):.2f}" for c in classes)] for label, v in by_pos.items()]
     text = ["# Analysis (paper section 5)", "", _provenance(command).split(" (Spearman")[0] + ".", "",
@@ -359,27 +338,6 @@ def analysis_report(model_dir: Path, data_dir: Path, out: Path, command: str) ->
                        [[f"PC{k}", ", ".join(hi), ", ".join(lo)] for k, (hi, lo) in extremes.items()])]
     (out / "analysis.md").write_text("\n".join(text) + "\n", encoding="utf-8")
     return {"norms_by_pos": by_pos, "norm_frequency_spearman": spearman, "pc_extremes": extremes}
-
-
-def _pos_plot(by_pos: dict[str, dict[str, float]], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    classes = sorted({c for v in by_pos.values() for c in v}, key=lambda c: by_pos[list(by_pos)[-1]].get(c, 0))
-    width = 0.8 / len(by_pos)
-    fig, ax = plt.subplots(figsize=(10, 4.5), dpi=120)
-    for i, (label, values) in enumerate(by_pos.items()):
-        ax.bar(np.arange(len(classes)) + i * width, [values.get(c, np.nan) for c in classes], width, label=label)
-    ax.set_xticks(np.arange(len(classes)) + width * (len(by_pos) - 1) / 2, classes, rotation=30, ha="right")
-    ax.axhline(1.0, color="gray", lw=0.8)
-    ax.set_ylabel("mean norm / mean norm of all words")
-    ax.set_title("Word-vector norm by part of speech at each stage")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
 
 
 ENSEMBLE_WEIGHTS = (1, 2, 3, 4, 6, 8)
@@ -473,7 +431,7 @@ def multilingual_report(models: dict[str, Path], english_only: dict[str, Path], 
                          f"{stages['pca']['stats']['dropped_variance']:.3f}"])
         projection = _work_dir(model) / stages["pca"]["artifact"] / "projection.npz"
         if projection.is_file():
-            _language_plot(projection, model.languages, out / f"languages_{label}.png", label)
+            plots.languages(projection, model.languages, out / f"languages_{label}.png", label)
     wanted = ["English avg (7)", "STS-B dev", "STS17 en-de", "STSB en-de", "Tatoeba deu acc", "STSB en-zh",
               "Tatoeba cmn acc", "STSB en-ja", "Tatoeba jpn acc", "build min", "peak GB", "pairs kept"]
     columns = [c for c in wanted if any(c in r for r in results.values())]
@@ -529,30 +487,6 @@ def _weight_sweep(folders: list[Path], xling: Callable[[str], dict]) -> list[str
             f"**{best:g}**.", "",
             _table(["contrastive weight", "held-out retrieval", "STS-B dev", "mean (chosen on)", "English avg (7)",
                     "STSB en-xx", "Tatoeba acc"], [r for _, r in rows])]
-
-
-def _language_plot(projection: Path, languages: list[str], path: Path, title: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    with np.load(projection) as data:
-        views = {"before PCA": data["before"], "PCA without ABTT": data["no_abtt"], "PCA with ABTT": data["with_abtt"]}
-        labels = data["labels"]
-    fig, axes = plt.subplots(1, 3, figsize=(13, 4.2), dpi=110)
-    for ax, (name, xy) in zip(axes, views.items()):
-        for number, lang in enumerate(languages):
-            mask = labels == number
-            ax.scatter(xy[mask, 0], xy[mask, 1], s=4, alpha=0.5, label=lang)
-        ax.set_title(name)
-        ax.set_xticks([])
-        ax.set_yticks([])
-    axes[0].legend(markerscale=4)
-    fig.suptitle(f"{title}: sentence vectors by language, first two components")
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
 
 
 def write_reports(sections: list[str] | None, out: Path, data: Path, command: str, models: str | Path) -> list[str]:
