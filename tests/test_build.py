@@ -62,6 +62,40 @@ def test_killed_build_resumes_to_the_same_table(reference_build, tmp_path, stage
     np.testing.assert_array_equal(np.load(out / "embeddings.npy"), np.load(ref_out / "embeddings.npy"))
 
 
+def test_rare_word_pieces_train_the_piece_rows_on_exactly_the_sentences_holding_rare_words(reference_build, tmp_path):
+    """Every corpus word has a row, so plain KD never moves a piece row (the reference build); with
+    ``rare_word_pieces = 1`` the sentences holding a word seen once are also distilled with it written through
+    its pieces, and those pieces' rows move."""
+    from collections import Counter
+
+    from conftest import make_sentences
+
+    def piece_rows_moved(out, work):
+        final, start = np.load(out / "embeddings.npy"), swembed.load(out).config["pieces"]["rows"][0]
+        before = np.load(next(work.glob("pca-*/table.npy")))
+        return np.flatnonzero(np.abs(final[start:] - before[start:]).max(axis=1) > 0) + start
+
+    _, ref_out, _ = reference_build
+    assert len(piece_rows_moved(ref_out, ref_out.parent / "work")) == 0
+    # the first 200 sentences keep a number seen once; the rest end without one
+    lines = [s if i < 200 else s[: s.index(" number")] + "." for i, s in enumerate(make_sentences(400))]
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(lines) + "\n")
+    recipe = tmp_path / "rare.toml"
+    recipe.write_text("[distill]\nrare_word_pieces = 1\n")
+    out, work = tmp_path / "model", tmp_path / "work"
+    result = run_cli(["build", "--recipe", str(recipe), *small_build_args(corpus, out)[1:], "--work-dir", str(work)])
+    assert result.returncode == 0, result.stderr
+    seen = Counter(w for line in lines for w in set(line.lower().rstrip(".").split()))
+    holding = sum(any(seen[w] <= 1 for w in line.lower().rstrip(".").split()) for line in lines)
+    stats = json.loads(next(work.glob("distill-*/manifest.json")).read_text())["stats"]
+    assert holding == 200 and stats["rare-word sentences en"] == holding
+    model = swembed.load(out)
+    moved = set(piece_rows_moved(out, work))
+    number_pieces = {model.tokenizer.piece_rows[i] for n in range(200) for i in model.tokenizer.word_pieces(str(n))}
+    assert moved and moved <= number_pieces
+
+
 def test_plan_states_the_quota_choice_that_extraction_encodes(tmp_path):
     rng = np.random.default_rng(0)
     words = "cat dog bird river stone tree house road lamp chair table cloud rain wind fire snow".split()

@@ -45,6 +45,15 @@ def test_piece_backoff_is_the_mean_of_the_words_pieces():
     expected = (table[2:4].mean(0) + table[1]) / 2  # the OOV word counts once in the sentence mean
     np.testing.assert_allclose(model.encode(["goodness cat"], normalize=False)[0], expected, rtol=1e-6)
     np.testing.assert_allclose(model.encode(["goodness cat"])[0], expected / np.linalg.norm(expected), rtol=1e-6)
+    # oov_weight 3: the unknown word counts three times as much as a known word, in both batch paths
+    heavy = StaticEmbedder(table, WordTokenizer(tok.vocab, TokenizationRules(oov_backoff="pieces", oov_weight=3.0),
+                                                sub, piece_rows))
+    assert heavy.tokenizer.rows("goodness cat") == ([2, 3, 1], [1.5, 1.5, 1.0])
+    expected = 3 * table[2:4].mean(0) + table[1]
+    for texts in (["goodness cat"], ["goodness cat", "cat\ncat"]):
+        np.testing.assert_allclose(heavy.encode(texts)[0], expected / np.linalg.norm(expected), rtol=1e-5)
+    with pytest.raises(ValueError, match="oov_weight must be above 0"):
+        TokenizationRules(oov_weight=0.0)
 
 
 def test_encode_is_normalised_mean_and_zero_for_unknown():

@@ -88,6 +88,9 @@ class DistillConfig:
     # KD towards the teacher's vectors minus their mean, re-normalised: for anisotropic teachers (e5: random
     # sentence pairs score ~0.8), whose flat in-batch softmax otherwise pulls the table apart
     center_targets: bool = False
+    # KD also sees each sentence holding a word of at most this many contexts with that word written through its
+    # pieces (the inference back-off), so piece rows learn to compose; 0: off (then piece rows keep their means)
+    rare_word_pieces: int = 0
 
 
 @dataclass

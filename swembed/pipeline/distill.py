@@ -20,7 +20,7 @@ from swembed.pipeline.compose import Layout
 from swembed.pipeline.config import DistillConfig
 from swembed.pipeline.parallel import read_pairs
 from swembed.pipeline.stage import StageResult, StageRun, run_stage
-from swembed.runtime.tokenizer import TokenizationRules
+from swembed.runtime.tokenizer import TokenIds, TokenizationRules, WordTokenizer
 
 
 def run_distill(config: DistillConfig, pca: StageResult, compose: StageResult, extracts: dict[str, StageResult],
@@ -31,8 +31,9 @@ def run_distill(config: DistillConfig, pca: StageResult, compose: StageResult, e
     """``pair_stages``: (language a, language b) -> its ``pairs`` stage (``swembed.pipeline.parallel``)."""
     pair_stages = pair_stages or {}
     identity = {**asdict(config), "seed": seed}
-    if not config.center_targets:
-        identity.pop("center_targets")  # caches from before the option stay valid
+    for option in ("center_targets", "rare_word_pieces"):
+        if not identity[option]:
+            identity.pop(option)  # caches from before the option stay valid
 
     def compute(run: StageRun) -> dict:
         import torch
@@ -45,6 +46,7 @@ def run_distill(config: DistillConfig, pca: StageResult, compose: StageResult, e
         dev = pick_device(device)
         table = np.load(pca.path / files.TABLE)
         tokenizers = Layout.read(compose.path).tokenizers(rules, Tokenizer.from_str(tokenizer_json))
+        contexts = np.load(compose.path / files.WORD_CONTEXTS)
         rng = np.random.default_rng(seed)
         objectives, stats = [], {}
         if config.kd_weight > 0:
@@ -53,10 +55,16 @@ def run_distill(config: DistillConfig, pca: StageResult, compose: StageResult, e
                 targets = torch.as_tensor(np.load(extract.path / files.TARGETS), device=dev)
                 if config.center_targets:
                     targets = centred(targets)
-                packed = PackedRows(tokenizers[lang].encode_batch(sentences), dev)
-                objectives.append(kd_objective(packed, targets, config.tau, config.kd_weight, f"kd {lang}",
-                                               config.val_sentences, config.batch_size, rng, config.max_sentences,
-                                               config.cell_size, seed))
+                ids = tokenizers[lang].encode_batch(sentences)
+                texts = [(ids, targets, f"kd {lang}")]
+                if config.rare_word_pieces:
+                    texts.append(rare_words_as_pieces(tokenizers[lang], contexts, config.rare_word_pieces, ids,
+                                                      sentences, targets, f"kd {lang} rare-word pieces"))
+                    stats[f"rare-word sentences {lang}"] = len(texts[-1][0].lengths)
+                for batch, goal, name in texts:
+                    objectives.append(kd_objective(PackedRows(batch, dev), goal, config.tau, config.kd_weight, name,
+                                                   config.val_sentences, config.batch_size, rng,
+                                                   config.max_sentences, config.cell_size, seed))
         for (a, b), stage in pair_stages.items():
             pairs = read_pairs(stage, config.min_teacher_similarity)
             stats[f"pairs {a}-{b}"] = len(pairs)
@@ -82,3 +90,19 @@ def run_distill(config: DistillConfig, pca: StageResult, compose: StageResult, e
 
     inputs = [pca, compose, *extracts.values(), *pair_stages.values()]
     return run_stage("distill", work_dir, identity, inputs, compute, force=force, quiet=quiet)
+
+
+def rare_words_as_pieces(tokenizer: WordTokenizer, contexts: np.ndarray, max_contexts: int, ids: TokenIds,
+                         sentences: list[str], targets, name: str) -> tuple[TokenIds, object, str]:
+    """The sentences (rows ``ids``) that hold a word seen in at most ``max_contexts`` contexts, re-encoded with
+    those words unknown, so they back off to their pieces as unseen words do at inference; their targets."""
+    import torch
+
+    rare = np.zeros(max(len(contexts), int(ids.ids.max(initial=-1)) + 1), dtype=bool)  # word rows, then pieces
+    rare[: len(contexts)] = contexts <= max_contexts
+    text_of = np.repeat(np.arange(len(ids.lengths)), ids.lengths)
+    chosen = np.flatnonzero(np.bincount(text_of[rare[ids.ids]], minlength=len(ids.lengths)))
+    hidden = WordTokenizer({w: r for w, r in tokenizer.vocab.items() if not rare[r]}, tokenizer.rules,
+                           tokenizer.pieces, tokenizer.piece_rows)
+    return (hidden.encode_batch([sentences[i] for i in chosen]),
+            targets[torch.as_tensor(chosen, device=targets.device)], name)

@@ -8,7 +8,8 @@ An out-of-vocabulary word backs off through the teacher's sub-word tokenizer (``
 
 * ``pieces``: the word is split into the teacher's pieces, and the pieces' own rows (the table's
   *piece rows*, extracted from their corpus occurrences and trained to compose) stand in for it, each
-  weighted 1/p so the word counts once in the sentence mean;
+  weighted w/p so the word counts w times in the sentence mean (``oov_weight`` w, default 1: an unknown
+  word is rarer than any known one, and may weigh more);
 * ``teacher_prefix``: trailing pieces are dropped until the remaining prefix is a vocabulary word
   (``goodness`` -> ``good``); a word with no such prefix is skipped;
 * ``none``: unknown words are skipped.
@@ -46,15 +47,21 @@ class TokenizationRules:
     unicode_normalization: str = "NFKC"
     oov_backoff: str = "teacher_prefix"  # BACKOFFS
     words: str = "pattern"  # WORD_MODES
+    oov_weight: float = 1.0  # an unknown word's weight in the mean (a known word's is 1), shared by its back-off rows
 
     def __post_init__(self) -> None:
         if self.words not in WORD_MODES:
             raise ValueError(f"tokenization words must be one of {WORD_MODES}, got {self.words!r}")
         if self.oov_backoff not in BACKOFFS:
             raise ValueError(f"tokenization oov_backoff must be one of {BACKOFFS}, got {self.oov_backoff!r}")
+        if not self.oov_weight > 0:
+            raise ValueError(f"tokenization oov_weight must be above 0, got {self.oov_weight!r}")
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        data = asdict(self)
+        if data["oov_weight"] == 1.0:
+            del data["oov_weight"]  # stage keys and model configs from before the option stay valid
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping) -> TokenizationRules:
@@ -63,7 +70,7 @@ class TokenizationRules:
 
     def splitting_only(self) -> TokenizationRules:
         """The same word split with no back-off (what the vocab and extract stages split sentences with)."""
-        return replace(self, oov_backoff="none")
+        return replace(self, oov_backoff="none", oov_weight=1.0)
 
 
 def normalize_text(text: str, form: str) -> str:
@@ -76,8 +83,8 @@ def normalize_text(text: str, form: str) -> str:
 @dataclass
 class TokenIds:
     """Table rows for a batch of texts, concatenated: text i owns the next ``lengths[i]`` entries of ``ids``.
-    ``weights`` (None when all are 1) are the rows' weights in the mean: 1 for a word, 1/p for each of the p
-    pieces of an unknown word, so every word counts once."""
+    ``weights`` (None when all are 1) are the rows' weights in the mean: 1 for a word, w/p for each of the p
+    pieces of an unknown word (``oov_weight`` w), so every unknown word counts w times."""
 
     ids: np.ndarray
     lengths: np.ndarray
@@ -247,7 +254,7 @@ class WordTokenizer:
                 if candidate is not None:
                     rows = [candidate]
                     break
-        result = (rows, [1.0 / len(rows)] * len(rows)) if rows else ([], [])
+        result = (rows, [self.rules.oov_weight / len(rows)] * len(rows)) if rows else ([], [])
         if len(self._oov) < _OOV_CACHE_LIMIT:
             self._oov[word] = result
         return result
