@@ -6,7 +6,8 @@ and model2vec load unchanged.
 * ``st`` / ``model2vec``: a WordPiece tokenizer over our vocabulary stands in for our word tokeniser.
   Our words keep their rows, and so do the table's piece rows (``##`` continuations, and word-initial
   pieces that are not also words); other ``##`` pieces and ``[UNK]`` get zero rows. An unknown word is
-  split greedily over that vocabulary (ours follows the teacher's own split and weights each piece 1/p),
+  split greedily over that vocabulary (ours follows the teacher's own split and weights each piece w/p,
+  ``oov_weight`` w, which these libraries have no place for),
   and punctuation adds nothing (pieces that are not word characters are left out). Zero rows change a mean's
   length, not its direction, and both libraries L2-normalise, so the vectors match ours on every text whose
   words are all known. A multilingual table's
