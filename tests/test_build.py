@@ -96,6 +96,25 @@ def test_rare_word_pieces_train_the_piece_rows_on_exactly_the_sentences_holding_
     assert moved and moved <= number_pieces
 
 
+def test_random_batch_companions_and_shrinkage_after_training(reference_build, tmp_path):
+    """``random_batch_weight``: each neighbour-batch KD objective gets a companion on random batches, in the loss
+    and in the held-out loss; ``[distill] shrinkage``: every word row with contexts is pulled to its pieces."""
+    corpus, _, _ = reference_build
+    recipe = tmp_path / "mixed.toml"
+    recipe.write_text("[distill]\ncell_size = 40\nrandom_batch_weight = 0.5\nshrinkage = 2.0\n")
+    out, work = tmp_path / "model", tmp_path / "work"
+    result = run_cli(["build", "--recipe", str(recipe), *small_build_args(corpus, out)[1:], "--work-dir", str(work)])
+    assert result.returncode == 0, result.stderr
+    stage = next(work.glob("distill-*"))
+    history = json.loads((stage / "history.json").read_text())
+    assert set(history["initial_parts"]) == {"kd en", "kd en random batches"}
+    parts = history["initial_parts"]
+    assert history["initial_val_loss"] == pytest.approx(parts["kd en"] + 0.5 * parts["kd en random batches"])
+    contexts = np.load(out / "word_contexts.npy")
+    stats = json.loads((stage / "manifest.json").read_text())["stats"]
+    assert stats["shrunk words"] == int((contexts > 0).sum()) > 0
+
+
 def test_plan_states_the_quota_choice_that_extraction_encodes(tmp_path):
     rng = np.random.default_rng(0)
     words = "cat dog bird river stone tree house road lamp chair table cloud rain wind fire snow".split()
@@ -217,7 +236,9 @@ def test_loss_weights_and_script_variants_are_checked_before_any_work(tmp_path):
 
     settings = {"langs": ["en", "zh"], "corpora": {"en": ["a.txt"], "zh": ["b.txt"]}}
     apply_settings(BuildConfig(), settings, "r.toml").validate()  # zh reads traditional script by default
-    for extra, message in (({"distill": {"contrastive_weight": -1.0}}, "--contrastive-weight must be 0 or more"),
+    for extra, message in (({"distill": {"contrastive_weight": -1.0}}, "random_batch_weight must be 0 or more"),
+                           ({"distill": {"random_batch_weight": -1.0}}, "random_batch_weight must be 0 or more"),
+                           ({"distill": {"shrinkage": -1.0}}, "distill shrinkage must be >= 0"),
                            ({"script_variants": {"zh": "s2hk"}}, "script_variants: zh = 's2hk' is not one of")):
         with pytest.raises(BuildError, match=message.replace("+", "\\+")):
             apply_settings(BuildConfig(), {**settings, **extra}, "r.toml").validate()

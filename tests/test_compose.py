@@ -77,3 +77,26 @@ def test_merged_languages_share_one_row_per_surface_form(tmp_path, english):
     separate, layout, _ = compose(tmp_path, ComposeConfig(), {"en": (rules, *english), "de": (rules, *german)})
     assert layout.languages == {"en": [0, 3], "de": [3, 5]}
     assert json.dumps(layout.languages)
+
+
+def test_shrinkage_after_training_pulls_rare_words_towards_their_trained_pieces(tmp_path, english):
+    """``[distill] shrinkage``: a word row seen in n sentences becomes (n v + k u) / (n + k), u what the inference
+    tokeniser gives the word were it unknown (its piece rows, weighted as unknown words are); piece rows and words
+    without contexts keep their rows."""
+    from swembed.pipeline.distill import shrink_to_backoff
+
+    vocab, extract = english
+    contexts = np.array([0, 1, 2])  # "the": a teacher word encoded alone, then "goodness" 1 and "cat" 2 sentences
+    np.save(extract.path / files.WORD_CONTEXTS, contexts)
+    rules = TokenizationRules(oov_backoff="pieces", oov_weight=2.0)
+    _, layout, result = compose(tmp_path, ComposeConfig(), {"en": (rules, vocab, extract)})
+    trained = np.random.default_rng(0).normal(size=(layout.pieces[1], 4)).astype(np.float32)
+    table = trained.copy()
+    tokenizers = layout.tokenizers({"en": rules}, teacher_tokenizer())
+    row = {label: i for i, label in enumerate(layout.labels)}
+    good, ness, cat_piece = row["good"], row["##ness"], layout.pieces[0] + 2
+    assert shrink_to_backoff(table, layout, tokenizers, np.load(result.path / files.WORD_CONTEXTS), 3.0) == 2
+    np.testing.assert_allclose(table[1], (trained[1] + 3 * (trained[good] + trained[ness])) / 4, rtol=1e-6)
+    np.testing.assert_allclose(table[2], (2 * trained[2] + 3 * 2 * trained[cat_piece]) / 5, rtol=1e-6)
+    np.testing.assert_array_equal(table[0], trained[0])
+    np.testing.assert_array_equal(table[layout.pieces[0]:], trained[layout.pieces[0]:])

@@ -77,6 +77,15 @@ def piece_composition(words: list[str], splitter: WordTokenizer, piece_vectors: 
     return out, found
 
 
+def shrink(vectors: np.ndarray, composed: np.ndarray, contexts: np.ndarray, k: float, rows: np.ndarray) -> int:
+    """Context-count shrinkage, in place: each row in the mask ``rows`` of a word seen in n = ``contexts`` > 0
+    sentences becomes ``(n v + k composed) / (n + k)``; returns how many rows moved."""
+    rows = rows & (contexts > 0)
+    n = contexts[rows].astype(np.float32)[:, None]
+    vectors[rows] = (n * vectors[rows] + k * composed[rows]) / (n + k)
+    return int(rows.sum())
+
+
 def merge_blocks(blocks: list[tuple[list[str], np.ndarray, np.ndarray]]) -> tuple[list[str], np.ndarray, np.ndarray]:
     """One block of (words, vectors, contexts) from several languages': a surface form they share gets the
     context-weighted mean of its vectors (the plain mean where none has contexts)."""
@@ -124,11 +133,7 @@ def run_compose(config: ComposeConfig, languages: dict[str, tuple[TokenizationRu
             if config.shrinkage > 0 and config.pieces and rules.oov_backoff == "pieces":
                 splitter = WordTokenizer({}, rules, subword)
                 composed, found = piece_composition(words, splitter, piece_vectors, piece_counts)
-                n = contexts.astype(np.float32)
-                mix = found & keep & (contexts > 0)
-                weight = (n[mix] / (n[mix] + config.shrinkage))[:, None]
-                vectors[mix] = weight * vectors[mix] + (1 - weight) * composed[mix]
-                shrunk = int(mix.sum())
+                shrunk = shrink(vectors, composed, contexts, config.shrinkage, found & keep)
             kept[lang] = ([w for w, k in zip(words, keep) if k], vectors[keep], contexts[keep])
             stats[lang] = {"word_rows": int(keep.sum()), "cut_words": int((~keep).sum()), "shrunk_words": shrunk}
         groups: dict[str, list[str]] = {}

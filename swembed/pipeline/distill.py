@@ -10,13 +10,13 @@ Artifact: ``table.npy`` (rows, d) float32, the best table by held-out loss, and 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import numpy as np
 
 from swembed.pipeline import files
-from swembed.pipeline.compose import Layout
+from swembed.pipeline.compose import Layout, shrink
 from swembed.pipeline.config import DistillConfig
 from swembed.pipeline.parallel import read_pairs
 from swembed.pipeline.stage import StageResult, StageRun, run_stage
@@ -31,7 +31,7 @@ def run_distill(config: DistillConfig, pca: StageResult, compose: StageResult, e
     """``pair_stages``: (language a, language b) -> its ``pairs`` stage (``swembed.pipeline.parallel``)."""
     pair_stages = pair_stages or {}
     identity = {**asdict(config), "seed": seed}
-    for option in ("center_targets", "rare_word_pieces"):
+    for option in ("center_targets", "rare_word_pieces", "random_batch_weight", "shrinkage"):
         if not identity[option]:
             identity.pop(option)  # caches from before the option stay valid
 
@@ -40,7 +40,7 @@ def run_distill(config: DistillConfig, pca: StageResult, compose: StageResult, e
         from tokenizers import Tokenizer
 
         from swembed.pipeline.train import (LoopSettings, PackedRows, centred, contrastive_objective, kd_objective,
-                                            retrieval_accuracy, train)
+                                            random_batches, retrieval_accuracy, train)
         from swembed.teachers.base import pick_device
 
         dev = pick_device(device)
@@ -65,6 +65,10 @@ def run_distill(config: DistillConfig, pca: StageResult, compose: StageResult, e
                     objectives.append(kd_objective(PackedRows(batch, dev), goal, config.tau, config.kd_weight, name,
                                                    config.val_sentences, config.batch_size, rng,
                                                    config.max_sentences, config.cell_size, seed))
+                    if config.cell_size and config.random_batch_weight:
+                        objectives.append(replace(objectives[-1], name=f"{name} random batches",
+                                                  weight=config.kd_weight * config.random_batch_weight,
+                                                  batches=random_batches))
         for (a, b), stage in pair_stages.items():
             pairs = read_pairs(stage, config.min_teacher_similarity)
             stats[f"pairs {a}-{b}"] = len(pairs)
@@ -79,6 +83,9 @@ def run_distill(config: DistillConfig, pca: StageResult, compose: StageResult, e
                                 seed)
         best, history = train(table, objectives, settings, dev, run.partial, checkpoint_seconds, run.unit_done,
                               run.quiet)
+        if config.shrinkage:
+            stats["shrunk words"] = shrink_to_backoff(best, Layout.read(compose.path), tokenizers, contexts,
+                                                      config.shrinkage)
         np.save(run.out / files.TABLE, best.astype(np.float32))
         (run.out / files.HISTORY).write_text(json.dumps(history, indent=1))
         for objective in objectives:
@@ -106,3 +113,20 @@ def rare_words_as_pieces(tokenizer: WordTokenizer, contexts: np.ndarray, max_con
                            tokenizer.pieces, tokenizer.piece_rows)
     return (hidden.encode_batch([sentences[i] for i in chosen]),
             targets[torch.as_tensor(chosen, device=targets.device)], name)
+
+
+def shrink_to_backoff(table: np.ndarray, layout: Layout, tokenizers: dict[str, WordTokenizer], contexts: np.ndarray,
+                      k: float) -> int:
+    """After training, in place: each word row seen in n > 0 sentences becomes ``(n v + k u) / (n + k)``, ``u``
+    being what the inference tokeniser gives that word were it unknown (its trained pieces, weighted as unknown
+    words are), so a word known from one or two sentences leans on its composition. Returns the rows moved."""
+    words = table[: len(contexts)]
+    composed = np.zeros_like(words)
+    found = np.zeros(len(contexts), dtype=bool)
+    for lang, (start, end) in layout.languages.items():
+        for row in range(start, end):
+            rows, weights = tokenizers[lang].backoff(layout.labels[row])
+            if rows:
+                composed[row] = np.asarray(weights, dtype=table.dtype) @ table[rows]
+                found[row] = True
+    return shrink(words, composed, contexts, k, found)
