@@ -91,8 +91,8 @@ class DistillConfig:
     # KD also sees each sentence holding a word of at most this many contexts with that word written through its
     # pieces (the inference back-off), so piece rows learn to compose; 0: off (then piece rows keep their means)
     rare_word_pieces: int = 0
-    # with cell_size: each KD objective also takes a random batch every step, weighted so (neighbour batches teach
-    # the fine ranking, random ones keep the global layout); 0: off
+    # with cell_size: each KD objective also takes a random batch every step at this weight (neighbour batches teach
+    # the fine ranking, random ones keep the global layout; held out on the neighbour batches); 0: off
     random_batch_weight: float = 0.0
     # after training, a word seen in n sentences becomes (n v + k u) / (n + k), u its trained piece composition
     # (what the tokeniser gives it were it unknown); 0: off
@@ -199,6 +199,8 @@ class BuildConfig:
             raise BuildError(f"--abtt-drop must be 0 or more, got {self.pca.drop}")
         if min(self.distill.kd_weight, self.distill.contrastive_weight, self.distill.random_batch_weight) < 0:
             raise BuildError("--kd-weight, --contrastive-weight and random_batch_weight must be 0 or more")
+        if self.distill.random_batch_weight and not self.distill.cell_size:
+            raise BuildError("random_batch_weight needs cell_size (without neighbour cells every batch is random)")
         if self.compose.shrinkage < 0 or self.distill.shrinkage < 0 or self.compose.min_contexts < 1:
             raise BuildError("compose and distill shrinkage must be >= 0 and min_contexts >= 1")
 
