@@ -45,7 +45,8 @@ def run_distill(config: DistillConfig, pca: StageResult, compose: StageResult, e
 
         dev = pick_device(device)
         table = np.load(pca.path / files.TABLE)
-        tokenizers = Layout.read(compose.path).tokenizers(rules, Tokenizer.from_str(tokenizer_json))
+        layout = Layout.read(compose.path)
+        tokenizers = layout.tokenizers(rules, Tokenizer.from_str(tokenizer_json))
         contexts = np.load(compose.path / files.WORD_CONTEXTS)
         rng = np.random.default_rng(seed)
         objectives, stats = [], {}
@@ -84,8 +85,7 @@ def run_distill(config: DistillConfig, pca: StageResult, compose: StageResult, e
         best, history = train(table, objectives, settings, dev, run.partial, checkpoint_seconds, run.unit_done,
                               run.quiet)
         if config.shrinkage:
-            stats["shrunk words"] = shrink_to_backoff(best, Layout.read(compose.path), tokenizers, contexts,
-                                                      config.shrinkage)
+            stats["shrunk words"] = shrink_to_backoff(best, layout, tokenizers, contexts, config.shrinkage)
         np.save(run.out / files.TABLE, best.astype(np.float32))
         (run.out / files.HISTORY).write_text(json.dumps(history, indent=1))
         for objective in objectives:
@@ -123,7 +123,8 @@ def shrink_to_backoff(table: np.ndarray, layout: Layout, tokenizers: dict[str, W
     words = table[: len(contexts)]
     composed = np.zeros_like(words)
     found = np.zeros(len(contexts), dtype=bool)
-    for lang, (start, end) in layout.languages.items():
+    spans = {tuple(span): lang for lang, span in layout.languages.items()}  # merged languages share one span
+    for (start, end), lang in spans.items():
         for row in range(start, end):
             rows, weights = tokenizers[lang].backoff(layout.labels[row])
             if rows:
