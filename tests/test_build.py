@@ -236,8 +236,9 @@ def test_loss_weights_and_script_variants_are_checked_before_any_work(tmp_path):
 
     settings = {"langs": ["en", "zh"], "corpora": {"en": ["a.txt"], "zh": ["b.txt"]}}
     apply_settings(BuildConfig(), settings, "r.toml").validate()  # zh reads traditional script by default
-    for extra, message in (({"distill": {"contrastive_weight": -1.0}}, "random_batch_weight must be 0 or more"),
-                           ({"distill": {"random_batch_weight": -1.0}}, "random_batch_weight must be 0 or more"),
+    negative_weight = "--kd-weight, --contrastive-weight and random_batch_weight must be 0 or more"
+    for extra, message in (({"distill": {"contrastive_weight": -1.0}}, negative_weight),
+                           ({"distill": {"random_batch_weight": -1.0}}, negative_weight),
                            ({"distill": {"random_batch_weight": 1.0}}, "random_batch_weight needs cell_size"),
                            ({"distill": {"shrinkage": -1.0}}, "distill shrinkage must be >= 0"),
                            ({"script_variants": {"zh": "s2hk"}}, "script_variants: zh = 's2hk' is not one of")):
