@@ -7,6 +7,8 @@ import logging
 import sys
 from pathlib import Path
 
+from swembed.teachers.base import TEACHER_DTYPES
+
 EXIT_BAD_INPUT = 2
 
 # `swembed build` flags: (flag, where in BuildConfig, argparse options). One table serves every build, one
@@ -54,6 +56,8 @@ BUILD_FLAGS = [
     ("--checkpoint-seconds", "checkpoint_seconds", {"type": float, "help": "least time between checkpoints (60)"}),
     ("--dtype", "dtype", {"choices": ["float32", "float16"], "help": "table dtype (default float32)"}),
     ("--device", "device", {"choices": ["auto", "cpu", "cuda"], "help": "where the teacher and training run"}),
+    ("--teacher-dtype", "extract.teacher_dtype", {"choices": list(TEACHER_DTYPES),
+                                                  "help": "teacher weights (auto: bfloat16 on CUDA, float32 on CPU)"}),
     ("--work-dir", "work_dir", {"help": "stage cache (default <out>.work)"}),
     ("--seed", "seed", {"type": int, "help": "seed for every sampling step (default 0)"}),
     ("--parallel", "parallel", {"nargs": "+", "help": "english<TAB>other pair files for the contrastive loss"}),
@@ -200,7 +204,7 @@ def cmd_bench_extract(args) -> int:
     from swembed.eval.extract_bench import bench_extract_corpus
 
     print(json.dumps(bench_extract_corpus(args.teacher, args.corpus, args.sentences, args.batch_tokens, args.device,
-                                          args.repeats)))
+                                          args.repeats, args.teacher_dtype)))
     return 0
 
 
@@ -301,6 +305,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-tokens", type=int, default=8192)
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--device", default="auto")
+    p.add_argument("--teacher-dtype", default="auto", choices=TEACHER_DTYPES)
     p = sub.add_parser("bench", help="encode throughput, load time and memory, side by side")
     p.add_argument("models", nargs="+", help="swembed folders, model2vec:<folder>, wordllama, or teachers (minilm)")
     p.add_argument("--data", help="eval folder: STS-B test sentences are the default texts ($SWEMBED_DATA/eval)")

@@ -54,8 +54,10 @@ def test_killed_build_resumes_to_the_same_table(reference_build, tmp_path, stage
     assert crashed.returncode == 75, crashed.stderr
     assert not out.exists()
     assert list(work.glob(f"{stage}-*.partial/*"))
+    assert list(work.glob(f".{stage}.tmp-*"))  # the killed run's temporary folder
     resumed = run_cli(args)
     assert resumed.returncode == 0, resumed.stderr
+    assert not list(work.glob(".*.tmp-*"))  # removed by the resumed run, not left to pile up
     if stage == "extract":
         manifest = json.loads(next(work.glob(f"{stage}-*/manifest.json")).read_text())
         assert manifest["stats"]["resumed_after_unit"] == 1

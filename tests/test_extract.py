@@ -89,3 +89,25 @@ def test_pipelined_loop_equals_a_sentence_by_sentence_reference(teacher):
             counts[index[word]] += 1
     np.testing.assert_array_equal(acc.word_counts.numpy(), counts)
     np.testing.assert_allclose(acc.word_sums.numpy(), sums, atol=2e-4)
+
+
+def test_bfloat16_teacher_extracts_the_float32_word_vectors_within_tolerance(teacher):
+    from conftest import make_sentences
+
+    from swembed.teachers import load_teacher
+
+    half = load_teacher("minilm", device="cpu", precision="bfloat16")
+    assert half.model.dtype == torch.bfloat16 and teacher.model.dtype == torch.float32
+    texts = make_sentences(60, seed=5)
+    words = sorted({w for t in texts for w, _, _ in SPLITTER.spans(t)})
+    index = {w: i for i, w in enumerate(words)}
+    sums = []
+    for model in (teacher, half):
+        acc = Accumulator(len(words), 30522, model.dim, torch.device("cpu"))
+        extraction_loop(model, texts, token_budget_batches(model.token_lengths(texts) + 2, 400), 0, index,
+                        SPLITTER, None, acc)
+        assert acc.word_sums.dtype == torch.float32
+        sums.append(acc.word_sums)
+    cosine = torch.nn.functional.cosine_similarity(*sums, dim=1)
+    assert cosine.min() > 0.999
+    assert not torch.equal(*sums)  # the weights really were bfloat16

@@ -55,15 +55,15 @@ def bench_extract(teacher, sentences: list[str], batch_tokens: int, repeats: int
 
 
 def bench_extract_corpus(teacher_name: str, corpus: list[str], n: int, batch_tokens: int, device: str = "auto",
-                         repeats: int = 2) -> dict:
+                         repeats: int = 2, precision: str = "auto") -> dict:
     """``bench_extract`` on the first ``n`` non-empty lines of ``corpus`` (files, folders, globs)."""
     from itertools import islice
 
     from swembed.pipeline.sources import expand_sources, read_source
     from swembed.teachers import load_teacher
 
-    teacher = load_teacher(teacher_name, device=device, batch_tokens=batch_tokens)
+    teacher = load_teacher(teacher_name, device=device, batch_tokens=batch_tokens, precision=precision)
     lines = (line.strip() for spec in expand_sources(corpus) for line in read_source(spec))
     sentences = list(islice((line for line in lines if line), n))
     result = bench_extract(teacher, sentences, batch_tokens, repeats)
-    return {"teacher": teacher_name, **result}
+    return {"teacher": teacher_name, "teacher_dtype": str(teacher.model.dtype).removeprefix("torch."), **result}

@@ -55,7 +55,8 @@ def build(config: BuildConfig, force: bool = False, quiet: bool = False, overwri
     config.check_before_work(overwrite)
     started = time.time()
     work = config.work_path
-    teacher = load_teacher(config.teacher, device=config.device, batch_tokens=config.extract.batch_tokens)
+    teacher = load_teacher(config.teacher, device=config.device, batch_tokens=config.extract.batch_tokens,
+                           precision=config.extract.teacher_dtype)
     check_dims(config.pca, teacher.dim)
     if config.lexicon_top_k is not None and not 1 <= config.lexicon_top_k <= config.pca.dim:
         raise BuildError(f"--lexicon-top-k must be between 1 and --dim {config.pca.dim}, got {config.lexicon_top_k}")

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from swembed._extras import require
 from swembed.runtime.tokenizer import TokenizationRules
+from swembed.teachers.base import TEACHER_DTYPES
 
 SPACELESS = ("zh", "ja")
 # script_variants names -> OpenCC configs (to the variant script, back to the corpus's): swembed.pipeline.variants
@@ -48,6 +49,7 @@ class ExtractConfig:
     max_sentences: int | None = None  # cap on the sentences encoded ("all" mode)
     batch_tokens: int = 8192  # padded tokens per teacher batch (sentences sorted by length)
     unit_sentences: int = 8192  # checkpoint unit
+    teacher_dtype: str = "auto"  # auto: bfloat16 on CUDA, float32 on CPU (swembed.teachers.base.pick_dtype)
 
 
 @dataclass
@@ -181,6 +183,8 @@ class BuildConfig:
                 require("multilingual", "opencc")
         if self.dtype not in ("float32", "float16"):
             raise BuildError(f"--dtype must be float32 or float16, got {self.dtype!r}")
+        if self.extract.teacher_dtype not in TEACHER_DTYPES:
+            raise BuildError(f"--teacher-dtype must be auto, float32 or bfloat16, got {self.extract.teacher_dtype!r}")
         if self.extract.sentences not in ("all", "quota"):
             raise BuildError(f"extract sentences must be 'all' or 'quota', got {self.extract.sentences!r}")
         if self.pca.level not in ("sentence", "word", "none"):

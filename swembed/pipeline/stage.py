@@ -26,6 +26,16 @@ MANIFEST = "manifest.json"
 CRASH_ENV = "SWEMBED_CRASH_AFTER_UNITS"  # "stage:n": hard-exit after n committed units (tests of resume)
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists, owned by someone else
+        return True
+    return True
+
+
 def fingerprint(obj: object) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
 
@@ -137,6 +147,9 @@ def run_stage(
     if force and partial.exists():
         shutil.rmtree(partial)
     partial.mkdir(exist_ok=True)
+    for stale in work_dir.glob(f".{name}.tmp-*"):  # left by killed runs; a live run's folder stays
+        if not _alive(int(stale.name.rsplit("-", 1)[1])):
+            shutil.rmtree(stale, ignore_errors=True)
     tmp = work_dir / f".{name}.tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()

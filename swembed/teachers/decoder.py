@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from tokenizers import Tokenizer
 
-from swembed.teachers.base import BatchedTeacher, TeacherError, TeacherOutput, pick_device
+from swembed.teachers.base import BatchedTeacher, TeacherError, TeacherOutput, pick_device, pick_dtype
 
 logger = logging.getLogger(__name__)
 CONFIG_FILE = "swe_teacher.json"  # a teacher folder's own settings (kind, pooling, instruction, ...)
@@ -39,6 +39,7 @@ class DecoderSettings:
     padding_side: str = "right"
     max_length: int = 512
     trust_remote_code: bool = False
+    precision: str = "auto"  # the weights' dtype (swembed.teachers.base.pick_dtype)
 
     @classmethod
     def read(cls, folder: Path, **overrides) -> DecoderSettings:
@@ -130,7 +131,7 @@ class DecoderTeacher(BatchedTeacher):
         self.spec = spec
         self.settings = settings or DecoderSettings.read(self.folder)
         self.device = pick_device(device)
-        self.dtype = torch.bfloat16 if self.device.type == "cuda" else torch.float32
+        self.dtype = pick_dtype(self.device, self.settings.precision)
         self.batch_tokens = batch_tokens
         self.tokenizer = Tokenizer.from_file(str(self.folder / "tokenizer.json"))
         self.tokenizer.no_padding()

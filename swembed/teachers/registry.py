@@ -119,7 +119,7 @@ def teacher_kind(folder: Path, spec: TeacherSpec) -> str:
     return "sentence-transformer"
 
 
-def load_teacher(name_or_path: str, device: str = "auto", batch_tokens: int = 8192):
+def load_teacher(name_or_path: str, device: str = "auto", batch_tokens: int = 8192, precision: str = "auto"):
     """Resolve and load a teacher (needs the ``build`` extra): a sentence-transformers model, or a decoder LLM,
     LENS, Causal2Vec or NV-Embed teacher (``swembed.teachers.decoder`` and siblings)."""
     spec = TEACHERS.get(name_or_path) or next((s for s in TEACHERS.values() if s.hub_id == name_or_path), None)
@@ -132,11 +132,11 @@ def load_teacher(name_or_path: str, device: str = "auto", batch_tokens: int = 81
     if kind == "sentence-transformer":
         from swembed.teachers.sentence_transformer import SentenceTransformerTeacher
 
-        return SentenceTransformerTeacher(folder, spec, device=device, batch_tokens=batch_tokens)
+        return SentenceTransformerTeacher(folder, spec, device=device, batch_tokens=batch_tokens, precision=precision)
     from swembed.teachers.decoder import DecoderSettings
 
     settings = DecoderSettings.read(folder, **{k: v for k, v in spec.extra.items() if k not in ("kind", "params", "k")},
-                                    kind=kind)
+                                    kind=kind, precision=precision)
     if kind == "lens":
         from swembed.teachers.lens import LensTeacher
 

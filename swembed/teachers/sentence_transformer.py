@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from tokenizers import Tokenizer
 
-from swembed.teachers.base import BatchedTeacher, TeacherError, TeacherOutput, TeacherSpec, pick_device
+from swembed.teachers.base import BatchedTeacher, TeacherError, TeacherOutput, TeacherSpec, pick_device, pick_dtype
 
 logger = logging.getLogger(__name__)
 
@@ -80,7 +80,8 @@ class EncoderInputs:
 class SentenceTransformerTeacher(BatchedTeacher):
     """Contextual token vectors with offsets, and pooled sentence vectors, from one forward pass."""
 
-    def __init__(self, folder: Path, spec: TeacherSpec, device: str = "auto", batch_tokens: int = 8192) -> None:
+    def __init__(self, folder: Path, spec: TeacherSpec, device: str = "auto", batch_tokens: int = 8192,
+                 precision: str = "auto") -> None:
         from transformers import AutoModel
 
         self.folder = Path(folder)
@@ -94,7 +95,7 @@ class SentenceTransformerTeacher(BatchedTeacher):
         self.pooling = read_pooling_mode(self.folder)
         self.tokenizer = load_fast_tokenizer(self.folder, self.max_length)
         self.pad_id = self.tokenizer.token_to_id("[PAD]") or self.tokenizer.token_to_id("<pad>") or 0
-        dtype = torch.bfloat16 if self.device.type == "cuda" else torch.float32
+        dtype = pick_dtype(self.device, precision)
         try:
             self.model = AutoModel.from_pretrained(
                 str(self.folder), trust_remote_code=spec.trust_remote_code, dtype=dtype
