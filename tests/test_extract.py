@@ -97,7 +97,7 @@ def test_bfloat16_teacher_extracts_the_float32_word_vectors_within_tolerance(tea
     from swembed.teachers import load_teacher
 
     half = load_teacher("minilm", device="cpu", precision="bfloat16")
-    assert half.model.dtype == torch.bfloat16 and teacher.model.dtype == torch.float32
+    assert half.model.dtype == half.dtype == torch.bfloat16 and teacher.model.dtype == teacher.dtype == torch.float32
     texts = make_sentences(60, seed=5)
     words = sorted({w for t in texts for w, _, _ in SPLITTER.spans(t)})
     index = {w: i for i, w in enumerate(words)}

@@ -148,7 +148,8 @@ def run_stage(
         shutil.rmtree(partial)
     partial.mkdir(exist_ok=True)
     for stale in work_dir.glob(f".{name}.tmp-*"):  # left by killed runs; a live run's folder stays
-        if not _alive(int(stale.name.rsplit("-", 1)[1])):
+        pid = stale.name.rsplit("-", 1)[1]
+        if pid.isdigit() and not _alive(int(pid)):
             shutil.rmtree(stale, ignore_errors=True)
     tmp = work_dir / f".{name}.tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)

@@ -95,10 +95,10 @@ class SentenceTransformerTeacher(BatchedTeacher):
         self.pooling = read_pooling_mode(self.folder)
         self.tokenizer = load_fast_tokenizer(self.folder, self.max_length)
         self.pad_id = self.tokenizer.token_to_id("[PAD]") or self.tokenizer.token_to_id("<pad>") or 0
-        dtype = pick_dtype(self.device, precision)
+        self.dtype = pick_dtype(self.device, precision)
         try:
             self.model = AutoModel.from_pretrained(
-                str(self.folder), trust_remote_code=spec.trust_remote_code, dtype=dtype
+                str(self.folder), trust_remote_code=spec.trust_remote_code, dtype=self.dtype
             )
         except Exception as exc:
             raise TeacherError(f"could not load teacher weights from {self.folder}: {exc}") from exc
