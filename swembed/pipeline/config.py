@@ -184,7 +184,8 @@ class BuildConfig:
         if self.dtype not in ("float32", "float16"):
             raise BuildError(f"--dtype must be float32 or float16, got {self.dtype!r}")
         if self.extract.teacher_dtype not in TEACHER_DTYPES:
-            raise BuildError(f"--teacher-dtype must be auto, float32 or bfloat16, got {self.extract.teacher_dtype!r}")
+            raise BuildError(f"--teacher-dtype must be one of {', '.join(TEACHER_DTYPES)}, got "
+                             f"{self.extract.teacher_dtype!r}")
         if self.extract.sentences not in ("all", "quota"):
             raise BuildError(f"extract sentences must be 'all' or 'quota', got {self.extract.sentences!r}")
         if self.pca.level not in ("sentence", "word", "none"):

@@ -92,7 +92,7 @@ def pick_dtype(device, precision: str = "auto"):
     import torch
 
     if precision not in TEACHER_DTYPES:
-        raise TeacherError(f"teacher dtype must be auto, float32 or bfloat16, got {precision!r}")
+        raise TeacherError(f"teacher dtype must be one of {', '.join(TEACHER_DTYPES)}, got {precision!r}")
     if precision == "auto":
         return torch.bfloat16 if device.type == "cuda" else torch.float32
     return getattr(torch, precision)
