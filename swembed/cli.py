@@ -125,6 +125,10 @@ def cmd_build(args) -> int:
         note = "cached" if info.get("cached") else ""
         print(f"{name:<16}{info.get('wall_s') or 0:>10.1f}{info.get('peak_rss_mb') or 0:>10.0f}  {note}")
     print(f"{'total':<16}{report['build']['total_wall_s']:>10.1f}")
+    device = report["build"]["device"]
+    if device.get("utilisation_pct"):
+        phases = ", ".join(f"{phase} {pct:.0f}%" for phase, pct in device["utilisation_pct"].items())
+        print(f"{device['name']} utilisation (time a kernel ran): {phases}; peak {device['peak_allocated_mb']:,} MB")
     return 0
 
 

@@ -260,3 +260,46 @@ def test_missing_extras_give_one_line_naming_the_extra(tmp_path, command, hidden
     assert result.returncode == 2, result.stderr
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
     assert f"pip install 'swembed[{extra}]'" in result.stderr and hidden in result.stderr
+
+
+needs_cuda = pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="no CUDA device here")
+
+
+@needs_cuda
+def test_device_monitor_tells_a_busy_gpu_from_an_idle_one():
+    import time
+
+    import torch
+
+    from swembed.pipeline.plan import DeviceMonitor
+
+    monitor = DeviceMonitor(torch.device("cuda"), every=0.05)
+    x = torch.randn(4096, 4096, device="cuda")
+    end = time.time() + 2.0
+    while time.time() < end:
+        x = torch.tanh(x @ x)
+        torch.cuda.synchronize()
+    monitor.phase("busy")
+    time.sleep(3.0)
+    monitor.phase("idle")
+    report = monitor.report()
+    assert report["type"] == "cuda" and report["peak_allocated_mb"] > 0
+    assert report["utilisation_pct"]["busy"] > 50 > report["utilisation_pct"]["idle"]
+
+
+@needs_cuda
+def test_a_cuda_build_trains_on_the_gpu_and_reports_its_utilisation(tmp_path):
+    from conftest import make_sentences
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(make_sentences(400)) + "\n")
+    out = tmp_path / "model"
+    result = run_cli(small_build_args(corpus, out) + ["--device", "cuda", "--work-dir", str(tmp_path / "work")])
+    assert result.returncode == 0, result.stderr
+    config = json.loads((out / "config.json").read_text())
+    device = config["build"]["device"]
+    assert "plan (cuda, teacher minilm" in result.stderr and device["type"] == "cuda"
+    assert device["utilisation_pct"] and all(0 <= pct <= 100 for pct in device["utilisation_pct"].values())
+    assert "utilisation (time a kernel ran)" in result.stdout
+    assert config["build"]["stages"]["distill"]["stats"]["device"].startswith("cuda")
+    assert swembed.load(out).encode(["the small cat sees the dog"]).shape == (1, 32)

@@ -111,3 +111,24 @@ def test_bfloat16_teacher_extracts_the_float32_word_vectors_within_tolerance(tea
     cosine = torch.nn.functional.cosine_similarity(*sums, dim=1)
     assert cosine.min() > 0.999
     assert not torch.equal(*sums)  # the weights really were bfloat16
+
+
+def test_forked_workers_prepare_exactly_what_the_background_thread_does(teacher):
+    from conftest import make_sentences
+
+    texts = make_sentences(150, seed=7)
+    words = sorted({w for t in texts for w, _, _ in SPLITTER.spans(t)})
+    index = {w: i for i, w in enumerate(words)}
+    batches = token_budget_batches(teacher.token_lengths(texts) + 2, 300)
+    runs = []
+    for workers in (0, 2):  # beside a CUDA device the stage forks workers; here both paths run on the CPU
+        acc, order = Accumulator(len(words), 30522, teacher.dim, torch.device("cpu")), []
+        timing = extraction_loop(teacher, texts, batches, 1, index, SPLITTER, None, acc,
+                                 lambda b, p: order.append(b), workers=workers)
+        assert timing["workers"] == workers
+        runs.append((acc.state(), order))
+    (thread, thread_order), (forked, forked_order) = runs
+    assert thread_order == forked_order == list(range(1, len(batches)))
+    for name in thread:
+        np.testing.assert_array_equal(thread[name], forked[name])
+    assert thread["word_counts"].sum() > 0

@@ -2,8 +2,9 @@
 
 Both runs see the same sentences in the same token-budget batches on the same device. The bare pass
 tokenises and runs each batch (what encoding sentences with the teacher costs); the extract pass is the
-stage's own loop (``swembed.pipeline.extract.extraction_loop``: background tokenising and indexing, word
-and piece sums on the device). The ratio of their rates is what extraction costs beyond the teacher.
+stage's own loop (``swembed.pipeline.extract.extraction_loop``: tokenising and indexing in forked workers
+on CUDA or a background thread on a CPU, word and piece sums on the device). The ratio of their rates is
+what extraction costs beyond the teacher.
 Run: ``swembed bench-extract --teacher minilm --corpus FILES --sentences 4000``.
 """
 from __future__ import annotations
@@ -33,7 +34,7 @@ def bench_extract(teacher, sentences: list[str], batch_tokens: int, repeats: int
     def bare() -> None:
         with torch.inference_mode():
             for rows in batches:
-                teacher.run(teacher.prepare([sentences[i] for i in rows])).pooled.float()
+                teacher.forward([sentences[i] for i in rows]).pooled.float()
         sync()
 
     def extract() -> None:

@@ -23,7 +23,7 @@ from swembed.pipeline.distill import run_distill
 from swembed.pipeline.extract import Selection, extract_identity, run_extract
 from swembed.pipeline.parallel import run_pairs
 from swembed.pipeline.pca import check_dims, kept_components, run_pca
-from swembed.pipeline.plan import build_plan, device_report
+from swembed.pipeline.plan import DeviceMonitor, build_plan
 from swembed.pipeline.sources import CorpusError
 from swembed.pipeline.stage import StageResult, cached_stage
 from swembed.pipeline.variants import add_variants
@@ -58,6 +58,7 @@ def build(config: BuildConfig, force: bool = False, quiet: bool = False, overwri
     teacher = load_teacher(config.teacher, device=config.device, batch_tokens=config.extract.batch_tokens,
                            precision=config.extract.teacher_dtype)
     check_dims(config.pca, teacher.dim)
+    monitor = DeviceMonitor(teacher.device)
     if config.lexicon_top_k is not None and not 1 <= config.lexicon_top_k <= config.pca.dim:
         raise BuildError(f"--lexicon-top-k must be between 1 and --dim {config.pca.dim}, got {config.lexicon_top_k}")
     tokenizer_json = teacher.tokenizer_json()
@@ -83,6 +84,7 @@ def build(config: BuildConfig, force: bool = False, quiet: bool = False, overwri
             config.extract, rules[lang], corpora[lang], vocabs[lang], teacher, config.seed)
     plan = build_plan(config, teacher, selections, {lang: vocabs[lang].stats["vocab_size"] for lang in config.langs})
     print(plan["text"], file=sys.stderr, flush=True)
+    monitor.phase("corpus, vocab, plan")
     extracts = {}
     for lang in config.langs:
         extracts[lang] = cached_extracts[lang] or run_extract(
@@ -92,10 +94,12 @@ def build(config: BuildConfig, force: bool = False, quiet: bool = False, overwri
         suffix = f" ({lang})" if config.multilingual else ""
         stages += [(f"corpus{suffix}", corpora[lang]), (f"vocab{suffix}", vocabs[lang]),
                    (f"extract{suffix}", extracts[lang])]
+    monitor.phase("extract")
     compose = run_compose(config.compose, {lang: (rules[lang], vocabs[lang], extracts[lang]) for lang in config.langs},
                           tokenizer_json, work, force, quiet)
     pca = run_pca(config.pca, compose, extracts, rules, tokenizer_json, work, config.seed, force, quiet)
     stages += [("compose", compose), ("pca", pca)]
+    monitor.phase("compose, pca")
     final = pca
     if config.distill_enabled:
         score = config.distill.min_teacher_similarity is not None
@@ -106,6 +110,7 @@ def build(config: BuildConfig, force: bool = False, quiet: bool = False, overwri
         final = run_distill(config.distill, pca, compose, extracts, rules, tokenizer_json, work, pair_stages,
                             config.seed, config.device, config.checkpoint_seconds, force, quiet)
         stages.append(("distill", final))
+        monitor.phase("pairs, distill")
     table = np.load(final.path / files.TABLE)
     if config.lexicon_top_k:
         table = prune_top_k(table, config.lexicon_top_k)
@@ -143,7 +148,8 @@ def build(config: BuildConfig, force: bool = False, quiet: bool = False, overwri
     report["build"]["stages"]["export"] = {"wall_s": round(time.time() - export_start, 2), "cached": False,
                                            **({"stats": {f"variant rows {k}": n for k, n in added.items()}}
                                               if added else {})}
-    report["build"]["device"] = device_report(teacher.device)
+    monitor.phase("export")
+    report["build"]["device"] = monitor.report()
     report["build"]["total_wall_s"] = round(time.time() - started, 2)
     update_config(Path(config.out), {"build": report["build"]})
     return report

@@ -11,9 +11,10 @@
 Sentences: ``all`` encodes every corpus sentence (each word credited with every sentence it occurs in),
 ``quota`` picks sentences once, rarest words first, until each word has N (the paper's cheaper choice for
 slow teachers). They are sorted by token length and cut into batches of at most ``batch_tokens`` padded
-tokens. A background thread tokenises the next batches and builds their index arrays (token -> word
-occurrence -> word, token -> piece) while the device runs the current one; the running sums stay on the
-device and leave it only at checkpoints. Checkpoints (at most every ``checkpoint_seconds``, at unit ends)
+tokens. Workers tokenise the next batches and build their index arrays (token -> word occurrence -> word,
+token -> piece) while the device runs the current one: forked processes beside a CUDA device (a GPU outruns
+one Python thread), one background thread on a CPU (whose cores run the teacher). The running sums stay on
+the device and leave it only at checkpoints. Checkpoints (at most every ``checkpoint_seconds``, at unit ends)
 let a killed run resume after its last checkpoint with bit-identical results.
 """
 from __future__ import annotations
@@ -23,6 +24,7 @@ import os
 import queue
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -34,7 +36,7 @@ from swembed.pipeline.config import ExtractConfig
 from swembed.pipeline.stage import StageResult, StageRun, run_stage
 from swembed.pipeline.vocab import read_vocab
 from swembed.runtime.tokenizer import TokenizationRules, WordTokenizer, word_splitter
-from swembed.teachers.base import token_budget_batches
+from swembed.teachers.base import Pinnable, token_budget_batches
 
 logger = logging.getLogger(__name__)
 _STATE = "state.npz"
@@ -127,7 +129,7 @@ def extract_identity(config: ExtractConfig, rules: TokenizationRules, teacher, s
 
 
 @dataclass
-class BatchIndex:
+class BatchIndex(Pinnable):
     """Where a batch's token vectors go, built on the CPU from the tokenised batch alone.
 
     ``word_pos``/``word_id``/``word_weight``: flat token positions (row * width + t) of credited word
@@ -145,9 +147,6 @@ class BatchIndex:
 
     def to(self, device: torch.device) -> BatchIndex:
         return BatchIndex(*(getattr(self, f).to(device, non_blocking=True) for f in self.__dataclass_fields__))
-
-    def pinned(self) -> BatchIndex:
-        return BatchIndex(*(getattr(self, f).pin_memory() for f in self.__dataclass_fields__))
 
 
 def batch_index(texts: list[str], inputs, index: dict[str, int], splitter: WordTokenizer,
@@ -245,40 +244,99 @@ def embed_alone(teacher, words: list[str]) -> np.ndarray:
     return out
 
 
-class Prefetcher:
-    """Tokenises and indexes batches in a background thread, a few batches ahead of the device."""
+def prefetch_workers(device) -> int:
+    """Processes that prepare batches: beside a CUDA device all cores but two (at most 8), on a CPU none (one
+    background thread; the cores run the teacher)."""
+    spare = (os.cpu_count() or 1) - 2
+    return min(8, spare) if getattr(device, "type", "cpu") == "cuda" and spare >= 2 else 0
 
-    def __init__(self, make, batches: list, depth: int = 3) -> None:
-        self._queue: queue.Queue = queue.Queue(maxsize=depth)
-        self._thread = threading.Thread(target=self._run, args=(make, batches), daemon=True)
+
+class Prefetcher:
+    """``make(b)`` for each batch b in order, computed ahead of the consumer: in one background thread, or in
+    ``workers`` forked processes (``torch.utils.data.DataLoader``); results are pinned when ``pin``."""
+
+    def __init__(self, make, batches, depth: int = 3, workers: int = 0, pin: bool = False) -> None:
         self.wait_s = 0.0
+        if workers:
+            from torch.utils.data import DataLoader
+
+            self._source = DataLoader(_Calls(make, list(batches)), batch_size=None, num_workers=workers,
+                                      prefetch_factor=depth, collate_fn=_unchanged, pin_memory=pin,
+                                      multiprocessing_context="fork")
+            return
+        self._queue: queue.Queue = queue.Queue(maxsize=depth)
+        self._source = None
+        self._thread = threading.Thread(target=self._run, args=(make, batches, pin), daemon=True)
         self._thread.start()
 
-    def _run(self, make, batches) -> None:
+    def _run(self, make, batches, pin: bool) -> None:
         try:
             for batch in batches:
-                self._queue.put(make(batch))
+                item = make(batch)
+                self._queue.put(tuple(x.pin_memory() if pin and isinstance(x, Pinnable) else x for x in item))
         except BaseException as exc:  # noqa: BLE001 - re-raised in the consuming thread
             self._queue.put(exc)
         self._queue.put(None)
 
-    def __iter__(self):
-        while True:
-            start = time.perf_counter()
-            item = self._queue.get()
-            self.wait_s += time.perf_counter() - start
-            if item is None:
-                return
+    def _items(self):
+        if self._source is not None:
+            with _tokenizers_serial():  # forked workers tokenise one text at a time, silently
+                items = iter(self._source)
+            yield from items
+            return
+        while (item := self._queue.get()) is not None:
             if isinstance(item, BaseException):
                 raise item
             yield item
 
+    def __iter__(self):
+        items = self._items()
+        while True:
+            start = time.perf_counter()
+            item = next(items, None)
+            self.wait_s += time.perf_counter() - start
+            if item is None:
+                return
+            yield item
+
+
+class _Calls:
+    """``make`` over a list of arguments, as a map-style dataset."""
+
+    def __init__(self, make, args: list) -> None:
+        self.make, self.args = make, args
+
+    def __len__(self) -> int:
+        return len(self.args)
+
+    def __getitem__(self, i: int):
+        return self.make(self.args[i])
+
+
+def _unchanged(item):
+    return item
+
+
+@contextmanager
+def _tokenizers_serial():
+    """Forked children of a process whose tokenizers ran in parallel would warn and fall back to one thread."""
+    before = os.environ.get("TOKENIZERS_PARALLELISM")
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("TOKENIZERS_PARALLELISM")
+        else:
+            os.environ["TOKENIZERS_PARALLELISM"] = before
+
 
 def extraction_loop(teacher, texts: list[str], batches: list[np.ndarray], first_batch: int, index: dict[str, int],
                     splitter: WordTokenizer, credits: list[set[int]] | None, acc: Accumulator,
-                    batch_done=lambda b, pooled: None) -> dict[str, float]:
-    """Run batches ``first_batch``.. through the teacher into ``acc`` while a background thread prepares the
-    next ones; ``batch_done(b, pooled)`` gets each batch's pooled vectors (on the device). Returns timings."""
+                    batch_done=lambda b, pooled: None, workers: int | None = None) -> dict[str, float]:
+    """Run batches ``first_batch``.. through the teacher into ``acc`` while workers (``prefetch_workers`` unless
+    given) prepare the next ones; ``batch_done(b, pooled)`` gets each batch's pooled vectors (on the device).
+    Nothing waits for the device inside the loop. Returns timings."""
 
     def make(b: int):
         rows = batches[b]
@@ -286,20 +344,29 @@ def extraction_loop(teacher, texts: list[str], batches: list[np.ndarray], first_
         inputs = teacher.prepare(batch_texts)
         where = batch_index(batch_texts, inputs, index, splitter,
                             [credits[i] for i in rows] if credits is not None else None)
-        return b, inputs, where.pinned() if teacher.device.type == "cuda" else where
+        return b, inputs, where
 
-    prefetch = Prefetcher(make, range(first_batch, len(batches)))
-    forward_s = 0.0
+    cuda = teacher.device.type == "cuda"
+    workers = prefetch_workers(teacher.device) if workers is None else workers
+    prefetch = Prefetcher(make, range(first_batch, len(batches)), workers=workers, pin=cuda)
+    forward_s, events = 0.0, []
     with torch.inference_mode():
         for b, inputs, where in prefetch:
-            start = time.perf_counter()
-            output = teacher.run(inputs)
-            if teacher.device.type == "cuda":
-                torch.cuda.synchronize(teacher.device)  # so that forward_s is the device's time
-            forward_s += time.perf_counter() - start
+            if cuda:  # device time from events, read at the end: a synchronize here would stall the pipeline
+                events.append((torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)))
+                events[-1][0].record()
+                output = teacher.run(inputs)
+                events[-1][1].record()
+            else:
+                start = time.perf_counter()
+                output = teacher.run(inputs)
+                forward_s += time.perf_counter() - start
             acc.add(output.hidden, where.to(teacher.device))
             batch_done(b, output.pooled.float())
-    return {"forward_s": forward_s, "wait_s": prefetch.wait_s}
+    if cuda:
+        torch.cuda.synchronize(teacher.device)
+        forward_s = sum(start.elapsed_time(end) for start, end in events) / 1000
+    return {"forward_s": forward_s, "wait_s": prefetch.wait_s, "workers": workers}
 
 
 def run_extract(config: ExtractConfig, rules: TokenizationRules, corpus: StageResult, vocab: StageResult,
@@ -379,6 +446,7 @@ def run_extract(config: ExtractConfig, rules: TokenizationRules, corpus: StageRe
             "forward_s": round(timing["forward_s"], 2),
             "forward_share": round(timing["forward_s"] / loop_s, 3) if loop_s > 0 else None,
             "prefetch_wait_s": round(timing["wait_s"], 2),
+            "prefetch_workers": timing["workers"],
             "words_with_context": int((contexts > 0).sum()),
             "mean_contexts": round(float(contexts.mean()), 2),
             "median_contexts": float(np.median(contexts)),

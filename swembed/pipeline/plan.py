@@ -2,6 +2,7 @@
 this device), and what the device did, recorded after it ends."""
 from __future__ import annotations
 
+import threading
 import time
 
 from swembed.pipeline.config import BuildConfig
@@ -77,3 +78,51 @@ def device_report(device) -> dict:
             "total_mb": _mib(torch.cuda.get_device_properties(device).total_memory)}
 
 
+class DeviceMonitor:
+    """What the device did during a build: on CUDA, its utilisation (NVML through ``torch.cuda.utilization``,
+    sampled every ``every`` seconds in a background thread) averaged over each named phase; on a CPU, or where
+    NVML cannot be read, no utilisation."""
+
+    def __init__(self, device, every: float = 0.1):
+        self.device, self.every = device, every
+        self.utilisation: dict[str, float] = {}
+        self._samples: list[int] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True) if self._readable() else None
+        if self._thread is not None:
+            self._thread.start()
+
+    def _readable(self) -> bool:
+        if self.device.type != "cuda":
+            return False
+        import torch
+
+        try:
+            torch.cuda.utilization(self.device)
+        except Exception:  # no NVML bindings (nvidia-ml-py) or no permission to read the counters
+            return False
+        return True
+
+    def _poll(self) -> None:
+        import torch
+
+        while not self._stop.wait(self.every):
+            value = torch.cuda.utilization(self.device)
+            with self._lock:
+                self._samples.append(value)
+
+    def phase(self, name: str) -> None:
+        """Close the phase that ran since the previous call (or the start) under ``name``."""
+        with self._lock:
+            samples, self._samples = self._samples, []
+        if self._thread is not None and samples:
+            self.utilisation[name] = round(sum(samples) / len(samples), 1)
+
+    def report(self) -> dict:
+        """``device_report`` plus the mean utilisation (percent of time a kernel ran) of each phase."""
+        self._stop.set()
+        out = device_report(self.device)
+        if self.utilisation:
+            out["utilisation_pct"] = dict(self.utilisation)
+        return out

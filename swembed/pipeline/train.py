@@ -60,28 +60,31 @@ def centred(targets: torch.Tensor) -> torch.Tensor:
 
 
 class PackedRows:
-    """The table rows (and weights) of many texts, packed flat on the training device."""
+    """The table rows (and weights) of many texts, packed flat on the training device; their lengths also stay on
+    the CPU, where each batch's gather indices are computed (no device round trip per step)."""
 
     def __init__(self, batch: TokenIds, device: torch.device) -> None:
-        self.lengths = torch.as_tensor(batch.lengths, dtype=torch.long, device=device)
-        self.starts = torch.cumsum(self.lengths, 0) - self.lengths
+        self._lengths = np.asarray(batch.lengths, dtype=np.int64)
+        self._starts = np.cumsum(self._lengths) - self._lengths
         self.ids = torch.as_tensor(batch.ids, dtype=torch.long, device=device)
         weights = batch.weights if batch.weights is not None else np.ones(len(batch.ids), dtype=np.float32)
         self.weights = torch.as_tensor(weights, dtype=torch.float32, device=device)
 
     def __len__(self) -> int:
-        return len(self.lengths)
+        return len(self._lengths)
 
     def nonempty(self) -> np.ndarray:
-        return np.flatnonzero(self.lengths.cpu().numpy() > 0)
+        return np.flatnonzero(self._lengths > 0)
 
-    def gather(self, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def gather(self, rows: torch.Tensor | np.ndarray) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(ids, offsets, per-row weights) of texts ``rows``, for ``embedding_bag``."""
-        lengths = self.lengths[rows]
-        offsets = torch.cumsum(lengths, 0) - lengths
-        index = torch.repeat_interleave(self.starts[rows] - offsets, lengths) + torch.arange(
-            int(lengths.sum()), device=lengths.device)
-        return self.ids[index], offsets, self.weights[index]
+        rows = rows.cpu().numpy() if isinstance(rows, torch.Tensor) else np.asarray(rows)
+        lengths = self._lengths[rows]
+        offsets = np.cumsum(lengths) - lengths
+        index = np.repeat(self._starts[rows] - offsets, lengths) + np.arange(int(lengths.sum()))
+        device = self.ids.device
+        index_t = torch.from_numpy(index).to(device, non_blocking=True)
+        return self.ids[index_t], torch.from_numpy(offsets).to(device, non_blocking=True), self.weights[index_t]
 
 
 def random_batches(rng: np.random.Generator, n_train: int, steps: int, batch: int) -> np.ndarray:
@@ -254,7 +257,7 @@ def train(table: np.ndarray, objectives: list[Objective], settings: LoopSettings
         return F.normalize(bag, dim=-1)
 
     def as_rows(rows: np.ndarray) -> torch.Tensor:
-        return torch.as_tensor(rows, dtype=torch.long, device=device)
+        return torch.as_tensor(rows, dtype=torch.long)  # on the CPU: gather and target indexing move what they need
 
     @torch.no_grad()
     def held_out_loss() -> tuple[float, dict]:

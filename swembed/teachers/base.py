@@ -1,6 +1,7 @@
 """The one interface every teacher offers to the pipeline, and what the registry and the teachers share."""
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -39,6 +40,17 @@ class TeacherOutput:
     hidden: object
     offsets: list[np.ndarray]
     pooled: object
+
+
+class Pinnable:
+    """A dataclass of CPU tensors (and other fields) that can copy its tensors to page-locked memory, from which
+    copies to CUDA run asynchronously; ``torch.utils.data.DataLoader(pin_memory=True)`` calls ``pin_memory``."""
+
+    def pin_memory(self):
+        import torch
+
+        return dataclasses.replace(self, **{f.name: getattr(self, f.name).pin_memory() for f in dataclasses.fields(self)
+                                            if isinstance(getattr(self, f.name), torch.Tensor)})
 
 
 @runtime_checkable
@@ -119,7 +131,8 @@ class BatchedTeacher:
     batch_tokens: int = 8192
 
     def forward(self, texts: list[str]) -> TeacherOutput:
-        return self.run(self.prepare(texts))
+        inputs = self.prepare(texts)  # CPU only, so that forked workers can prepare batches too
+        return self.run(inputs.pin_memory() if self.device.type == "cuda" else inputs)
 
     def token_lengths(self, texts: list[str]) -> np.ndarray:
         """Tokens per text (without special tokens), for length-sorted batching."""

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from tokenizers import Tokenizer
 
-from swembed.teachers.base import BatchedTeacher, TeacherError, TeacherOutput, pick_device, pick_dtype
+from swembed.teachers.base import BatchedTeacher, Pinnable, TeacherError, TeacherOutput, pick_device, pick_dtype
 
 logger = logging.getLogger(__name__)
 CONFIG_FILE = "swe_teacher.json"  # a teacher folder's own settings (kind, pooling, instruction, ...)
@@ -51,7 +51,7 @@ class DecoderSettings:
 
 
 @dataclass
-class Batch:
+class Batch(Pinnable):
     """Padded inputs of one forward pass and where each row's parts sit (built on the CPU by ``prepare``,
     moved to the device by ``to``)."""
 
@@ -215,11 +215,7 @@ class DecoderTeacher(BatchedTeacher):
         valid_t = torch.from_numpy(valid)
         positions = (valid_t.long().cumsum(1) - 1).clamp(min=0)
         eos = torch.from_numpy(width - 1 - np.argmax(valid[:, ::-1], axis=1))
-        batch = Batch(torch.from_numpy(ids), valid_t, positions, torch.from_numpy(text), eos, offsets, list(texts))
-        if self.device.type == "cuda":
-            batch = Batch(*(t.pin_memory() for t in (batch.ids, batch.valid, batch.positions, batch.text, batch.eos)),
-                          offsets, list(texts))
-        return batch
+        return Batch(torch.from_numpy(ids), valid_t, positions, torch.from_numpy(text), eos, offsets, list(texts))
 
     # ------------------------------------------------------------------------------------------------ forward
     @property

@@ -16,7 +16,8 @@ import numpy as np
 import torch
 from tokenizers import Tokenizer
 
-from swembed.teachers.base import BatchedTeacher, TeacherError, TeacherOutput, TeacherSpec, pick_device, pick_dtype
+from swembed.teachers.base import (BatchedTeacher, Pinnable, TeacherError, TeacherOutput, TeacherSpec, pick_device,
+                                   pick_dtype)
 
 logger = logging.getLogger(__name__)
 
@@ -69,8 +70,8 @@ def pool(hidden: torch.Tensor, mask: torch.Tensor, mode: str) -> torch.Tensor:
 
 
 @dataclass
-class EncoderInputs:
-    """A tokenised batch on the CPU (pinned when the teacher is on CUDA)."""
+class EncoderInputs(Pinnable):
+    """A tokenised batch on the CPU."""
 
     ids: torch.Tensor  # (B, T)
     mask: torch.Tensor  # (B, T)
@@ -141,10 +142,7 @@ class SentenceTransformerTeacher(BatchedTeacher):
             hidden_positions[:n] = np.asarray(enc.special_tokens_mask, dtype=bool)
             spans[hidden_positions | (spans[:, 0] < 0)] = -1
             offsets.append(spans)
-        ids_t, mask_t = torch.from_numpy(ids), torch.from_numpy(mask)
-        if self.device.type == "cuda":
-            ids_t, mask_t = ids_t.pin_memory(), mask_t.pin_memory()
-        return EncoderInputs(ids_t, mask_t, offsets)
+        return EncoderInputs(torch.from_numpy(ids), torch.from_numpy(mask), offsets)
 
     @torch.inference_mode()
     def run(self, inputs: EncoderInputs) -> TeacherOutput:
