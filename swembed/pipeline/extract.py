@@ -248,7 +248,7 @@ def prefetch_workers(device) -> int:
     """Processes that prepare batches: beside a CUDA device all cores but two (at most 8), on a CPU none (one
     background thread; the cores run the teacher)."""
     spare = (os.cpu_count() or 1) - 2
-    return min(8, spare) if getattr(device, "type", "cpu") == "cuda" and spare >= 2 else 0
+    return min(8, spare) if device.type == "cuda" and spare >= 2 else 0
 
 
 class Prefetcher:

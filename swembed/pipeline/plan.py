@@ -116,7 +116,7 @@ class DeviceMonitor:
         """Close the phase that ran since the previous call (or the start) under ``name``."""
         with self._lock:
             samples, self._samples = self._samples, []
-        if self._thread is not None and samples:
+        if samples:  # none without a sampling thread
             self.utilisation[name] = round(sum(samples) / len(samples), 1)
 
     def report(self) -> dict:

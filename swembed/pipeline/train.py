@@ -77,8 +77,8 @@ class PackedRows:
         return np.flatnonzero(self._lengths > 0)
 
     def gather(self, rows: torch.Tensor | np.ndarray) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(ids, offsets, per-row weights) of texts ``rows``, for ``embedding_bag``."""
-        rows = rows.cpu().numpy() if isinstance(rows, torch.Tensor) else np.asarray(rows)
+        """(ids, offsets, per-row weights) of texts ``rows`` (indices on the CPU), for ``embedding_bag``."""
+        rows = np.asarray(rows)
         lengths = self._lengths[rows]
         offsets = np.cumsum(lengths) - lengths
         index = np.repeat(self._starts[rows] - offsets, lengths) + np.arange(int(lengths.sum()))
@@ -214,7 +214,7 @@ def retrieval_accuracy(table: np.ndarray, objective: Objective) -> float:
     """Share of held-out pairs whose left text's nearest neighbour among all held-out right texts is its own
     translation (a Tatoeba-like check that never sees a test set)."""
     left, right = objective.pairs
-    rows = torch.as_tensor(np.concatenate(objective.held_out), dtype=torch.long, device=left.ids.device)
+    rows = np.concatenate(objective.held_out)
     weight = torch.as_tensor(table, device=left.ids.device)
 
     def encode(packed: PackedRows) -> torch.Tensor:
