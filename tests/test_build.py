@@ -273,15 +273,16 @@ def test_device_monitor_tells_a_busy_gpu_from_an_idle_one():
 
     from swembed.pipeline.plan import DeviceMonitor
 
-    monitor = DeviceMonitor(torch.device("cuda"), every=0.05)
-    x = torch.randn(4096, 4096, device="cuda")
-    end = time.time() + 2.0
-    while time.time() < end:
-        x = torch.tanh(x @ x)
-        torch.cuda.synchronize()
-    monitor.phase("busy")
-    time.sleep(3.0)
-    monitor.phase("idle")
+    with DeviceMonitor(torch.device("cuda"), every=0.05) as monitor:
+        x = torch.randn(4096, 4096, device="cuda")
+        end = time.time() + 2.0
+        while time.time() < end:
+            x = torch.tanh(x @ x)
+            torch.cuda.synchronize()
+        monitor.phase("busy")
+        time.sleep(3.0)
+        monitor.phase("idle")
+    assert not monitor._thread.is_alive()
     report = monitor.report()
     assert report["type"] == "cuda" and report["peak_allocated_mb"] > 0
     assert report["utilisation_pct"]["busy"] > 50 > report["utilisation_pct"]["idle"]

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from swembed.pipeline.train import (CellBatches, LoopSettings, PackedRows, centred, contrastive_loss,
-                                    contrastive_objective, kd_loss, kd_objective, spherical_kmeans, train)
+                                    RowAdam, contrastive_objective, kd_loss, kd_objective, spherical_kmeans, train)
 from swembed.runtime.tokenizer import TokenIds
 
 
@@ -45,6 +45,30 @@ def test_contrastive_loss_matches_the_formula_and_rewards_alignment():
     eye = torch.eye(6, 8)
     assert contrastive_loss(eye, eye * 3, tau).item() < 1e-6  # aligned, orthogonal pairs: no loss
     assert contrastive_loss(eye, eye.roll(1, 0), tau).item() > 10  # every pair mismatched
+
+
+def test_row_adam_moves_rows_as_sparse_adam_does_and_resumes_from_its_state():
+    rng = np.random.default_rng(0)
+    start = torch.tensor(rng.normal(size=(50, 6)), dtype=torch.float32)
+    reference = torch.nn.Parameter(start.clone())
+    sparse_adam = torch.optim.SparseAdam([reference], lr=0.01)
+    weight = start.clone()
+    row_adam = RowAdam(weight, lr=0.01)
+    for step in range(8):
+        ids = torch.as_tensor(rng.integers(0, 20, size=12))  # rows 20.. never get a gradient
+        offsets, goal = torch.tensor([0, 5]), torch.tensor(rng.normal(size=(2, 6)), dtype=torch.float32)
+        sparse_adam.zero_grad()
+        (torch.nn.functional.embedding_bag(ids, reference, offsets, mode="sum", sparse=True) - goal).square().sum().backward()
+        sparse_adam.step()
+        rows, inverse = torch.unique(ids, return_inverse=True)
+        copy = weight[rows].requires_grad_()
+        (torch.nn.functional.embedding_bag(inverse, copy, offsets, mode="sum") - goal).square().sum().backward()
+        row_adam.step(rows, copy, copy.grad)
+        torch.testing.assert_close(weight, reference.detach(), rtol=0, atol=1e-6)
+        if step == 3:  # a checkpoint written by SparseAdam resumes in RowAdam
+            row_adam = RowAdam(weight, lr=0.01)
+            row_adam.load_state_dict(sparse_adam.state_dict())
+    torch.testing.assert_close(weight[20:], start[20:], rtol=0, atol=0)
 
 
 def random_texts(rng, n, vocab, weighted=False):

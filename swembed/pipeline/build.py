@@ -54,11 +54,16 @@ def build(config: BuildConfig, force: bool = False, quiet: bool = False, overwri
 
     config.check_before_work(overwrite)
     started = time.time()
-    work = config.work_path
     teacher = load_teacher(config.teacher, device=config.device, batch_tokens=config.extract.batch_tokens,
                            precision=config.extract.teacher_dtype)
+    with DeviceMonitor(teacher.device) as monitor:  # its sampling thread ends even if a stage raises
+        return _build(config, teacher, monitor, started, force, quiet, overwrite)
+
+
+def _build(config: BuildConfig, teacher, monitor: DeviceMonitor, started: float, force: bool, quiet: bool,
+           overwrite: bool) -> dict:
+    work = config.work_path
     check_dims(config.pca, teacher.dim)
-    monitor = DeviceMonitor(teacher.device)
     if config.lexicon_top_k is not None and not 1 <= config.lexicon_top_k <= config.pca.dim:
         raise BuildError(f"--lexicon-top-k must be between 1 and --dim {config.pca.dim}, got {config.lexicon_top_k}")
     tokenizer_json = teacher.tokenizer_json()

@@ -21,9 +21,11 @@ def probe_seconds(teacher, selection: Selection) -> float:
     those batches (short, middle and long sentences; whole batches on an accelerator), after a warm-up."""
     batches = selection.batches
     picks = [batches[int(q * (len(batches) - 1))] for q in (0.2, 0.5, 0.8)]
-    if teacher.device.type != "cuda":
+    cuda = teacher.device.type == "cuda"
+    if not cuda:
         picks = [rows[: max(1, _PROBE_TOKENS // int(selection.lengths[rows].max()))] for rows in picks]
     inputs = [teacher.prepare([selection.texts[i] for i in rows]) for rows in picks]
+    inputs = [batch.pin_memory() for batch in inputs] if cuda else inputs  # as the extraction's workers pin them
     teacher.run(inputs[0]).pooled.cpu()  # warm-up: the first forward pass allocates
     start = time.perf_counter()
     for batch in inputs:
@@ -80,8 +82,8 @@ def device_report(device) -> dict:
 
 class DeviceMonitor:
     """What the device did during a build: on CUDA, its utilisation (NVML through ``torch.cuda.utilization``,
-    sampled every ``every`` seconds in a background thread) averaged over each named phase; on a CPU, or where
-    NVML cannot be read, no utilisation."""
+    sampled every ``every`` seconds in a background thread, which ends with the ``with`` block) averaged over each
+    named phase; on a CPU, or where NVML cannot be read, no utilisation."""
 
     def __init__(self, device, every: float = 0.1):
         self.device, self.every = device, every
@@ -119,9 +121,16 @@ class DeviceMonitor:
         if samples:  # none without a sampling thread
             self.utilisation[name] = round(sum(samples) / len(samples), 1)
 
+    def __enter__(self) -> DeviceMonitor:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
     def report(self) -> dict:
         """``device_report`` plus the mean utilisation (percent of time a kernel ran) of each phase."""
-        self._stop.set()
         out = device_report(self.device)
         if self.utilisation:
             out["utilisation_pct"] = dict(self.utilisation)

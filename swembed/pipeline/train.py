@@ -9,7 +9,7 @@ KD batches are random (the paper) or ``neighbours``: each batch is drawn from on
 over the teacher vectors, so the in-batch softmax must rank close neighbours as the teacher does; that is the
 fine-grained similarity STS asks for (+0.7 STS-B dev at an equal step budget, ``reports/ablations.md``).
 
-Each step adds every objective's weighted loss on its own batch; sparse Adam moves only the rows in the
+Each step adds every objective's weighted loss on its own batch; Adam moves only the rows in the
 batches. Early stopping on the weighted held-out loss (patience in rounds of ``eval_every`` steps); the best
 table is kept. Batches are drawn per round from seeded generators and the state is checkpointed (at most
 every ``checkpoint_seconds``), so a killed run resumes to the identical table. Runs on the CPU or CUDA.
@@ -31,6 +31,7 @@ from swembed.runtime.tokenizer import TokenIds
 
 logger = logging.getLogger(__name__)
 _STATE = "train_state.pt"
+_EXCLUDED = -1e4  # a logit whose exp underflows to 0 in float32: the diagonal, left out of the softmax
 
 
 def kd_loss(student: torch.Tensor, teacher: torch.Tensor, tau: float) -> torch.Tensor:
@@ -38,10 +39,9 @@ def kd_loss(student: torch.Tensor, teacher: torch.Tensor, tau: float) -> torch.T
 
     Both inputs are (K, d) L2-normalised rows; dimensions may differ between them.
     """
-    k = student.shape[0]
-    off = ~torch.eye(k, dtype=torch.bool, device=student.device)
-    s = (student @ student.T / tau)[off].view(k, k - 1)
-    t = (teacher @ teacher.T / tau)[off].view(k, k - 1)
+    eye = torch.eye(student.shape[0], dtype=torch.bool, device=student.device)
+    s = (student @ student.T / tau).masked_fill(eye, _EXCLUDED)
+    t = (teacher @ teacher.T / tau).masked_fill(eye, _EXCLUDED)  # its softmax is exactly 0 there
     return -(t.softmax(dim=-1) * s.log_softmax(dim=-1)).sum(dim=-1).mean()
 
 
@@ -73,6 +73,18 @@ class PackedRows:
     def __len__(self) -> int:
         return len(self._lengths)
 
+    @classmethod
+    def joined(cls, parts: list[PackedRows]) -> tuple[PackedRows, list[int]]:
+        """One store holding the texts of ``parts`` in order, and the index in it of each part's first text."""
+        if len(parts) == 1:
+            return parts[0], [0]
+        out = cls.__new__(cls)
+        out._lengths = np.concatenate([p._lengths for p in parts])
+        out._starts = np.cumsum(out._lengths) - out._lengths
+        out.ids = torch.cat([p.ids for p in parts])
+        out.weights = torch.cat([p.weights for p in parts])
+        return out, np.cumsum([0] + [len(p) for p in parts[:-1]]).tolist()
+
     def nonempty(self) -> np.ndarray:
         return np.flatnonzero(self._lengths > 0)
 
@@ -84,7 +96,8 @@ class PackedRows:
         index = np.repeat(self._starts[rows] - offsets, lengths) + np.arange(int(lengths.sum()))
         device = self.ids.device
         index_t = torch.from_numpy(index).to(device, non_blocking=True)
-        return self.ids[index_t], torch.from_numpy(offsets).to(device, non_blocking=True), self.weights[index_t]
+        return (self.ids.index_select(0, index_t), torch.from_numpy(offsets).to(device, non_blocking=True),
+                self.weights.index_select(0, index_t))
 
 
 def random_batches(rng: np.random.Generator, n_train: int, steps: int, batch: int) -> np.ndarray:
@@ -147,15 +160,16 @@ class CellBatches:
 
 @dataclass
 class Objective:
-    """One loss: ``loss(encode, rows)`` on a batch of example indices; training examples ``train`` (numpy
-    indices), drawn into batches by ``batches``, and fixed held-out batches ``held_out``."""
+    """One loss on batches of example indices (numpy): a batch ``rows`` encodes those texts of each of ``texts``
+    (one side for KD, both sides of the pairs for contrastive) and ``loss(vectors, rows)`` scores the encoded
+    sides. Training examples ``train``, drawn into batches by ``batches``; fixed held-out batches ``held_out``."""
 
     name: str
     weight: float
     train: np.ndarray
     held_out: list[np.ndarray]
-    loss: Callable[[Callable, torch.Tensor], torch.Tensor]
-    pairs: tuple[PackedRows, PackedRows] | None = None  # a contrastive objective's two sides
+    texts: tuple[PackedRows, ...]
+    loss: Callable[[list[torch.Tensor], torch.Tensor], torch.Tensor]
     batches: Callable[[np.random.Generator, int, int, int], np.ndarray] = random_batches
 
 
@@ -176,11 +190,11 @@ def kd_objective(packed: PackedRows, targets: torch.Tensor, tau: float, weight: 
     held, train = np.sort(rows[:n_held]), rows[n_held:][:max_train]
     n_batches = max(1, n_held // batch_size)
 
-    def loss(encode, batch: torch.Tensor) -> torch.Tensor:
-        return kd_loss(encode(packed, batch), targets[batch], tau)
+    def loss(vectors: list[torch.Tensor], batch: torch.Tensor) -> torch.Tensor:
+        return kd_loss(vectors[0], targets[batch], tau)
 
     if not cell_size:
-        return Objective(name, weight, train, np.array_split(held, n_batches), loss)
+        return Objective(name, weight, train, np.array_split(held, n_batches), (packed,), loss)
 
     def vectors(rows: np.ndarray) -> torch.Tensor:
         return targets[torch.as_tensor(rows, device=targets.device)].float()
@@ -189,7 +203,7 @@ def kd_objective(packed: PackedRows, targets: torch.Tensor, tau: float, weight: 
     held_vectors = vectors(held)
     anchors = held_vectors[torch.as_tensor(rng.choice(len(held), n_batches, replace=False), device=targets.device)]
     nearest = (anchors @ held_vectors.T).topk(min(batch_size, len(held)), dim=1).indices.cpu().numpy()
-    return Objective(name, weight, train, [np.sort(held[n]) for n in nearest], loss, batches=CellBatches(cells))
+    return Objective(name, weight, train, [np.sort(held[n]) for n in nearest], (packed,), loss, CellBatches(cells))
 
 
 def contrastive_objective(left: PackedRows, right: PackedRows, tau: float, weight: float, name: str, n_held: int,
@@ -202,18 +216,18 @@ def contrastive_objective(left: PackedRows, right: PackedRows, tau: float, weigh
                          f"{batch_size + n_held}")
     held, train = usable[len(usable) - n_held:], usable[: len(usable) - n_held]
 
-    def loss(encode, batch: torch.Tensor) -> torch.Tensor:
-        return contrastive_loss(encode(left, batch), encode(right, batch), tau)
+    def loss(vectors: list[torch.Tensor], batch: torch.Tensor) -> torch.Tensor:
+        return contrastive_loss(vectors[0], vectors[1], tau)
 
     whole = [held[i : i + batch_size] for i in range(0, n_held - batch_size + 1, batch_size)]
-    return Objective(name, weight, train, whole or [held], loss, (left, right))
+    return Objective(name, weight, train, whole or [held], (left, right), loss)
 
 
 @torch.no_grad()
 def retrieval_accuracy(table: np.ndarray, objective: Objective) -> float:
     """Share of held-out pairs whose left text's nearest neighbour among all held-out right texts is its own
     translation (a Tatoeba-like check that never sees a test set)."""
-    left, right = objective.pairs
+    left, right = objective.texts
     rows = np.concatenate(objective.held_out)
     weight = torch.as_tensor(table, device=left.ids.device)
 
@@ -223,6 +237,38 @@ def retrieval_accuracy(table: np.ndarray, objective: Objective) -> float:
 
     nearest = (encode(left) @ encode(right).T).argmax(dim=1)
     return float((nearest == torch.arange(len(rows), device=nearest.device)).float().mean())
+
+
+class RowAdam:
+    """Adam on the rows a step touched, as ``torch.optim.SparseAdam`` does it (rows without a gradient keep their
+    moments; same state_dict), from the dense gradient of just those rows: no sparse tensor to coalesce and mask."""
+
+    def __init__(self, weight: torch.Tensor, lr: float, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8) -> None:
+        self.weight, self.lr, self.betas, self.eps = weight, lr, betas, eps
+        self.exp_avg, self.exp_avg_sq, self.steps = torch.zeros_like(weight), torch.zeros_like(weight), 0
+
+    @torch.no_grad()
+    def step(self, rows: torch.Tensor, values: torch.Tensor, grad: torch.Tensor) -> None:
+        """Update the distinct rows ``rows`` of the weight, whose values (a copy) are ``values``, by ``grad``."""
+        (beta1, beta2), self.steps = self.betas, self.steps + 1
+        exp_avg = self.exp_avg.index_select(0, rows).lerp_(grad, 1 - beta1)
+        exp_avg_sq = self.exp_avg_sq.index_select(0, rows).mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+        self.exp_avg.index_copy_(0, rows, exp_avg)
+        self.exp_avg_sq.index_copy_(0, rows, exp_avg_sq)
+        step_size = self.lr * (1 - beta2 ** self.steps) ** 0.5 / (1 - beta1 ** self.steps)
+        denominator = exp_avg_sq.sqrt_().add_(self.eps)
+        self.weight.index_copy_(0, rows, values.detach().addcdiv_(exp_avg, denominator, value=-step_size))
+
+    def state_dict(self) -> dict:
+        return {"state": {0: {"step": self.steps, "exp_avg": self.exp_avg, "exp_avg_sq": self.exp_avg_sq}},
+                "param_groups": [{"lr": self.lr, "betas": self.betas, "eps": self.eps, "params": [0]}]}
+
+    def load_state_dict(self, state: dict) -> None:
+        moments = state["state"][0]
+        self.steps = int(moments["step"])
+        self.exp_avg.copy_(moments["exp_avg"])
+        self.exp_avg_sq.copy_(moments["exp_avg_sq"])
 
 
 def _save_state(path: Path, state: dict) -> None:
@@ -247,34 +293,45 @@ def train(table: np.ndarray, objectives: list[Objective], settings: LoopSettings
     """Refine ``table``; returns the best table (by weighted held-out loss) and the training history."""
     from tqdm.auto import tqdm
 
-    embedding = torch.nn.Embedding.from_pretrained(torch.from_numpy(np.array(table, dtype=np.float32)),
-                                                   freeze=False, sparse=True).to(device)
-    optimizer = torch.optim.SparseAdam(embedding.parameters(), lr=settings.lr)
+    weight = torch.tensor(np.asarray(table, dtype=np.float32), device=device)
+    optimizer = RowAdam(weight, settings.lr)
 
-    def encode(packed: PackedRows, rows: torch.Tensor) -> torch.Tensor:
-        ids, offsets, weights = packed.gather(rows)
-        bag = F.embedding_bag(ids, embedding.weight, offsets, mode="sum", per_sample_weights=weights, sparse=True)
-        return F.normalize(bag, dim=-1)
+    stores = list({id(packed): packed for o in objectives for packed in o.texts}.values())
+    store, firsts = PackedRows.joined(stores)
+    first = {id(packed): n for packed, n in zip(stores, firsts)}
 
-    def as_rows(rows: np.ndarray) -> torch.Tensor:
-        return torch.as_tensor(rows, dtype=torch.long)  # on the CPU: gather and target indexing move what they need
+    def losses(batches: list[tuple[Objective, np.ndarray]], trainable: bool = False) -> tuple[list, tuple | None]:
+        """Each objective's loss on its batch, every text of the step in one ``embedding_bag``; ``trainable``: over
+        a copy of just the table rows used, returned with their row ids for the update."""
+        sides = [(packed, rows) for o, rows in batches for packed in o.texts]
+        ids, offsets, weights = store.gather(np.concatenate([first[id(packed)] + rows for packed, rows in sides]))
+        table, used = weight, None
+        if trainable:
+            used, ids = torch.unique(ids, return_inverse=True)
+            table = weight.index_select(0, used).requires_grad_()
+        bag = F.embedding_bag(ids, table, offsets, mode="sum", per_sample_weights=weights)
+        vectors = F.normalize(bag, dim=-1).split([len(rows) for _, rows in sides])
+        out, at = [], 0
+        for o, rows in batches:
+            out.append(o.loss(vectors[at : at + len(o.texts)], torch.as_tensor(rows, dtype=torch.long)))
+            at += len(o.texts)
+        return out, (used, table) if trainable else None
 
     @torch.no_grad()
     def held_out_loss() -> tuple[float, dict]:
-        parts = {o.name: float(np.mean([o.loss(encode, as_rows(rows)).item() for rows in o.held_out]))
-                 for o in objectives}
+        parts = {o.name: float(np.mean([losses([(o, rows)])[0][0].item() for rows in o.held_out])) for o in objectives}
         return sum(o.weight * parts[o.name] for o in objectives), parts
 
     state_path = partial / _STATE
     if state_path.is_file():
         state = torch.load(state_path, weights_only=False, map_location=device)
-        embedding.weight.data.copy_(state["weight"])
+        weight.copy_(state["weight"])
         optimizer.load_state_dict(state["optimizer"])
         best, history = state["best"], state["history"]
         logger.info("train: resuming after round %d", len(history["rounds"]))
     else:
         loss, parts = held_out_loss()
-        best = {"loss": loss, "step": 0, "weight": embedding.weight.detach().clone()}
+        best = {"loss": loss, "step": 0, "weight": weight.clone()}
         history = {"initial_val_loss": loss, "initial_parts": parts, "rounds": [], "bad_rounds": 0}
     max_rounds = -(-settings.max_steps // settings.eval_every)
     bar = tqdm(total=max_rounds * settings.eval_every, initial=len(history["rounds"]) * settings.eval_every,
@@ -288,10 +345,10 @@ def train(table: np.ndarray, objectives: list[Objective], settings: LoopSettings
                                    settings.batch_size)] for k, o in enumerate(objectives)]
         train_losses = []
         for step in range(steps):
-            loss = sum(o.weight * o.loss(encode, as_rows(plan[step])) for o, plan in zip(objectives, plans))
-            optimizer.zero_grad()
+            parts, (rows, copy) = losses([(o, plan[step]) for o, plan in zip(objectives, plans)], trainable=True)
+            loss = sum(o.weight * part for o, part in zip(objectives, parts))
             loss.backward()
-            optimizer.step()
+            optimizer.step(rows, copy, copy.grad)
             train_losses.append(loss.detach())
         bar.update(steps)
         val, parts = held_out_loss()
@@ -299,13 +356,13 @@ def train(table: np.ndarray, objectives: list[Objective], settings: LoopSettings
         history["rounds"].append({"step": step, "train_loss": float(torch.stack(train_losses).mean()),
                                   "val_loss": val, "val_parts": parts})
         if val < best["loss"]:
-            best = {"loss": val, "step": step, "weight": embedding.weight.detach().clone()}
+            best = {"loss": val, "step": step, "weight": weight.clone()}
             history["bad_rounds"] = 0
         else:
             history["bad_rounds"] += 1
         bar.set_postfix(val=f"{val:.4f}", best=f"{best['loss']:.4f}")
         if time.time() - last_save >= checkpoint_seconds:
-            _save_state(state_path, {"weight": embedding.weight.detach().clone(), "optimizer": optimizer.state_dict(),
+            _save_state(state_path, {"weight": weight.clone(), "optimizer": optimizer.state_dict(),
                                      "best": best, "history": history})
             last_save = time.time()
             on_checkpoint(r + 1)
