@@ -251,23 +251,29 @@ def prefetch_workers(device) -> int:
     return min(8, spare) if device.type == "cuda" and spare >= 2 else 0
 
 
-class Prefetcher:
-    """``make(b)`` for each batch b in order, computed ahead of the consumer: in one background thread, or in
-    ``workers`` forked processes (``torch.utils.data.DataLoader``); results are pinned when ``pin``."""
+class _Prefetcher:
+    """``make(b)`` for each batch b in order (a subclass's ``_items``), computed ahead of the consumer; ``wait_s``:
+    the time the consumer waited for them."""
 
-    def __init__(self, make, batches, depth: int = 3, workers: int = 0, pin: bool = False) -> None:
-        self.wait_s = 0.0
-        if workers:
-            from torch.utils.data import DataLoader
+    wait_s = 0.0
 
-            self._source = DataLoader(_Calls(make, list(batches)), batch_size=None, num_workers=workers,
-                                      prefetch_factor=depth, collate_fn=_unchanged, pin_memory=pin,
-                                      multiprocessing_context="fork")
-            return
+    def __iter__(self):
+        items = self._items()
+        while True:
+            start = time.perf_counter()
+            item = next(items, None)
+            self.wait_s += time.perf_counter() - start
+            if item is None:
+                return
+            yield item
+
+
+class ThreadPrefetcher(_Prefetcher):
+    """Batches made in one background thread (beside a CPU teacher, which has the cores); pinned when ``pin``."""
+
+    def __init__(self, make, batches, depth: int = 3, pin: bool = False) -> None:
         self._queue: queue.Queue = queue.Queue(maxsize=depth)
-        self._source = None
-        self._thread = threading.Thread(target=self._run, args=(make, batches, pin), daemon=True)
-        self._thread.start()
+        threading.Thread(target=self._run, args=(make, batches, pin), daemon=True).start()
 
     def _run(self, make, batches, pin: bool) -> None:
         try:
@@ -279,25 +285,26 @@ class Prefetcher:
         self._queue.put(None)
 
     def _items(self):
-        if self._source is not None:
-            with _tokenizers_serial():  # forked workers tokenise one text at a time, silently
-                items = iter(self._source)
-            yield from items
-            return
         while (item := self._queue.get()) is not None:
             if isinstance(item, BaseException):
                 raise item
             yield item
 
-    def __iter__(self):
-        items = self._items()
-        while True:
-            start = time.perf_counter()
-            item = next(items, None)
-            self.wait_s += time.perf_counter() - start
-            if item is None:
-                return
-            yield item
+
+class WorkerPrefetcher(_Prefetcher):
+    """Batches made in ``workers`` forked processes (``torch.utils.data.DataLoader``); pinned when ``pin``."""
+
+    def __init__(self, make, batches, workers: int, depth: int = 3, pin: bool = False) -> None:
+        from torch.utils.data import DataLoader
+
+        self._source = DataLoader(_Calls(make, list(batches)), batch_size=None, num_workers=workers,
+                                  prefetch_factor=depth, collate_fn=_unchanged, pin_memory=pin,
+                                  multiprocessing_context="fork")
+
+    def _items(self):
+        with _tokenizers_serial():  # forked workers tokenise one text at a time, silently
+            items = iter(self._source)
+        yield from items
 
 
 class _Calls:
@@ -348,7 +355,8 @@ def extraction_loop(teacher, texts: list[str], batches: list[np.ndarray], first_
 
     cuda = teacher.device.type == "cuda"
     workers = prefetch_workers(teacher.device) if workers is None else workers
-    prefetch = Prefetcher(make, range(first_batch, len(batches)), workers=workers, pin=cuda)
+    todo = range(first_batch, len(batches))
+    prefetch = WorkerPrefetcher(make, todo, workers, pin=cuda) if workers else ThreadPrefetcher(make, todo, pin=cuda)
     forward_s, events = 0.0, []
     with torch.inference_mode():
         for b, inputs, where in prefetch:
