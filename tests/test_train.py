@@ -54,15 +54,16 @@ def test_row_adam_moves_rows_as_sparse_adam_does_and_resumes_from_its_state():
     sparse_adam = torch.optim.SparseAdam([reference], lr=0.01)
     weight = start.clone()
     row_adam = RowAdam(weight, lr=0.01)
+    bag = torch.nn.functional.embedding_bag
     for step in range(8):
         ids = torch.as_tensor(rng.integers(0, 20, size=12))  # rows 20.. never get a gradient
         offsets, goal = torch.tensor([0, 5]), torch.tensor(rng.normal(size=(2, 6)), dtype=torch.float32)
         sparse_adam.zero_grad()
-        (torch.nn.functional.embedding_bag(ids, reference, offsets, mode="sum", sparse=True) - goal).square().sum().backward()
+        (bag(ids, reference, offsets, mode="sum", sparse=True) - goal).square().sum().backward()
         sparse_adam.step()
         rows, inverse = torch.unique(ids, return_inverse=True)
         copy = weight[rows].requires_grad_()
-        (torch.nn.functional.embedding_bag(inverse, copy, offsets, mode="sum") - goal).square().sum().backward()
+        (bag(inverse, copy, offsets, mode="sum") - goal).square().sum().backward()
         row_adam.step(rows, copy, copy.grad)
         torch.testing.assert_close(weight, reference.detach(), rtol=0, atol=1e-6)
         if step == 3:  # a checkpoint written by SparseAdam resumes in RowAdam
