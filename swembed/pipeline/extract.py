@@ -36,7 +36,7 @@ from swembed.pipeline.config import ExtractConfig
 from swembed.pipeline.stage import StageResult, StageRun, run_stage
 from swembed.pipeline.vocab import read_vocab
 from swembed.runtime.tokenizer import TokenizationRules, WordTokenizer, word_splitter
-from swembed.teachers.base import Pinnable, token_budget_batches
+from swembed.teachers.base import Pinnable, pinned, token_budget_batches
 
 logger = logging.getLogger(__name__)
 _STATE = "state.npz"
@@ -279,7 +279,7 @@ class ThreadPrefetcher(_Prefetcher):
         try:
             for batch in batches:
                 item = make(batch)
-                self._queue.put(tuple(x.pin_memory() if pin and isinstance(x, Pinnable) else x for x in item))
+                self._queue.put(tuple(pinned(x, pin) for x in item))
         except BaseException as exc:  # noqa: BLE001 - re-raised in the consuming thread
             self._queue.put(exc)
         self._queue.put(None)

@@ -8,6 +8,7 @@ import time
 from swembed.pipeline.config import BuildConfig
 from swembed.pipeline.extract import Selection, teacher_vocab_size
 from swembed.pipeline.stage import rss_bytes
+from swembed.teachers.base import pinned
 
 _PROBE_TOKENS = 2048  # padded tokens timed (on CPU) from each of a few of the extraction's own batches
 
@@ -24,8 +25,7 @@ def probe_seconds(teacher, selection: Selection) -> float:
     cuda = teacher.device.type == "cuda"
     if not cuda:
         picks = [rows[: max(1, _PROBE_TOKENS // int(selection.lengths[rows].max()))] for rows in picks]
-    inputs = [teacher.prepare([selection.texts[i] for i in rows]) for rows in picks]
-    inputs = [batch.pin_memory() for batch in inputs] if cuda else inputs  # as the extraction's workers pin them
+    inputs = [pinned(teacher.prepare([selection.texts[i] for i in rows]), cuda) for rows in picks]  # as extraction
     teacher.run(inputs[0]).pooled.cpu()  # warm-up: the first forward pass allocates
     start = time.perf_counter()
     for batch in inputs:

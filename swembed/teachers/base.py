@@ -53,6 +53,12 @@ class Pinnable:
                                             if isinstance(getattr(self, f.name), torch.Tensor)})
 
 
+def pinned(item, pin: bool):
+    """``item`` with its tensors page-locked when ``pin`` (it is bound for CUDA) and it is ``Pinnable``; else
+    ``item`` itself."""
+    return item.pin_memory() if pin and isinstance(item, Pinnable) else item
+
+
 @runtime_checkable
 class TeacherInputs(Protocol):
     """A batch tokenised on the CPU (what a background worker prepares while the device runs the previous
@@ -132,7 +138,7 @@ class BatchedTeacher:
 
     def forward(self, texts: list[str]) -> TeacherOutput:
         inputs = self.prepare(texts)  # CPU only, so that forked workers can prepare batches too
-        return self.run(inputs.pin_memory() if self.device.type == "cuda" else inputs)
+        return self.run(pinned(inputs, self.device.type == "cuda"))
 
     def token_lengths(self, texts: list[str]) -> np.ndarray:
         """Tokens per text (without special tokens), for length-sorted batching."""
