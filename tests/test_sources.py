@@ -98,12 +98,14 @@ def test_a_copied_or_remounted_corpus_keeps_its_cache_and_an_edited_one_does_not
 
 def test_held_out_texts_never_enter_the_corpus(tmp_path):
     """``exclude``: a corpus sentence repeating any line or tab-separated field of an evaluation file (in any
-    case, spacing or punctuation) is dropped and counted; a build without exclusions keeps its cache key."""
+    case, spacing or punctuation, whole or behind a leading label such as ``Speaker: ``) is dropped and counted;
+    a build without exclusions keeps its cache key."""
     from swembed.pipeline.corpus import run_corpus
 
     corpus = tmp_path / "c.txt"
     corpus.write_text("".join(f"Sentence number {i} has a few words.\n" for i in range(20)) +
-                      "A man is playing a guitar.\nTwo dogs run on the beach.\n", encoding="utf-8")
+                      "A man is playing a guitar.\nTwo dogs run on the beach.\n"
+                      "guitarist: A man is playing a guitar!\nThe score we gave was: 4.2\n", encoding="utf-8")
     evals = tmp_path / "eval" / "sts"
     evals.mkdir(parents=True)
     (evals / "pairs.tsv").write_text("4.2\ta man is playing a guitar .\tA woman plays the flute.\n")
@@ -113,5 +115,8 @@ def test_held_out_texts_never_enter_the_corpus(tmp_path):
     held = run_corpus(config, "NFKC", tmp_path / "work", quiet=True, exclude=[str(tmp_path / "eval")])
     assert held.key != plain.key
     kept = (held.path / "sentences.txt").read_text().splitlines()
-    assert "A man is playing a guitar." not in kept and len(kept) == 21
-    assert held.stats["held_out"] == 1
+    # A held-out text behind a leading label goes too; a short remainder ("4.2", a field of the file) is no text.
+    assert "A man is playing a guitar." not in kept and "guitarist: A man is playing a guitar!" not in kept
+    assert "The score we gave was: 4.2" in kept and len(kept) == 22
+    assert held.stats["held_out"] == 2
+

@@ -19,6 +19,16 @@ from swembed.runtime.tokenizer import WORD_PATTERN, normalize_text
 
 logger = logging.getLogger(__name__)
 _SPACES = re.compile(r"\s+")
+_LABEL = re.compile(r"^[^:]{1,80}: ")  # "lemma: definition", "Speaker: line"
+
+
+def is_held_out(sentence: str, held_out: set[str]) -> bool:
+    """Whether ``sentence`` repeats a held-out text, whole or after a leading label (``word: <held-out text>``,
+    where that text has three words or more)."""
+    if loose_key(sentence) in held_out:
+        return True
+    rest = _LABEL.sub("", sentence, count=1)
+    return rest != sentence and len(re.findall(WORD_PATTERN, rest)) >= 3 and loose_key(rest) in held_out
 
 
 def _dedup_key(sentence: str) -> int:
@@ -62,7 +72,7 @@ def write_sentences(config: CorpusConfig, normalization: str, sources: list[str]
                     if n_words > config.max_words:
                         stats["too_long"] += 1
                         continue
-                    if held_out and loose_key(sentence) in held_out:
+                    if held_out and is_held_out(sentence, held_out):
                         stats["held_out"] += 1
                         continue
                     key = _dedup_key(sentence)
@@ -94,6 +104,7 @@ def run_corpus(config: CorpusConfig, normalization: str, work_dir: Path, force: 
                 "sources": [describe_source(f) for f in sources]}
     if exclude:  # absent when empty, so the caches of builds without exclusions stay valid
         identity["exclude"] = [describe_source(f) for f in expand_sources(list(exclude))]
+        identity["exclude_labelled"] = True  # is_held_out also reads past a leading label
 
     def compute(run: StageRun) -> dict:
         stats = write_sentences(config, normalization, sources, run.out / files.SENTENCES, held_out_keys(list(exclude)))
