@@ -213,12 +213,14 @@ def test_read_parallel_formats_exclusions_and_errors(tmp_path):
     from swembed.pipeline.sources import loose_key
 
     with gzip.open(tmp_path / "a.tsv.gz", "wt", encoding="utf-8") as handle:
-        handle.write("A dog.\tEin Hund.\nno tab here\nA cat.\tEine Katze.\nA dog.\tEin Hund.\n\tleer\n")
+        handle.write("A dog.\tEin Hund.\nno tab here\nA cat.\tEine Katze.\nA dog.\tEin Hund.\n\tleer\n"
+                     "Tip: a bird sings loudly.\tTipp: Ein Vogel singt laut.\n")
     (tmp_path / "b.en").write_text("i see .\nTest sentence.\n", encoding="utf-8")
     (tmp_path / "b.ja").write_text("私 は 見る 。\nテスト 文 。\n", encoding="utf-8")
     pairs = read_parallel([str(tmp_path / "a.tsv.gz"), f"{tmp_path / 'b.en'}::{tmp_path / 'b.ja'}"],
-                          exclude={loose_key("A cat!"), loose_key("テスト文")})  # punctuation and spaces ignored
-    assert pairs == [("A dog.", "Ein Hund."), ("i see .", "私は見る。")]  # repeats, blanks, excluded pairs dropped
+                          exclude={loose_key("A cat!"), loose_key("テスト文"), loose_key("A bird sings loudly")})
+    # Repeats, blanks and excluded pairs dropped: punctuation, spaces and a leading label ("Tip: ") are ignored.
+    assert pairs == [("A dog.", "Ein Hund."), ("i see .", "私は見る。")]
     (tmp_path / "c.ja").write_text("一\n", encoding="utf-8")
     with pytest.raises(ValueError, match="2 lines but"):
         read_parallel([f"{tmp_path / 'b.en'}::{tmp_path / 'c.ja'}"])

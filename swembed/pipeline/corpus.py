@@ -13,22 +13,13 @@ from pathlib import Path
 
 from swembed.pipeline import files
 from swembed.pipeline.config import CorpusConfig
-from swembed.pipeline.sources import CorpusError, describe_source, expand_sources, held_out_keys, loose_key, read_source
+from swembed.pipeline.sources import (CorpusError, describe_source, expand_sources, held_out_keys, is_held_out,
+                                      read_source)
 from swembed.pipeline.stage import StageResult, StageRun, run_stage
 from swembed.runtime.tokenizer import WORD_PATTERN, normalize_text
 
 logger = logging.getLogger(__name__)
 _SPACES = re.compile(r"\s+")
-_LABEL = re.compile(r"^[^:]{1,80}: ")  # "lemma: definition", "Speaker: line"
-
-
-def is_held_out(sentence: str, held_out: set[str]) -> bool:
-    """Whether ``sentence`` repeats a held-out text, whole or after a leading label (``word: <held-out text>``,
-    where that text has three words or more)."""
-    if loose_key(sentence) in held_out:
-        return True
-    rest = _LABEL.sub("", sentence, count=1)
-    return rest != sentence and len(re.findall(WORD_PATTERN, rest)) >= 3 and loose_key(rest) in held_out
 
 
 def _dedup_key(sentence: str) -> int:

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from swembed.pipeline import files
-from swembed.pipeline.sources import loose_key
+from swembed.pipeline.sources import is_held_out
 
 
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef\u3000-\u303f"
@@ -26,8 +26,8 @@ def _lines(path: str) -> list[str]:
 def read_parallel(paths: list[str], exclude: set[str] = frozenset()) -> list[tuple[str, str]]:
     """Translation pairs from ``english<TAB>other`` files (plain or .gz) or from ``EN_FILE::OTHER_FILE``
     line-aligned file pairs. Spaces between CJK characters are removed (segmented corpora such as Tanaka);
-    pairs whose either side's ``loose_key`` is in ``exclude`` (the evaluation sentences) are dropped, as
-    are exact repeats."""
+    pairs either side of which repeats an ``exclude`` text (``is_held_out``: the evaluation sentences) are
+    dropped, as are exact repeats."""
     pairs, seen = [], set()
     for path in paths:
         if "::" in path:
@@ -40,7 +40,7 @@ def read_parallel(paths: list[str], exclude: set[str] = frozenset()) -> list[tup
             rows = (line.split("\t")[:2] for line in _lines(path) if line.count("\t") >= 1)
         for a, b in rows:
             a, b = a.strip(), _CJK_GAP.sub("", b.strip())
-            if not a or not b or (a, b) in seen or loose_key(a) in exclude or loose_key(b) in exclude:
+            if not a or not b or (a, b) in seen or is_held_out(a, exclude) or is_held_out(b, exclude):
                 continue
             seen.add((a, b))
             pairs.append((a, b))
@@ -74,7 +74,7 @@ def run_pairs(lang: str, paths: list[str], exclude: list[str], teacher, work_dir
     from swembed.pipeline.stage import StageRun, run_stage
 
     identity = {"lang": lang, "files": [describe_source(p.split("::")[0]) | {"spec": p} for p in paths],
-                "exclude": [describe_source(p) for p in expand_sources(exclude)],
+                "exclude": [describe_source(p) for p in expand_sources(exclude)], "exclude_labelled": True,
                 "teacher": {k: v for k, v in teacher.describe().items() if k != "path"} if score else None}
 
     def compute(run: StageRun) -> dict:

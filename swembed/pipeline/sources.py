@@ -17,6 +17,8 @@ import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from swembed.runtime.tokenizer import WORD_PATTERN
+
 logger = logging.getLogger(__name__)
 
 COMPRESSED = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
@@ -277,6 +279,19 @@ def loose_key(text: str) -> str:
     """Case-folded text without spaces or punctuation: what held-out exclusion compares, so tokenised or
     re-punctuated copies of a test sentence (e.g. Tanaka's lower-cased English) are caught too."""
     return _NOT_WORD.sub("", text.casefold())
+
+
+_LABEL = re.compile(r"^[^:]{1,80}: ")  # "Speaker: line", "lemma: definition"
+_WORD = re.compile(WORD_PATTERN)
+
+
+def is_held_out(text: str, held_out: set[str]) -> bool:
+    """Whether ``text`` repeats a held-out text (``held_out_keys``), whole or behind a leading label
+    (``ARTHUR: <held-out text>``, where that text has three words or more)."""
+    if loose_key(text) in held_out:
+        return True
+    rest = _LABEL.sub("", text, count=1)
+    return rest != text and len(_WORD.findall(rest)) >= 3 and loose_key(rest) in held_out
 
 
 def held_out_keys(specs: list[str]) -> set[str]:
