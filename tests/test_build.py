@@ -148,6 +148,28 @@ def test_rerun_reuses_cached_stages_and_overwrites_only_when_asked(reference_bui
     assert "en: extract cached" in result.stderr
 
 
+def test_a_new_seed_reuses_an_extract_of_every_sentence_but_not_a_quota(reference_build, tmp_path):
+    """The seed cannot change an extract of every sentence, so a seed study re-runs only PCA and distillation;
+    the quota's choice depends on the seed, so its extract is not shared."""
+    import shutil
+
+    corpus, _, _ = reference_build
+    work = tmp_path / "work"
+    shutil.copytree(corpus.parent / "work", work)
+
+    def stages(out, seed, *flags):
+        result = run_cli(small_build_args(corpus, tmp_path / out) + ["--work-dir", str(work), "--seed", seed, *flags])
+        assert result.returncode == 0, result.stderr
+        return json.loads((tmp_path / out / "config.json").read_text())["build"]["stages"]
+
+    every = stages("every", "1")
+    assert every["extract"]["cached"] and not every["pca"]["cached"] and not every["distill"]["cached"]
+    quota = ["--sentences", "quota", "--no-distill"]
+    assert not stages("quota0", "0", *quota)["extract"]["cached"]
+    assert stages("quota0-again", "0", *quota)["extract"]["cached"]
+    assert not stages("quota1", "1", *quota)["extract"]["cached"]
+
+
 def test_bad_input_fails_clearly_and_leaves_nothing(tmp_path, tiny_corpus):
     """More in test_bad_input.py (a missing or empty corpus, an unknown teacher, --dim 0, ...)."""
     out = tmp_path / "model"

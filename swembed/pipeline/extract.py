@@ -121,8 +121,12 @@ class Selection:
 
 
 def extract_identity(config: ExtractConfig, rules: TokenizationRules, teacher, seed: int) -> dict:
-    """What an extract artifact depends on besides its corpus and vocab (checkpoint granularity does not count)."""
-    identity = {**asdict(config), "rules": rules.splitting_only().to_dict(), "seed": seed,
+    """What an extract artifact depends on besides its corpus and vocab (checkpoint granularity does not count).
+
+    The seed reaches only a sampled selection (the quota's tie-break, ``max_sentences``): an extract of every
+    sentence is the same for every seed, so it is recorded as seed 0 and builds that differ in seed share it."""
+    sampled = config.sentences == "quota" or bool(config.max_sentences)
+    identity = {**asdict(config), "rules": rules.splitting_only().to_dict(), "seed": seed if sampled else 0,
                 "teacher": {k: v for k, v in teacher.describe().items() if k != "path"}}
     identity.pop("unit_sentences")
     return identity
