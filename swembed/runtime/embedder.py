@@ -109,12 +109,6 @@ class StaticEmbedder:
         model._labels = words
         return model
 
-    def encode_ids(self, id_lists: Sequence[Sequence[int]], normalize: bool = True) -> np.ndarray:
-        """Mean (then L2-normalised) rows for each list of table rows (each weighted 1)."""
-        lengths = np.fromiter((len(ids) for ids in id_lists), dtype=np.int64, count=len(id_lists))
-        flat = np.fromiter((i for ids in id_lists for i in ids), dtype=np.int64, count=int(lengths.sum()))
-        return self.mean_rows(TokenIds(flat, lengths), normalize)
-
     def mean_rows(self, batch: TokenIds, normalize: bool = True) -> np.ndarray:
         """Weighted mean of consecutive runs of table rows: ``batch.lengths[i]`` rows of ``batch.ids`` per text.
 

@@ -21,9 +21,6 @@ from swembed.teachers.base import (BatchedTeacher, Pinnable, TeacherError, Teach
 
 logger = logging.getLogger(__name__)
 
-POOLING_MODES = ("mean", "cls", "max", "lasttoken")
-
-
 def read_pooling_mode(folder: Path) -> str:
     """The pooling mode declared by a sentence-transformers folder (mean when none is declared)."""
     modules_path = folder / "modules.json"
