@@ -13,8 +13,8 @@ from pathlib import Path
 
 from swembed.pipeline import files
 from swembed.pipeline.config import CorpusConfig
-from swembed.pipeline.sources import (CorpusError, describe_source, expand_sources, held_out_keys, is_held_out,
-                                      read_source)
+from swembed.pipeline.sources import (HELD_OUT_RULE, CorpusError, describe_source, expand_sources, held_out_keys,
+                                      is_held_out, read_source)
 from swembed.pipeline.stage import StageResult, StageRun, run_stage
 from swembed.runtime.tokenizer import WORD_PATTERN, normalize_text
 
@@ -63,7 +63,7 @@ def write_sentences(config: CorpusConfig, normalization: str, sources: list[str]
                     if n_words > config.max_words:
                         stats["too_long"] += 1
                         continue
-                    if held_out and is_held_out(sentence, held_out):
+                    if is_held_out(sentence, held_out):
                         stats["held_out"] += 1
                         continue
                     key = _dedup_key(sentence)
@@ -95,7 +95,7 @@ def run_corpus(config: CorpusConfig, normalization: str, work_dir: Path, force: 
                 "sources": [describe_source(f) for f in sources]}
     if exclude:  # absent when empty, so the caches of builds without exclusions stay valid
         identity["exclude"] = [describe_source(f) for f in expand_sources(list(exclude))]
-        identity["exclude_labelled"] = True  # is_held_out also reads past a leading label
+        identity |= HELD_OUT_RULE
 
     def compute(run: StageRun) -> dict:
         stats = write_sentences(config, normalization, sources, run.out / files.SENTENCES, held_out_keys(list(exclude)))

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from swembed.pipeline import files
-from swembed.pipeline.sources import is_held_out
+from swembed.pipeline.sources import HELD_OUT_RULE, describe_source, expand_sources, held_out_keys, is_held_out
 
 
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef\u3000-\u303f"
@@ -70,11 +70,10 @@ def run_pairs(lang: str, paths: list[str], exclude: list[str], teacher, work_dir
     (``score``) the teacher's cosine of each, so that distillation can drop the pairs the teacher does not
     consider translations; texts the ``extracts`` already encoded are not encoded again. Artifact ``pairs.tsv``,
     ``similarity.npy``."""
-    from swembed.pipeline.sources import describe_source, expand_sources, held_out_keys
     from swembed.pipeline.stage import StageRun, run_stage
 
     identity = {"lang": lang, "files": [describe_source(p.split("::")[0]) | {"spec": p} for p in paths],
-                "exclude": [describe_source(p) for p in expand_sources(exclude)], "exclude_labelled": True,
+                "exclude": [describe_source(p) for p in expand_sources(exclude)], **HELD_OUT_RULE,
                 "teacher": {k: v for k, v in teacher.describe().items() if k != "path"} if score else None}
 
     def compute(run: StageRun) -> dict:

@@ -283,11 +283,16 @@ def loose_key(text: str) -> str:
 
 _LABEL = re.compile(r"^[^:]{1,80}: ")  # "Speaker: line", "lemma: definition"
 _WORD = re.compile(WORD_PATTERN)
+# What is_held_out's rule adds to the identity of a stage that applies it, so caches made under the older
+# whole-text rule are not reused.
+HELD_OUT_RULE = {"exclude_labelled": True}
 
 
 def is_held_out(text: str, held_out: set[str]) -> bool:
     """Whether ``text`` repeats a held-out text (``held_out_keys``), whole or behind a leading label
     (``ARTHUR: <held-out text>``, where that text has three words or more)."""
+    if not held_out:
+        return False
     if loose_key(text) in held_out:
         return True
     rest = _LABEL.sub("", text, count=1)
