@@ -1,4 +1,5 @@
 """`swembed build` end to end on a tiny corpus with the real MiniLM teacher: output, resume, bad input."""
+import gzip
 import json
 import subprocess
 import sys
@@ -100,10 +101,18 @@ def test_rare_word_pieces_train_the_piece_rows_on_exactly_the_sentences_holding_
 
 def test_random_batch_companions_and_shrinkage_after_training(reference_build, tmp_path):
     """``random_batch_weight``: each neighbour-batch KD objective gets a companion on random batches, in the loss
-    and in the held-out loss; ``[distill] shrinkage``: every word row with contexts is pulled to its pieces."""
+    and in the held-out loss; ``[distill] shrinkage``: every word row with contexts is pulled to its pieces;
+    ``alone_shrinkage``: the alone stage holds the teacher's own vector of each word row's word, and every word
+    row is pulled towards it; ``[vocab] word_lists``: words the corpus lacks join the vocabulary after its words
+    (lower-cased, once, entries of two words left out) with no context."""
+    from swembed.teachers import load_teacher
+
     corpus, _, _ = reference_build
+    words_file = tmp_path / "words.txt.gz"
+    words_file.write_bytes(gzip.compress("Ocelot\nthe\nocelot\ntwo words\nwombat\t120\n".encode()))
     recipe = tmp_path / "mixed.toml"
-    recipe.write_text("[distill]\ncell_size = 40\nrandom_batch_weight = 0.5\nshrinkage = 2.0\n")
+    recipe.write_text(f"[vocab]\nword_lists = ['{words_file}']\n[distill]\ncell_size = 40\nrandom_batch_weight = 0.5\n"
+                      "shrinkage = 2.0\nalone_shrinkage = 4.0\n")
     out, work = tmp_path / "model", tmp_path / "work"
     result = run_cli(["build", "--recipe", str(recipe), *small_build_args(corpus, out)[1:], "--work-dir", str(work)])
     assert result.returncode == 0, result.stderr
@@ -115,6 +124,13 @@ def test_random_batch_companions_and_shrinkage_after_training(reference_build, t
     contexts = np.load(out / "word_contexts.npy")
     stats = json.loads((stage / "manifest.json").read_text())["stats"]
     assert stats["shrunk words"] == int((contexts > 0).sum()) > 0
+    assert stats["words pulled to alone"] == len(contexts)
+    words = (out / "vocab.txt").read_text(encoding="utf-8").split("\n")[: len(contexts)]
+    assert words[-2:] == ["ocelot", "wombat"] and list(contexts[-2:]) == [0, 0] and contexts[:-2].min() > 0
+    assert swembed.load(out).tokenizer.rows("ocelot") == ([len(contexts) - 2], [1.0])
+    np.testing.assert_allclose(np.load(next(work.glob("alone-*/alone.npy"))),
+                               load_teacher("minilm", device="cpu").encode(words), atol=1e-5)
+    assert json.loads((out / "config.json").read_text())["build"]["stages"]["alone"]["cached"] is False
 
 
 def test_plan_states_the_quota_choice_that_extraction_encodes(tmp_path):

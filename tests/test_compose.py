@@ -100,3 +100,23 @@ def test_shrinkage_after_training_pulls_rare_words_towards_their_trained_pieces(
     np.testing.assert_allclose(table[2], (2 * trained[2] + 3 * 2 * trained[cat_piece]) / 5, rtol=1e-6)
     np.testing.assert_array_equal(table[0], trained[0])
     np.testing.assert_array_equal(table[layout.pieces[0]:], trained[layout.pieces[0]:])
+
+
+def test_shrinkage_to_alone_pulls_rare_words_towards_their_mapped_alone_vectors():
+    """``[distill] alone_shrinkage``: a linear map fitted on the frequent words carries each word's alone vector
+    into the table; a word seen in n sentences becomes (n v + k a) / (n + k), a word with no context takes a, and
+    piece rows keep theirs."""
+    from swembed.pipeline.alone import FIT_CONTEXTS, shrink_to_alone
+
+    rng = np.random.default_rng(0)
+    alone = rng.normal(size=(300, 6)) * 10
+    true_map, bias = rng.normal(size=(6, 4)), rng.normal(size=4)
+    contexts = np.r_[np.full(200, FIT_CONTEXTS), np.ones(90, dtype=int), np.zeros(10, dtype=int)]
+    trained = np.r_[alone[:200] @ true_map + bias, rng.normal(size=(100, 4)), rng.normal(size=(7, 4))]
+    table = trained.astype(np.float32)
+    assert shrink_to_alone(table, alone, contexts, 3.0) == 300
+    mapped = alone @ true_map + bias  # what the fit recovers (ridge 1 against 200 rows of scale 10)
+    np.testing.assert_allclose(table[:200], trained[:200], atol=1e-2)
+    np.testing.assert_allclose(table[200:290], (trained[200:290] + 3 * mapped[200:290]) / 4, atol=0.05)
+    np.testing.assert_allclose(table[290:300], mapped[290:300], atol=0.05)
+    np.testing.assert_array_equal(table[300:], trained[300:].astype(np.float32))

@@ -1,7 +1,7 @@
 """`swembed build`: the one build driver, for one language or several.
 
 Per language: corpus -> vocab -> extract (cached per language, so English is extracted once for every
-table that has it). Then, over all languages: compose -> pca -> distill -> script variants
+table that has it). Then, over all languages: compose -> pca -> (alone) -> distill -> script variants
 (``swembed.pipeline.variants``) -> the model folder. Every stage
 is cached under the work directory by the hash of its config and inputs, and resumes after a crash.
 """
@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from swembed.pipeline import files
+from swembed.pipeline.alone import run_alone
 from swembed.pipeline.compose import Layout, run_compose
 from swembed.pipeline.config import BuildConfig, BuildError
 from swembed.pipeline.corpus import run_corpus
@@ -112,7 +113,11 @@ def _build(config: BuildConfig, teacher, monitor: DeviceMonitor, started: float,
                                                           quiet, [extracts[config.langs[0]], extracts[lang]])
                        for lang, paths in config.parallel_files().items()}
         stages += [(f"pairs ({a}-{b})", stage) for (a, b), stage in pair_stages.items()]
-        final = run_distill(config.distill, pca, compose, extracts, rules, tokenizer_json, work, pair_stages,
+        alone = None
+        if config.distill.alone_shrinkage:
+            alone = run_alone(compose, teacher, work, force, quiet)
+            stages.append(("alone", alone))
+        final = run_distill(config.distill, pca, compose, extracts, rules, tokenizer_json, work, pair_stages, alone,
                             config.seed, config.device, config.checkpoint_seconds, force, quiet)
         stages.append(("distill", final))
         monitor.phase("pairs, distill")

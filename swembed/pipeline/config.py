@@ -39,6 +39,9 @@ class VocabConfig:
     max_size: int = 150_000
     min_count: int = 1
     teacher_words: bool = True  # add the teacher's whole-word tokens missing from the corpus
+    # word-list files (one word per line, .gz too) whose words the corpus lacks are added, in file order, up to
+    # max_size; like teacher words they are encoded alone (see [distill] alone_shrinkage)
+    word_lists: list[str] = field(default_factory=list)
     teacher_vocab_size: int = 30_000  # zh/ja (teacher tokens or segmenter words): the most frequent ones
 
 
@@ -99,6 +102,9 @@ class DistillConfig:
     # after training, a word seen in n sentences becomes (n v + k u) / (n + k), u its trained piece composition
     # (what the tokeniser gives it were it unknown); 0: off
     shrinkage: float = 0.0
+    # then a word seen in n sentences becomes (n v + k a) / (n + k), a the teacher's vector of the word encoded
+    # alone, mapped into the table by a ridge fit on frequent words (swembed.pipeline.alone); 0: off
+    alone_shrinkage: float = 0.0
 
 
 @dataclass
@@ -174,6 +180,9 @@ class BuildConfig:
             if unknown:
                 raise BuildError(f"parallel files for {unknown}, which are not among the other languages "
                                  f"{self.langs[1:]}")
+            if self.vocab.word_lists:
+                raise BuildError("[vocab] word_lists is for one-language builds (its words would join every "
+                                 "language's vocabulary)")
         elif self.parallel or self.corpora:
             raise BuildError("--parallel and per-language corpora need two or more languages (--langs)")
         for lang, name in self.script_variants.items():
@@ -206,12 +215,13 @@ class BuildConfig:
             raise BuildError("--kd-weight, --contrastive-weight and random_batch_weight must be 0 or more")
         if self.distill.random_batch_weight and not self.distill.cell_size:
             raise BuildError("random_batch_weight needs cell_size (without neighbour cells every batch is random)")
-        if self.compose.shrinkage < 0 or self.distill.shrinkage < 0 or self.compose.min_contexts < 1:
-            raise BuildError("compose and distill shrinkage must be >= 0 and min_contexts >= 1")
+        if (min(self.compose.shrinkage, self.distill.shrinkage, self.distill.alone_shrinkage) < 0
+                or self.compose.min_contexts < 1):
+            raise BuildError("compose and distill shrinkage (and alone_shrinkage) must be >= 0 and min_contexts >= 1")
 
     def check_before_work(self, overwrite: bool = False) -> None:
         """What a build can check before loading the teacher (and before importing torch): the settings, the
-        output folder, and that every corpus source exists and starts like text."""
+        output folder, and that every corpus source (and word list) exists and starts like text."""
         from swembed.pipeline.sources import check_sources
         from swembed.runtime.folder import check_writable
 
@@ -220,6 +230,7 @@ class BuildConfig:
         for lang in self.langs:
             check_sources(self.corpus_for(lang).sources)
         check_sources(self.exclude)
+        check_sources(self.vocab.word_lists)  # a missing or binary word list fails here too
 
 
 SECTIONS = {f.name: f.type for f in fields(BuildConfig) if f.name in

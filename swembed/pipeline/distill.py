@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from swembed.pipeline import files
+from swembed.pipeline.alone import shrink_to_alone
 from swembed.pipeline.compose import Layout, shrink
 from swembed.pipeline.config import DistillConfig
 from swembed.pipeline.parallel import read_pairs
@@ -25,13 +26,15 @@ from swembed.runtime.tokenizer import TokenIds, TokenizationRules, WordTokenizer
 
 def run_distill(config: DistillConfig, pca: StageResult, compose: StageResult, extracts: dict[str, StageResult],
                 rules: dict[str, TokenizationRules], tokenizer_json: str, work_dir: Path,
-                pair_stages: dict[tuple[str, str], StageResult] | None = None, seed: int = 0,
+                pair_stages: dict[tuple[str, str], StageResult] | None = None, alone: StageResult | None = None,
+                seed: int = 0,
                 device: str = "auto", checkpoint_seconds: float = 60.0, force: bool = False,
                 quiet: bool = False) -> StageResult:
-    """``pair_stages``: (language a, language b) -> its ``pairs`` stage (``swembed.pipeline.parallel``)."""
+    """``pair_stages``: (language a, language b) -> its ``pairs`` stage (``swembed.pipeline.parallel``);
+    ``alone``: the stage of words encoded alone, for ``alone_shrinkage``."""
     pair_stages = pair_stages or {}
     identity = {**asdict(config), "seed": seed}
-    for option in ("center_targets", "rare_word_pieces", "random_batch_weight", "shrinkage"):
+    for option in ("center_targets", "rare_word_pieces", "random_batch_weight", "shrinkage", "alone_shrinkage"):
         if not identity[option]:
             identity.pop(option)  # caches from before the option stay valid
 
@@ -86,6 +89,9 @@ def run_distill(config: DistillConfig, pca: StageResult, compose: StageResult, e
                               run.quiet)
         if config.shrinkage:
             stats["shrunk words"] = shrink_to_backoff(best, layout, tokenizers, contexts, config.shrinkage)
+        if config.alone_shrinkage:
+            stats["words pulled to alone"] = shrink_to_alone(best, np.load(alone.path / files.ALONE), contexts,
+                                                             config.alone_shrinkage)
         np.save(run.out / files.TABLE, best.astype(np.float32))
         (run.out / files.HISTORY).write_text(json.dumps(history, indent=1))
         for objective in objectives:
@@ -95,7 +101,7 @@ def run_distill(config: DistillConfig, pca: StageResult, compose: StageResult, e
         return {**stats, **{k: history[k] for k in ("initial_val_loss", "best_val_loss", "best_step", "steps",
                                                       "train_examples", "stopped_early", "device")}}
 
-    inputs = [pca, compose, *extracts.values(), *pair_stages.values()]
+    inputs = [pca, compose, *extracts.values(), *pair_stages.values(), *([alone] if alone else [])]
     return run_stage("distill", work_dir, identity, inputs, compute, force=force, quiet=quiet)
 
 

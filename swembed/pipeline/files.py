@@ -7,6 +7,7 @@
 | extract  | WORD_VECTORS, WORD_CONTEXTS, PIECE_VECTORS, PIECE_CONTEXTS, TARGET_SENTENCES, TARGETS      |
 | compose  | TABLE (teacher space, word rows then piece rows), ROWS, PIECE_IDS, WORD_CONTEXTS           |
 | pca      | TABLE, PCA (mean, all components, explained variance), PROJECTION (2-D views)              |
+| alone    | ALONE                                                                                      |
 | distill  | TABLE, HISTORY                                                                             |
 """
 from __future__ import annotations
@@ -28,6 +29,7 @@ PIECE_IDS = "piece_ids.npy"  # teacher token id of each piece row
 PCA = "pca.npz"
 PROJECTION = "projection.npz"
 HISTORY = "history.json"
+ALONE = "alone.npy"  # (word rows, H') the teacher's pooled vector of each word row's word encoded on its own
 
 
 def read_lines(path: Path) -> list[str]:

@@ -1,18 +1,21 @@
 """Stage 2, vocab: the most frequent words of the corpus under the build's tokenisation rules, plus,
-optionally, the teacher's whole-word tokens that the corpus lacks (they get vectors from being encoded alone).
+optionally, the teacher's whole-word tokens and the words of word lists that the corpus lacks (they get vectors
+from being encoded alone)
 
 Artifact: ``vocab.tsv`` (word, corpus count), most frequent first; ``frequencies.tsv`` (every word seen).
 """
 from __future__ import annotations
 
+import hashlib
 import re
+import unicodedata
 from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
 
 from swembed.pipeline import files
 from swembed.pipeline.config import VocabConfig
-from swembed.pipeline.sources import CorpusError
+from swembed.pipeline.sources import COMPRESSED, CorpusError
 from swembed.pipeline.stage import StageResult, StageRun, run_stage, text_digest
 from swembed.runtime.tokenizer import TokenizationRules, iter_words, word_splitter
 
@@ -37,13 +40,44 @@ def teacher_whole_words(tokenizer_json: str, rules: TokenizationRules) -> list[s
     return sorted(words)
 
 
+def read_word_list(path: str) -> bytes:
+    """The bytes of a word-list file (decompressed), or one line naming the file and the problem."""
+    opener = COMPRESSED.get(Path(path).suffix, open)
+    try:
+        with opener(path, "rb") as handle:
+            return handle.read()
+    except (OSError, EOFError) as exc:
+        raise CorpusError(f"{path}: cannot read the word list ({exc.strerror or exc})") from None
+
+
+def listed_words(path: str, data: bytes, rules: TokenizationRules) -> list[str]:
+    """The words of a word list (one per line; a tab ends the word), normalised and cased as the corpus is, in
+    file order and without repeats; entries the word pattern does not read as one word are left out."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise CorpusError(f"{path}:{line}: the word list is not valid UTF-8") from None
+    whole = re.compile(rules.word_pattern)
+    words = {}
+    for line in text.splitlines():
+        word = unicodedata.normalize(rules.unicode_normalization, line.split("\t", 1)[0].strip())
+        word = word.lower() if rules.lowercase else word
+        if whole.fullmatch(word):
+            words.setdefault(word, None)
+    return list(words)
+
+
 def run_vocab(config: VocabConfig, rules: TokenizationRules, corpus: StageResult, tokenizer_json: str,
               work_dir: Path, force: bool = False, quiet: bool = False) -> StageResult:
     """Stage 2 for one language (its ``rules``; zh/ja keep ``teacher_vocab_size`` words)."""
     cap = config.max_size if rules.words == "pattern" else config.teacher_vocab_size
     add_teacher = config.teacher_words and rules.words == "pattern"
+    lists = {path: read_word_list(path) for path in config.word_lists} if rules.words == "pattern" else {}
     identity = {**asdict(config), "cap": cap, "rules": rules.splitting_only().to_dict(),
                 "teacher_vocab": text_digest(tokenizer_json) if add_teacher or rules.words == "teacher" else None}
+    if lists:
+        identity["word_lists"] = [hashlib.sha256(data).hexdigest()[:16] for data in lists.values()]
 
     def compute(run: StageRun) -> dict:
         counts = count_words(corpus.path / files.SENTENCES, rules, tokenizer_json)
@@ -52,15 +86,21 @@ def run_vocab(config: VocabConfig, rules: TokenizationRules, corpus: StageResult
         kept = [(w, c) for w, c in ranked if c >= config.min_count][:cap]
         if not kept:
             raise CorpusError(f"no word occurs at least {config.min_count} times in the corpus")
-        added = []
+        added, present = [], {w for w, _ in kept}
         if add_teacher:
-            present = {w for w, _ in kept}
             added = [w for w in teacher_whole_words(tokenizer_json, rules)
                      if w not in present and counts.get(w, 0) == 0][: max(cap - len(kept), 0)]
+        listed = []
+        for path, data in lists.items():
+            present.update(added + listed)
+            listed += [w for w in listed_words(path, data, rules) if w not in present and counts.get(w, 0) == 0]
+        listed = listed[: max(cap - len(kept) - len(added), 0)]
+        added += listed
         files.write_lines(run.out / files.VOCAB, [f"{w}\t{c}" for w, c in kept] + [f"{w}\t0" for w in added])
         tokens = sum(counts.values())
         covered = sum(c for _, c in kept)
-        return {"distinct_words": len(counts), "corpus_words": len(kept), "teacher_only_words": len(added),
+        return {"distinct_words": len(counts), "corpus_words": len(kept), "listed_words": len(listed),
+                "teacher_only_words": len(added) - len(listed),
                 "vocab_size": len(kept) + len(added), "token_coverage": round(covered / max(tokens, 1), 5)}
 
     return run_stage("vocab", work_dir, identity, [corpus], compute, force=force, quiet=quiet)

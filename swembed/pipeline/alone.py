@@ -1,0 +1,45 @@
+"""Stage 5b, alone: the teacher's own vector of every word row's word encoded on its own (a one-word sentence,
+pooled and L2-normalised as the teacher pools any sentence), and the prior it gives a rarely seen word.
+
+A word's corpus mean is noisy when it is seen in one or two sentences; the teacher reading the word alone
+knows it from pre-training. After distillation a ridge map from these vectors to the trained rows of frequent
+words carries every word's alone vector into the table, and a word seen in n sentences becomes
+``(n v + k a) / (n + k)`` (``[distill] alone_shrinkage`` = k). Artifact: ``alone.npy`` (word rows, H').
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from swembed.pipeline import files
+from swembed.pipeline.stage import StageResult, StageRun, run_stage
+
+FIT_CONTEXTS = 20  # the map is fitted on the words seen in at least this many sentences
+RIDGE = 1.0
+
+
+def run_alone(compose: StageResult, teacher, work_dir: Path, force: bool = False, quiet: bool = False) -> StageResult:
+    """Encode each word row of the ``compose`` artifact alone with ``teacher``."""
+    identity = {"teacher": {k: v for k, v in teacher.describe().items() if k != "path"}}
+
+    def compute(run: StageRun) -> dict:
+        words = files.read_lines(compose.path / files.ROWS)[: len(np.load(compose.path / files.WORD_CONTEXTS))]
+        np.save(run.out / files.ALONE, teacher.encode(words).astype(np.float32))
+        return {"words": len(words)}
+
+    return run_stage("alone", work_dir, identity, [compose], compute, force=force, quiet=quiet)
+
+
+def shrink_to_alone(table: np.ndarray, alone: np.ndarray, contexts: np.ndarray, k: float) -> int:
+    """In place: word row i (of ``len(contexts)``) becomes ``(n v + k a) / (n + k)``, n its contexts and ``a`` its
+    alone vector mapped into the table by ridge regression on the rows of words seen in >= FIT_CONTEXTS
+    sentences (the most frequent words if none is); a word with no context takes ``a``. Returns the rows moved."""
+    words = table[: len(contexts)]
+    fit = np.flatnonzero(contexts >= min(FIT_CONTEXTS, contexts.max(initial=0)))
+    x = np.c_[alone, np.ones(len(alone))].astype(np.float64)
+    gram = x[fit].T @ x[fit] + RIDGE * np.eye(x.shape[1])
+    mapped = x @ np.linalg.solve(gram, x[fit].T @ words[fit].astype(np.float64))
+    n = contexts.astype(np.float64)[:, None]
+    words[:] = ((n * words + k * mapped) / (n + k)).astype(table.dtype)
+    return len(contexts)
