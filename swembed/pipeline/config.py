@@ -180,11 +180,11 @@ class BuildConfig:
             if unknown:
                 raise BuildError(f"parallel files for {unknown}, which are not among the other languages "
                                  f"{self.langs[1:]}")
-            if self.vocab.word_lists:
-                raise BuildError("[vocab] word_lists is for one-language builds (its words would join every "
-                                 "language's vocabulary)")
         elif self.parallel or self.corpora:
             raise BuildError("--parallel and per-language corpora need two or more languages (--langs)")
+        if self.vocab.word_lists and (self.multilingual or self.rules(self.langs[0]).words != "pattern"):
+            raise BuildError("[vocab] word_lists is for one-language builds split by the word pattern (its words "
+                             "would join every language's vocabulary; zh/ja words are the teacher's or a segmenter's)")
         for lang, name in self.script_variants.items():
             if name not in SCRIPT_CONVERSIONS:
                 raise BuildError(f"script_variants: {lang} = {name!r} is not one of {sorted(SCRIPT_CONVERSIONS)}")

@@ -73,11 +73,13 @@ def run_vocab(config: VocabConfig, rules: TokenizationRules, corpus: StageResult
     """Stage 2 for one language (its ``rules``; zh/ja keep ``teacher_vocab_size`` words)."""
     cap = config.max_size if rules.words == "pattern" else config.teacher_vocab_size
     add_teacher = config.teacher_words and rules.words == "pattern"
-    lists = {path: read_word_list(path) for path in config.word_lists} if rules.words == "pattern" else {}
+    lists = {path: read_word_list(path) for path in config.word_lists}  # BuildConfig.validate: pattern words only
     identity = {**asdict(config), "cap": cap, "rules": rules.splitting_only().to_dict(),
                 "teacher_vocab": text_digest(tokenizer_json) if add_teacher or rules.words == "teacher" else None}
     if lists:
         identity["word_lists"] = [hashlib.sha256(data).hexdigest()[:16] for data in lists.values()]
+    else:
+        identity.pop("word_lists")  # caches from before the option stay valid
 
     def compute(run: StageRun) -> dict:
         counts = count_words(corpus.path / files.SENTENCES, rules, tokenizer_json)
