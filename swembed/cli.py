@@ -30,6 +30,8 @@ BUILD_FLAGS = [
     ("--min-count", "vocab.min_count", {"type": int, "help": "keep words seen at least this often (default 1)"}),
     ("--no-teacher-words", "vocab.teacher_words", {"action": "store_const", "const": False,
                                                    "help": "do not add the teacher's whole-word tokens"}),
+    ("--word-lists", "vocab.word_lists", {"nargs": "+", "help": "word-list files (one word per line): their words "
+                                                               "the corpus lacks join the vocabulary"}),
     ("--sentences", "extract.sentences", {"choices": ["all", "quota"],
                                           "help": "encode every corpus sentence (default) or a quota per word"}),
     ("--sentences-per-word", "extract.sentences_per_word", {"type": int, "help": "the quota N (default 30)"}),

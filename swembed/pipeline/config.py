@@ -183,8 +183,8 @@ class BuildConfig:
         elif self.parallel or self.corpora:
             raise BuildError("--parallel and per-language corpora need two or more languages (--langs)")
         if self.vocab.word_lists and (self.multilingual or self.rules(self.langs[0]).words != "pattern"):
-            raise BuildError("[vocab] word_lists is for one-language builds split by the word pattern (its words "
-                             "would join every language's vocabulary; zh/ja words are the teacher's or a segmenter's)")
+            raise BuildError("--word-lists ([vocab] word_lists) is for one-language builds split by the word pattern "
+                             "(its words would join every language's vocabulary; zh/ja words come from the teacher)")
         for lang, name in self.script_variants.items():
             if name not in SCRIPT_CONVERSIONS:
                 raise BuildError(f"script_variants: {lang} = {name!r} is not one of {sorted(SCRIPT_CONVERSIONS)}")
