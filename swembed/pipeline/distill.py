@@ -27,8 +27,7 @@ from swembed.runtime.tokenizer import TokenIds, TokenizationRules, WordTokenizer
 def run_distill(config: DistillConfig, pca: StageResult, compose: StageResult, extracts: dict[str, StageResult],
                 rules: dict[str, TokenizationRules], tokenizer_json: str, work_dir: Path,
                 pair_stages: dict[tuple[str, str], StageResult] | None = None, alone: StageResult | None = None,
-                seed: int = 0,
-                device: str = "auto", checkpoint_seconds: float = 60.0, force: bool = False,
+                seed: int = 0, device: str = "auto", checkpoint_seconds: float = 60.0, force: bool = False,
                 quiet: bool = False) -> StageResult:
     """``pair_stages``: (language a, language b) -> its ``pairs`` stage (``swembed.pipeline.parallel``);
     ``alone``: the stage of words encoded alone, for ``alone_shrinkage``."""

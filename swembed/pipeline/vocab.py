@@ -1,6 +1,6 @@
 """Stage 2, vocab: the most frequent words of the corpus under the build's tokenisation rules, plus,
 optionally, the teacher's whole-word tokens and the words of word lists that the corpus lacks (they get vectors
-from being encoded alone)
+from being encoded alone).
 
 Artifact: ``vocab.tsv`` (word, corpus count), most frequent first; ``frequencies.tsv`` (every word seen).
 """
