@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from swembed.pipeline import files
+from swembed.pipeline.compose import shrink
 from swembed.pipeline.stage import StageResult, StageRun, run_stage
 
 FIT_CONTEXTS = 20  # the map is fitted on the words seen in at least this many sentences
@@ -40,6 +41,7 @@ def shrink_to_alone(table: np.ndarray, alone: np.ndarray, contexts: np.ndarray, 
     x = np.c_[alone, np.ones(len(alone))].astype(np.float64)
     gram = x[fit].T @ x[fit] + RIDGE * np.eye(x.shape[1])
     mapped = x @ np.linalg.solve(gram, x[fit].T @ words[fit].astype(np.float64))
-    n = contexts.astype(np.float64)[:, None]
-    words[:] = ((n * words + k * mapped) / (n + k)).astype(table.dtype)
-    return len(contexts)
+    moved = shrink(words, mapped, contexts, k, np.ones(len(contexts), dtype=bool))
+    alone_only = contexts == 0
+    words[alone_only] = mapped[alone_only]
+    return moved + int(alone_only.sum())

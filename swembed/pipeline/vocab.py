@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-import unicodedata
 from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
@@ -17,7 +16,7 @@ from swembed.pipeline import files
 from swembed.pipeline.config import VocabConfig
 from swembed.pipeline.sources import COMPRESSED, CorpusError
 from swembed.pipeline.stage import StageResult, StageRun, run_stage, text_digest
-from swembed.runtime.tokenizer import TokenizationRules, iter_words, word_splitter
+from swembed.runtime.tokenizer import TokenizationRules, iter_words, normalize_text, word_splitter
 
 
 def count_words(sentences_path: Path, rules: TokenizationRules, tokenizer_json: str | None = None) -> Counter:
@@ -61,7 +60,7 @@ def listed_words(path: str, data: bytes, rules: TokenizationRules) -> list[str]:
     whole = re.compile(rules.word_pattern)
     words = {}
     for line in text.splitlines():
-        word = unicodedata.normalize(rules.unicode_normalization, line.split("\t", 1)[0].strip())
+        word = normalize_text(line.split("\t", 1)[0].strip(), rules.unicode_normalization)
         word = word.lower() if rules.lowercase else word
         if whole.fullmatch(word):
             words.setdefault(word, None)
@@ -92,11 +91,10 @@ def run_vocab(config: VocabConfig, rules: TokenizationRules, corpus: StageResult
         if add_teacher:
             added = [w for w in teacher_whole_words(tokenizer_json, rules)
                      if w not in present and counts.get(w, 0) == 0][: max(cap - len(kept), 0)]
-        listed = []
-        for path, data in lists.items():
-            present.update(added + listed)
-            listed += [w for w in listed_words(path, data, rules) if w not in present and counts.get(w, 0) == 0]
-        listed = listed[: max(cap - len(kept) - len(added), 0)]
+        present.update(added)
+        listed = [w for path, data in lists.items() for w in listed_words(path, data, rules)
+                  if w not in present and counts.get(w, 0) == 0]
+        listed = list(dict.fromkeys(listed))[: max(cap - len(kept) - len(added), 0)]  # a word in two lists once
         added += listed
         files.write_lines(run.out / files.VOCAB, [f"{w}\t{c}" for w, c in kept] + [f"{w}\t0" for w in added])
         tokens = sum(counts.values())

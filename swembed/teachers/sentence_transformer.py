@@ -21,6 +21,7 @@ from swembed.teachers.base import (BatchedTeacher, Pinnable, TeacherError, Teach
 
 logger = logging.getLogger(__name__)
 
+
 def read_pooling_mode(folder: Path) -> str:
     """The pooling mode declared by a sentence-transformers folder (mean when none is declared)."""
     modules_path = folder / "modules.json"
