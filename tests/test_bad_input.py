@@ -354,8 +354,9 @@ def test_empty_corpus(tmp_path, promised):
     assert not out.exists() and not list(Path(f"{out}.work").rglob("manifest.json"))
 
 
-@promise("a corpus path that does not exist", "a clear error: keep",
-         "refused before the teacher is loaded; nothing written", "corpus path not found: <path>")
+@promise("a corpus path that does not exist (also `--exclude`, `--word-lists`)", "a clear error: keep",
+         "refused before the teacher is loaded; nothing written", "corpus path not found: <path>",
+         "word list not found: <path> (--word-lists / [vocab] word_lists)")
 def test_missing_corpus(tmp_path, promised):
     missing = tmp_path / "missing.txt"
     message = refused_build(tmp_path, small_build_args(missing, tmp_path / "model"), promised)
@@ -364,6 +365,9 @@ def test_missing_corpus(tmp_path, promised):
     corpus.write_text("One two three four.\n")
     args = small_build_args(corpus, tmp_path / "model") + ["--exclude", str(missing)]
     assert refused_build(tmp_path, args, promised) == f"corpus path not found: {missing}"
+    args = small_build_args(corpus, tmp_path / "model") + ["--word-lists", str(missing)]
+    assert refused_build(tmp_path, args, promised) == \
+        f"word list not found: {missing} (--word-lists / [vocab] word_lists)"
 
 
 @promise("an unknown `--teacher`", "a clear error: keep", "refused before any work; nothing written",

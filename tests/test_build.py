@@ -116,6 +116,7 @@ def test_random_batch_companions_and_shrinkage_after_training(reference_build, t
     out, work = tmp_path / "model", tmp_path / "work"
     result = run_cli(["build", "--recipe", str(recipe), *small_build_args(corpus, out)[1:], "--work-dir", str(work)])
     assert result.returncode == 0, result.stderr
+    assert "then every word row read alone through the teacher" in result.stderr  # the plan says so
     stage = next(work.glob("distill-*"))
     history = json.loads((stage / "history.json").read_text())
     assert set(history["initial_parts"]) == {"kd en", "kd en random batches"}

@@ -230,7 +230,10 @@ class BuildConfig:
         for lang in self.langs:
             check_sources(self.corpus_for(lang).sources)
         check_sources(self.exclude)
-        check_sources(self.vocab.word_lists)  # a missing or binary word list fails here too
+        for path in self.vocab.word_lists:
+            if not Path(path).expanduser().is_file():
+                raise BuildError(f"word list not found: {path} (--word-lists / [vocab] word_lists)")
+        check_sources(self.vocab.word_lists)  # a binary word list fails here too
 
 
 SECTIONS = {f.name: f.type for f in fields(BuildConfig) if f.name in
