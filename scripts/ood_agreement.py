@@ -74,9 +74,8 @@ def main() -> None:
     parser.add_argument("--teacher", default="minilm")
     parser.add_argument("--packages", help="a saved `apt-cache dumpavail` (default: run it)")
     args = parser.parse_args()
-    from scipy.stats import spearmanr
-
     from swembed.eval.models import load_encoder
+    from swembed.eval.sts import paired_cosine, spearman_x100
 
     try:
         dump = (open(args.packages, encoding="utf-8").read() if args.packages
@@ -92,9 +91,7 @@ def main() -> None:
     print(f"{len(texts):,} descriptions, {len(chosen):,} pairs, teacher {args.teacher}", file=sys.stderr)
     for spec in args.models:
         encode = encoder(spec)
-        a, b = (np.asarray(encode(side), dtype=np.float64) for side in (left, right))
-        cosine = (a * b).sum(1) / np.maximum(np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1), 1e-12)
-        print(f"{spec}\t{100 * spearmanr(gold, cosine).statistic:.2f}", flush=True)
+        print(f"{spec}\t{spearman_x100(gold, paired_cosine(encode(left), encode(right))):.2f}", flush=True)
 
 
 if __name__ == "__main__":
