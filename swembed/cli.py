@@ -233,7 +233,7 @@ def cmd_report(args) -> int:
 
     data = data_dir(args.data, sub=".")
     written = write_reports(args.only.split(",") if args.only else None, Path(args.out), data,
-                            "swembed " + " ".join(sys.argv[1:]), args.models)
+                            args.command_line, args.models)
     print(f"reports written to {args.out}/: {', '.join(written)}")
     return 0
 
@@ -330,7 +330,9 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     from swembed._extras import MissingExtraError
 
+    argv = sys.argv[1:] if argv is None else [str(arg) for arg in argv]
     args = _parser().parse_args(argv)
+    args.command_line = "swembed " + " ".join(argv)  # what a report says made it
     level = logging.DEBUG if args.verbose else logging.WARNING if getattr(args, "quiet", False) else logging.INFO
     logging.basicConfig(level=level, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
     handlers = {"build": cmd_build, "encode": cmd_encode, "export": cmd_export, "ensemble": cmd_ensemble,

@@ -1,6 +1,8 @@
 """Shared fixtures: tiny corpora and model folders written by the tests, small build configurations, the CLI."""
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import random
 import subprocess
@@ -44,11 +46,25 @@ def small_build_args(corpus: Path, out: Path) -> list[str]:
             "--unit-sentences", "64", "--checkpoint-seconds", "0", "--no-teacher-words", "--quiet"]
 
 
-def run_cli(args, env_extra=None, cwd=None) -> subprocess.CompletedProcess:
-    """``python -m swembed.cli ARGS`` in a subprocess, as a user runs it."""
-    env = {**os.environ, **(env_extra or {})}
-    return subprocess.run([sys.executable, "-m", "swembed.cli", *map(str, args)], capture_output=True, text=True,
-                          env=env, cwd=cwd)
+def run_cli(args, env_extra=None, cwd=None, *, same_process=False) -> subprocess.CompletedProcess:
+    """``python -m swembed.cli ARGS`` in a subprocess, as a user runs it. ``same_process``: ``swembed.cli.main``
+    in this process, its stdout and stderr captured, for builds whose subprocess would spend most of its time
+    importing torch and transformers again (what is printed at import, e.g. a warning, is not seen then)."""
+    args = [str(arg) for arg in args]
+    if not same_process:
+        env = {**os.environ, **(env_extra or {})}
+        return subprocess.run([sys.executable, "-m", "swembed.cli", *args], capture_output=True, text=True, env=env,
+                              cwd=cwd)
+    assert env_extra is None and cwd is None, "a different environment or folder needs a subprocess"
+    from swembed.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(args)
+        except SystemExit as exc:  # argparse
+            code = exc.code if isinstance(exc.code, int) else 1
+    return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
 
 
 TINY_WORDS = ["the", "cat", "sat", "on", "mat", "good", "dog", "a"]

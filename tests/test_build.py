@@ -56,7 +56,7 @@ def test_killed_build_resumes_to_the_same_table(reference_build, tmp_path, stage
     assert not out.exists()
     assert list(work.glob(f"{stage}-*.partial/*"))
     assert list(work.glob(f".{stage}.tmp-*"))  # the killed run's temporary folder
-    resumed = run_cli(args)
+    resumed = run_cli(args, same_process=True)
     assert resumed.returncode == 0, resumed.stderr
     assert not list(work.glob(".*.tmp-*"))  # removed by the resumed run, not left to pile up
     if stage == "extract":
@@ -87,7 +87,8 @@ def test_rare_word_pieces_train_the_piece_rows_on_exactly_the_sentences_holding_
     recipe = tmp_path / "rare.toml"
     recipe.write_text("[distill]\nrare_word_pieces = 1\n")
     out, work = tmp_path / "model", tmp_path / "work"
-    result = run_cli(["build", "--recipe", str(recipe), *small_build_args(corpus, out)[1:], "--work-dir", str(work)])
+    result = run_cli(["build", "--recipe", str(recipe), *small_build_args(corpus, out)[1:], "--work-dir", str(work)],
+                     same_process=True)
     assert result.returncode == 0, result.stderr
     seen = Counter(w for line in lines for w in set(line.lower().rstrip(".").split()))
     holding = sum(any(seen[w] <= 1 for w in line.lower().rstrip(".").split()) for line in lines)
@@ -114,7 +115,8 @@ def test_random_batch_companions_and_shrinkage_after_training(reference_build, t
     recipe.write_text(f"[vocab]\nword_lists = ['{words_file}']\n[distill]\ncell_size = 40\nrandom_batch_weight = 0.5\n"
                       "shrinkage = 2.0\nalone_shrinkage = 4.0\n")
     out, work = tmp_path / "model", tmp_path / "work"
-    result = run_cli(["build", "--recipe", str(recipe), *small_build_args(corpus, out)[1:], "--work-dir", str(work)])
+    result = run_cli(["build", "--recipe", str(recipe), *small_build_args(corpus, out)[1:], "--work-dir", str(work)],
+                     same_process=True)
     assert result.returncode == 0, result.stderr
     assert "then every word row read alone through the teacher" in result.stderr  # the plan says so
     stage = next(work.glob("distill-*"))
@@ -141,7 +143,8 @@ def test_plan_states_the_quota_choice_that_extraction_encodes(tmp_path):
     corpus, out = tmp_path / "corpus.txt", tmp_path / "model"
     corpus.write_text("\n".join(sorted(lines)[:400]) + "\n")
     result = run_cli(small_build_args(corpus, out) + ["--work-dir", str(tmp_path / "work"), "--no-distill",
-                                                       "--sentences", "quota", "--sentences-per-word", "20"])
+                                                       "--sentences", "quota", "--sentences-per-word", "20"],
+                     same_process=True)
     assert result.returncode == 0, result.stderr
     build = json.loads((out / "config.json").read_text())["build"]
     planned = build["plan"]["en"]["sentences_to_encode"]
@@ -153,10 +156,11 @@ def test_plan_states_the_quota_choice_that_extraction_encodes(tmp_path):
 def test_rerun_reuses_cached_stages_and_overwrites_only_when_asked(reference_build, tmp_path):
     corpus, out, _ = reference_build
     before = (out / "embeddings.npy").stat().st_mtime_ns
-    refused = run_cli(small_build_args(corpus, out) + ["--work-dir", str(out.parent / "work")])
+    args = small_build_args(corpus, out) + ["--work-dir", str(out.parent / "work")]
+    refused = run_cli(args, same_process=True)
     assert refused.returncode == 2 and "already exists; pass --overwrite" in refused.stderr
     assert (out / "embeddings.npy").stat().st_mtime_ns == before  # nothing written
-    result = run_cli(small_build_args(corpus, out) + ["--work-dir", str(out.parent / "work"), "--overwrite"])
+    result = run_cli(args + ["--overwrite"], same_process=True)
     assert result.returncode == 0, result.stderr
     stages = json.loads((out / "config.json").read_text())["build"]["stages"]
     assert all(stages[s]["cached"] for s in ("corpus", "vocab", "extract", "pca", "distill"))
@@ -175,7 +179,8 @@ def test_a_new_seed_reuses_an_extract_of_every_sentence_but_not_a_quota(referenc
     shutil.copytree(corpus.parent / "work", work)
 
     def stages(out, seed, *flags):
-        result = run_cli(small_build_args(corpus, tmp_path / out) + ["--work-dir", str(work), "--seed", seed, *flags])
+        args = small_build_args(corpus, tmp_path / out) + ["--work-dir", str(work), "--seed", seed, *flags]
+        result = run_cli(args, same_process=True)
         assert result.returncode == 0, result.stderr
         return json.loads((tmp_path / out / "config.json").read_text())["build"]["stages"]
 
@@ -201,7 +206,7 @@ def test_bad_input_fails_clearly_and_leaves_nothing(tmp_path, tiny_corpus):
     ]
     for extra, message in cases:
         args = small_build_args(tiny_corpus, out) + ["--work-dir", str(tmp_path / "w")] + extra
-        result = run_cli(args)
+        result = run_cli(args, same_process=True)
         assert result.returncode == 2, (extra, result.stderr)
         assert message in result.stderr, (extra, result.stderr)
         assert not out.exists()
@@ -233,7 +238,7 @@ sentences = 300
 max_steps = 40
 eval_every = 20
 """)
-    result = run_cli(["build", "--recipe", str(recipe), "--batch-tokens", "512", "--quiet"])
+    result = run_cli(["build", "--recipe", str(recipe), "--batch-tokens", "512", "--quiet"], same_process=True)
     assert result.returncode == 0, result.stderr
     model = swembed.load(tmp_path / "model")
     assert model.config["tokenization"]["lowercase"] is False

@@ -46,7 +46,7 @@ def workspace(tmp_path_factory):
     corpus = root / "corpus.txt"
     corpus.write_text("\n".join(make_sentences(400)) + "\n")
     model = root / "models" / "minilm-256-shared"
-    built = run_cli(small_build_args(corpus, model) + ["--work-dir", str(root / "work")])
+    built = run_cli(small_build_args(corpus, model) + ["--work-dir", str(root / "work")], same_process=True)
     assert built.returncode == 0, built.stderr
     return root, model
 
@@ -77,7 +77,7 @@ def test_report_writes_the_english_and_robust_tables_from_the_builds(workspace, 
     root, model = workspace
     out = tmp_path / "reports"
     result = run_cli(["report", "--only", "english,robust", "--data", root / "data", "--models", root / "models",
-                      "--out", out])
+                      "--out", out], same_process=True)
     assert result.returncode == 0, result.stderr
     assert "english.md" in result.stdout and "robust.md" in result.stdout
     english = (out / "english.md").read_text()
