@@ -49,7 +49,8 @@ def small_build_args(corpus: Path, out: Path) -> list[str]:
 def run_cli(args, env_extra=None, cwd=None, *, same_process=False) -> subprocess.CompletedProcess:
     """``python -m swembed.cli ARGS`` in a subprocess, as a user runs it. ``same_process``: ``swembed.cli.main``
     in this process, its stdout and stderr captured, for builds whose subprocess would spend most of its time
-    importing torch and transformers again (what is printed at import, e.g. a warning, is not seen then)."""
+    importing torch and transformers again. Not seen then: what is printed at import (e.g. a warning), and log
+    records, which go to pytest's log capture instead of the returned stderr."""
     args = [str(arg) for arg in args]
     if not same_process:
         env = {**os.environ, **(env_extra or {})}
