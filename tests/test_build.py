@@ -136,6 +136,44 @@ def test_random_batch_companions_and_shrinkage_after_training(reference_build, t
     assert json.loads((out / "config.json").read_text())["build"]["stages"]["alone"]["cached"] is False
 
 
+def test_a_co_teacher_encodes_the_extract_sentences_in_order_and_kd_aims_at_the_weighted_cosines(reference_build,
+                                                                                                  tmp_path):
+    """``[distill] co_teacher``: the coteacher stage holds the second teacher's vectors of the extract's sentences
+    in their order, and KD's targets give cosines (1 - w) cos_teacher + w cos_co. With the teacher as its own
+    co-teacher the targets' cosines are the teacher's, so KD starts from the reference build's held-out loss."""
+    from swembed.pipeline.coteacher import joint_targets
+
+    def unit(x):
+        return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+    rng = np.random.default_rng(0)
+    own = unit(rng.normal(size=(300, 7)))
+    np.testing.assert_allclose(joint_targets(own, own, 0.3) @ joint_targets(own, own, 0.3).T, own @ own.T, atol=1e-5)
+    co = unit(rng.normal(size=(300, 5)) + 2.0)  # an anisotropic co-teacher: its cosines span less
+    joint = joint_targets(own, co, 0.3)
+    off = ~np.eye(len(own), dtype=bool)
+    scale = np.linalg.lstsq((co @ co.T)[off][:, None], (joint @ joint.T - 0.7 * own @ own.T)[off], rcond=None)[0][0]
+    assert scale / 0.3 == pytest.approx((own @ own.T)[off].std() / (co @ co.T)[off].std(), rel=0.1)
+    corpus, _, _ = reference_build
+    recipe = tmp_path / "co.toml"
+    recipe.write_text("[distill]\nco_teacher = 'minilm'\nco_teacher_weight = 0.3\n")
+    out, work = tmp_path / "model", reference_build[1].parent / "work"
+    result = run_cli(["build", "--recipe", str(recipe), *small_build_args(corpus, out)[1:], "--work-dir", str(work)],
+                     same_process=True)
+    assert result.returncode == 0, result.stderr
+    assert "through the co-teacher minilm" in result.stderr  # the plan says so
+    stages = json.loads((out / "config.json").read_text())["build"]["stages"]
+    assert stages["coteacher (en)"]["cached"] is False and stages["extract"]["cached"] is True
+    extract, coteacher = (work / stages[name]["artifact"] for name in ("extract", "coteacher (en)"))
+    np.testing.assert_allclose(np.load(coteacher / "targets.npy"), np.load(extract / "targets.npy"), atol=1e-5)
+    manifest = json.loads((work / stages["distill"]["artifact"] / "manifest.json").read_text())
+    assert coteacher.name == f"coteacher-{manifest['inputs']['coteacher'][:16]}"  # KD read the co-teacher
+    reference = json.loads((reference_build[1] / "config.json").read_text())["build"]["stages"]
+    first_loss = [json.loads((work / s["distill"]["artifact"] / "history.json").read_text())["initial_val_loss"]
+                  for s in (stages, reference)]
+    assert first_loss[0] == pytest.approx(first_loss[1], rel=1e-4)
+
+
 def test_plan_states_the_quota_choice_that_extraction_encodes(tmp_path):
     rng = np.random.default_rng(0)
     words = "cat dog bird river stone tree house road lamp chair table cloud rain wind fire snow".split()
@@ -288,6 +326,8 @@ def test_loss_weights_and_script_variants_are_checked_before_any_work(tmp_path):
                            ({"distill": {"random_batch_weight": 1.0}}, "random_batch_weight needs cell_size"),
                            ({"distill": {"shrinkage": -1.0}}, "distill shrinkage"),
                            ({"distill": {"alone_shrinkage": -1.0}}, "distill shrinkage"),
+                           ({"distill": {"co_teacher": "me5-small", "co_teacher_weight": 1.0}},
+                            "co_teacher_weight must be between 0 and 1"),
                            ({"vocab": {"word_lists": ["w.txt"]}}, "is for one-language builds"),
                            ({"script_variants": {"zh": "s2hk"}}, "script_variants: zh = 's2hk' is not one of")):
         with pytest.raises(BuildError, match=message.replace("+", "\\+")):

@@ -19,6 +19,7 @@ from swembed.pipeline import files
 from swembed.pipeline.alone import run_alone
 from swembed.pipeline.compose import Layout, run_compose
 from swembed.pipeline.config import BuildConfig, BuildError
+from swembed.pipeline.coteacher import run_coteacher
 from swembed.pipeline.corpus import run_corpus
 from swembed.pipeline.distill import run_distill
 from swembed.pipeline.extract import Selection, extract_identity, run_extract
@@ -117,8 +118,16 @@ def _build(config: BuildConfig, teacher, monitor: DeviceMonitor, started: float,
         if config.distill.alone_shrinkage:
             alone = run_alone(compose, teacher, work, force, quiet)
             stages.append(("alone", alone))
+        co_stages = {}
+        if config.distill.co_teacher:
+            from swembed.teachers import load_teacher
+
+            co_teacher = load_teacher(config.distill.co_teacher, device=config.device,
+                                      batch_tokens=config.extract.batch_tokens, precision=config.extract.teacher_dtype)
+            co_stages = {lang: run_coteacher(extracts[lang], co_teacher, work, force, quiet) for lang in config.langs}
+            stages += [(f"coteacher ({lang})", stage) for lang, stage in co_stages.items()]
         final = run_distill(config.distill, pca, compose, extracts, rules, tokenizer_json, work, pair_stages, alone,
-                            config.seed, config.device, config.checkpoint_seconds, force, quiet)
+                            co_stages, config.seed, config.device, config.checkpoint_seconds, force, quiet)
         stages.append(("distill", final))
         monitor.phase("pairs, distill")
     table = np.load(final.path / files.TABLE)

@@ -105,6 +105,10 @@ class DistillConfig:
     # then a word seen in n sentences becomes (n v + k a) / (n + k), a the teacher's vector of the word encoded
     # alone, mapped into the table by a ridge fit on frequent words (swembed.pipeline.alone); 0: off
     alone_shrinkage: float = 0.0
+    # a second teacher whose sentence similarities KD also aims at, at weight w = co_teacher_weight in standard units
+    # (swembed.pipeline.coteacher); "": off
+    co_teacher: str = ""
+    co_teacher_weight: float = 0.5
 
 
 @dataclass
@@ -218,6 +222,8 @@ class BuildConfig:
         if (min(self.compose.shrinkage, self.distill.shrinkage, self.distill.alone_shrinkage) < 0
                 or self.compose.min_contexts < 1):
             raise BuildError("compose and distill shrinkage (and alone_shrinkage) must be >= 0 and min_contexts >= 1")
+        if self.distill.co_teacher and not 0 < self.distill.co_teacher_weight < 1:
+            raise BuildError(f"co_teacher_weight must be between 0 and 1, got {self.distill.co_teacher_weight}")
 
     def check_before_work(self, overwrite: bool = False) -> None:
         """What a build can check before loading the teacher (and before importing torch): the settings, the

@@ -19,6 +19,7 @@ from swembed.pipeline import files
 from swembed.pipeline.alone import shrink_to_alone
 from swembed.pipeline.compose import Layout, shrink
 from swembed.pipeline.config import DistillConfig
+from swembed.pipeline.coteacher import joint_targets
 from swembed.pipeline.parallel import read_pairs
 from swembed.pipeline.stage import StageResult, StageRun, run_stage
 from swembed.runtime.tokenizer import TokenIds, TokenizationRules, WordTokenizer
@@ -27,15 +28,19 @@ from swembed.runtime.tokenizer import TokenIds, TokenizationRules, WordTokenizer
 def run_distill(config: DistillConfig, pca: StageResult, compose: StageResult, extracts: dict[str, StageResult],
                 rules: dict[str, TokenizationRules], tokenizer_json: str, work_dir: Path,
                 pair_stages: dict[tuple[str, str], StageResult] | None = None, alone: StageResult | None = None,
-                seed: int = 0, device: str = "auto", checkpoint_seconds: float = 60.0, force: bool = False,
-                quiet: bool = False) -> StageResult:
+                co_stages: dict[str, StageResult] | None = None, seed: int = 0, device: str = "auto",
+                checkpoint_seconds: float = 60.0, force: bool = False, quiet: bool = False) -> StageResult:
     """``pair_stages``: (language a, language b) -> its ``pairs`` stage (``swembed.pipeline.parallel``);
-    ``alone``: the stage of words encoded alone, for ``alone_shrinkage``."""
-    pair_stages = pair_stages or {}
+    ``alone``: the stage of words encoded alone, for ``alone_shrinkage``; ``co_stages``: language -> its
+    ``coteacher`` stage, for ``co_teacher``."""
+    pair_stages, co_stages = pair_stages or {}, co_stages or {}
     identity = {**asdict(config), "seed": seed}
-    for option in ("center_targets", "rare_word_pieces", "random_batch_weight", "shrinkage", "alone_shrinkage"):
+    for option in ("center_targets", "rare_word_pieces", "random_batch_weight", "shrinkage", "alone_shrinkage",
+                   "co_teacher"):
         if not identity[option]:
             identity.pop(option)  # caches from before the option stay valid
+    if not config.co_teacher:
+        identity.pop("co_teacher_weight")
 
     def compute(run: StageRun) -> dict:
         import torch
@@ -55,7 +60,11 @@ def run_distill(config: DistillConfig, pca: StageResult, compose: StageResult, e
         if config.kd_weight > 0:
             for lang, extract in extracts.items():
                 sentences = files.read_lines(extract.path / files.TARGET_SENTENCES)
-                targets = torch.as_tensor(np.load(extract.path / files.TARGETS), device=dev)
+                targets = np.load(extract.path / files.TARGETS, mmap_mode="r" if lang in co_stages else None)
+                if lang in co_stages:
+                    targets = joint_targets(targets, np.load(co_stages[lang].path / files.TARGETS, mmap_mode="r"),
+                                            config.co_teacher_weight)
+                targets = torch.as_tensor(targets, device=dev)
                 if config.center_targets:
                     targets = centred(targets)
                 ids = tokenizers[lang].encode_batch(sentences)
@@ -100,7 +109,8 @@ def run_distill(config: DistillConfig, pca: StageResult, compose: StageResult, e
         return {**stats, **{k: history[k] for k in ("initial_val_loss", "best_val_loss", "best_step", "steps",
                                                       "train_examples", "stopped_early", "device")}}
 
-    inputs = [pca, compose, *extracts.values(), *pair_stages.values(), *([alone] if alone else [])]
+    inputs = [pca, compose, *extracts.values(), *pair_stages.values(), *([alone] if alone else []),
+              *co_stages.values()]
     return run_stage("distill", work_dir, identity, inputs, compute, force=force, quiet=quiet)
 
 

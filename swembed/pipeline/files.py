@@ -8,6 +8,7 @@
 | compose  | TABLE (teacher space, word rows then piece rows), ROWS, PIECE_IDS, WORD_CONTEXTS           |
 | pca      | TABLE, PCA (mean, all components, explained variance), PROJECTION (2-D views)              |
 | alone    | ALONE                                                                                      |
+| coteacher| TARGETS (the co-teacher's vectors of the extract's TARGET_SENTENCES)                       |
 | distill  | TABLE, HISTORY                                                                             |
 """
 from __future__ import annotations
