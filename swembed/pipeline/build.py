@@ -52,10 +52,12 @@ def stage_summary(results: list[tuple[str, StageResult]]) -> dict:
 
 def build(config: BuildConfig, force: bool = False, quiet: bool = False, overwrite: bool = False) -> dict:
     """Run the whole pipeline; returns the build report (also saved in the model's config.json)."""
-    from swembed.teachers import load_teacher
+    from swembed.teachers import load_teacher, resolve_teacher
 
     config.check_before_work(overwrite)
     started = time.time()
+    if config.distill_enabled and config.distill.co_teacher:
+        resolve_teacher(config.distill.co_teacher)  # a missing co-teacher fails now, not after extraction
     teacher = load_teacher(config.teacher, device=config.device, batch_tokens=config.extract.batch_tokens,
                            precision=config.extract.teacher_dtype)
     with DeviceMonitor(teacher.device) as monitor:  # its sampling thread ends even if a stage raises
