@@ -370,8 +370,8 @@ def test_missing_corpus(tmp_path, promised):
         f"word list not found: {missing} (--word-lists / [vocab] word_lists)"
 
 
-@promise("an unknown `--teacher` (or `[distill] co_teacher`)", "a clear error: keep", "refused before any work; nothing written",
-         "unknown teacher '<name>': not a folder, not a short name (<names>), not a hub id")
+@promise("an unknown `--teacher` (or `[distill] co_teacher`)", "a clear error: keep",
+         "refused before any work; nothing written", "unknown teacher '<name>': not a folder, not a short name (<names>), not a hub id")
 def test_unknown_teacher(tmp_path, tiny_corpus, promised):
     args = small_build_args(tiny_corpus, tmp_path / "model") + ["--teacher", "no-such-teacher"]
     assert refused_build(tmp_path, args, promised).startswith("unknown teacher 'no-such-teacher': not a folder")

@@ -26,14 +26,15 @@ def run_coteacher(extract: StageResult, teacher, work_dir: Path, force: bool = F
         from tqdm import tqdm
 
         sentences = files.read_lines(extract.path / files.TARGET_SENTENCES)
-        parts = []
+        targets = np.lib.format.open_memmap(run.out / files.TARGETS, mode="w+", dtype=np.float32,
+                                            shape=(len(sentences), teacher.pooled_dim))
         for unit, start in enumerate(tqdm(range(0, len(sentences), UNIT), desc="co-teacher", disable=quiet)):
             part = run.partial / f"unit-{unit:05d}.npy"
             if not part.is_file():
                 atomic_save_npy(part, teacher.encode(sentences[start : start + UNIT]).astype(np.float32))
                 run.unit_done(unit + 1)
-            parts.append(np.load(part))
-        np.save(run.out / files.TARGETS, np.concatenate(parts) if parts else np.zeros((0, teacher.pooled_dim)))
+            targets[start : start + UNIT] = np.load(part)
+        targets.flush()
         return {"sentences": len(sentences)}
 
     return run_stage("coteacher", work_dir, identity, [extract], compute, force=force, quiet=quiet)
@@ -47,8 +48,7 @@ def joint_targets(own: np.ndarray, co: np.ndarray, weight: float, pairs: int = 2
     i, j = np.random.default_rng(0).integers(len(own), size=(2, pairs))
     spread = [np.einsum("nd,nd->n", vectors[i], vectors[j]).std() for vectors in (own, co)]
     out = np.empty((len(own), own.shape[1] + co.shape[1]), dtype=np.float32)
-    out[:, : own.shape[1]] = own
-    out[:, : own.shape[1]] *= np.sqrt(1 - weight)
-    out[:, own.shape[1] :] = co
-    out[:, own.shape[1] :] *= np.sqrt(weight * spread[0] / spread[1])
+    # scaled straight into out: no temporary copy of either
+    np.multiply(own, np.sqrt(1 - weight), out=out[:, : own.shape[1]], casting="same_kind")
+    np.multiply(co, np.sqrt(weight * spread[0] / spread[1]), out=out[:, own.shape[1] :], casting="same_kind")
     return out
