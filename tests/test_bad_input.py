@@ -323,6 +323,16 @@ def test_recipe_value_of_wrong_type(tmp_path, promised):
     assert load_recipe(recipe).distill.tau == 1
 
 
+@promise("a recipe whose `base` leads back to itself", "(no `base` key before this review)",
+         "refused before any work; nothing written", "<recipe>: base <name> leads back to this recipe")
+def test_recipe_base_cycle(tmp_path, promised):
+    (tmp_path / "a.toml").write_text('base = "b.toml"\nteacher = "minilm"\n')
+    (tmp_path / "b.toml").write_text('base = "a.toml"\n')
+    args = ["build", "--recipe", tmp_path / "a.toml", "--out", tmp_path / "model"]
+    message = refused_build(tmp_path, args, promised)
+    assert message == f"{tmp_path / 'b.toml'}: base 'a.toml' leads back to this recipe"
+
+
 @promise("torch not installed, `swembed build`", "traceback (`ModuleNotFoundError`)",
          "one line naming the extra; nothing written; `swembed encode` works without torch",
          "this needs torch, which is not installed: pip install 'swembed[build]' (from a checkout: pip install -e "
@@ -371,7 +381,8 @@ def test_missing_corpus(tmp_path, promised):
 
 
 @promise("an unknown `--teacher` (or `[distill] co_teacher`)", "a clear error: keep",
-         "refused before any work; nothing written", "unknown teacher '<name>': not a folder, not a short name (<names>), not a hub id")
+         "refused before any work; nothing written",
+         "unknown teacher '<name>': not a folder, not a short name (<names>), not a hub id")
 def test_unknown_teacher(tmp_path, tiny_corpus, promised):
     args = small_build_args(tiny_corpus, tmp_path / "model") + ["--teacher", "no-such-teacher"]
     assert refused_build(tmp_path, args, promised).startswith("unknown teacher 'no-such-teacher': not a folder")

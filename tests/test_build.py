@@ -286,6 +286,26 @@ eval_every = 20
     assert not np.allclose(model.encode("Paris"), model.encode("paris"))
 
 
+def test_a_recipe_starts_from_its_base_and_replaces_only_the_keys_it_sets(tmp_path):
+    from dataclasses import asdict
+    from pathlib import Path
+
+    from swembed.pipeline.config import load_recipe
+
+    (tmp_path / "base.toml").write_text('teacher = "minilm"\nout = "a"\n[pca]\ndim = 32\n'
+                                        '[distill]\ntau = 0.1\nlr = 0.5\n')
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "child.toml").write_text('base = "../base.toml"\nout = "b"\n[distill]\ntau = 0.2\n')
+    child = load_recipe(tmp_path / "sub" / "child.toml")
+    settings = (child.teacher, child.out, child.pca.dim, child.distill.tau, child.distill.lr)
+    assert settings == ("minilm", "b", 32, 0.2, 0.5)
+    recipes = {path.stem: asdict(load_recipe(path)) for path in Path("pipelines").glob("*.toml")}
+    assert len(recipes) >= 10  # every shipped recipe loads
+    plain, co = recipes["mpnet-256-all"], recipes["mpnet-me5-256"]
+    assert {k for k in plain if plain[k] != co[k]} == {"out", "distill"}
+    assert {k for k in plain["distill"] if plain["distill"][k] != co["distill"][k]} == {"co_teacher"}
+
+
 def test_every_build_flag_is_applied_or_rejected_on_single_and_multi_language_builds(tmp_path):
     from swembed.cli import BUILD_FLAGS, _parser, build_config
     from swembed.pipeline.config import BuildError

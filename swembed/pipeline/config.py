@@ -283,8 +283,9 @@ def apply_settings(config: BuildConfig, settings: dict, source: str) -> BuildCon
     return config
 
 
-def load_recipe(path: str | Path) -> BuildConfig:
-    """A build from a TOML recipe in ``pipelines/``."""
+def load_recipe(path: str | Path, _seen: tuple[Path, ...] = ()) -> BuildConfig:
+    """A build from a TOML recipe in ``pipelines/``. ``base = "other.toml"`` (a path from the recipe's folder)
+    starts from that recipe; this one's keys then replace its keys, one by one within a section."""
     path = Path(path)
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
@@ -292,4 +293,9 @@ def load_recipe(path: str | Path) -> BuildConfig:
         raise BuildError(f"recipe not found: {path}") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise BuildError(f"{path}: not a valid TOML recipe ({exc})") from None
-    return apply_settings(BuildConfig(), data, str(path))
+    base = data.pop("base", None)
+    _check_types(str(path), "", {"base": "str | None"}, {"base": base})
+    if base is not None and (path.parent / base).resolve() in (*_seen, path.resolve()):
+        raise BuildError(f"{path}: base {base!r} leads back to this recipe")
+    config = load_recipe(path.parent / base, (*_seen, path.resolve())) if base is not None else BuildConfig()
+    return apply_settings(config, data, str(path))
