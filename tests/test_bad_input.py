@@ -323,14 +323,19 @@ def test_recipe_value_of_wrong_type(tmp_path, promised):
     assert load_recipe(recipe).distill.tau == 1
 
 
-@promise("a recipe whose `base` leads back to itself", "(no `base` key before this review)",
-         "refused before any work; nothing written", "<recipe>: base <name> leads back to this recipe")
-def test_recipe_base_cycle(tmp_path, promised):
+@promise("a recipe whose `base` is missing or leads back to itself", "(no `base` key before this review)",
+         "refused before any work; nothing written", "<recipe>: base <name> leads back to this recipe",
+         "<recipe>: base recipe not found: <path> (a path from the recipe's folder)")
+def test_recipe_base_missing_or_circular(tmp_path, promised):
     (tmp_path / "a.toml").write_text('base = "b.toml"\nteacher = "minilm"\n')
     (tmp_path / "b.toml").write_text('base = "a.toml"\n')
     args = ["build", "--recipe", tmp_path / "a.toml", "--out", tmp_path / "model"]
     message = refused_build(tmp_path, args, promised)
     assert message == f"{tmp_path / 'b.toml'}: base 'a.toml' leads back to this recipe"
+    (tmp_path / "b.toml").write_text('base = "nowhere/c.toml"\n')
+    message = refused_build(tmp_path, args, promised)
+    missing = tmp_path / "nowhere" / "c.toml"
+    assert message == f"{tmp_path / 'b.toml'}: base recipe not found: {missing} (a path from the recipe's folder)"
 
 
 @promise("torch not installed, `swembed build`", "traceback (`ModuleNotFoundError`)",

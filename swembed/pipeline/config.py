@@ -297,5 +297,7 @@ def load_recipe(path: str | Path, _seen: tuple[Path, ...] = ()) -> BuildConfig:
     _check_types(str(path), "", {"base": "str | None"}, {"base": base})
     if base is not None and (path.parent / base).resolve() in (*_seen, path.resolve()):
         raise BuildError(f"{path}: base {base!r} leads back to this recipe")
+    if base is not None and not (path.parent / base).is_file():
+        raise BuildError(f"{path}: base recipe not found: {path.parent / base} (a path from the recipe's folder)")
     config = load_recipe(path.parent / base, (*_seen, path.resolve())) if base is not None else BuildConfig()
     return apply_settings(config, data, str(path))
