@@ -17,6 +17,8 @@ import numpy as np
 
 import swembed
 from swembed.eval.sts import DEV, load_pair_set, score_pair_set
+from swembed.pipeline.compose import shrink
+from swembed.runtime.embedder import StaticEmbedder
 from swembed.runtime.tokenizer import WordTokenizer
 
 
@@ -34,29 +36,31 @@ def main() -> None:
     args = parser.parse_args()
     model = swembed.load(args.model, mmap=False)
     dev = load_pair_set(args.data, DEV)
+
+    def dev_score(table: np.ndarray, tokenizer: WordTokenizer) -> str:
+        embedder = StaticEmbedder(table, tokenizer, model.config, word_contexts=model.word_contexts)
+        return f"STS-B dev {score_pair_set(embedder.encode, dev):.2f}"
+
     table = np.array(model.table, dtype=np.float32)
     contexts = np.asarray(model.word_contexts, dtype=np.float32)
-    words = table[: len(contexts)]
-    composed, found = np.zeros_like(words), np.zeros(len(contexts), dtype=bool)
+    composed, found = np.zeros((len(contexts), table.shape[1]), dtype=np.float32), np.zeros(len(contexts), dtype=bool)
     for row, word in enumerate(model.words[: len(contexts)]):
         rows, weights = model.tokenizer.backoff(word)
         if rows:
             composed[row], found[row] = np.asarray(weights, dtype=np.float32) @ table[rows], True
+    plain = table.copy()  # the word rows before the build's shrinkage: v = ((n + k) v' - k u) / n
     moved = found & (contexts > 0)
     n = contexts[moved][:, None]
-    plain = ((n + args.built_k) * words[moved] - args.built_k * composed[moved]) / n  # the rows before shrinkage
+    words = table[: len(contexts)]
+    plain[: len(contexts)][moved] = ((n + args.built_k) * words[moved] - args.built_k * composed[moved]) / n
     for k in args.shrinkage:
-        shrunk = table.copy()
-        shrunk[: len(contexts)][moved] = (n * plain + k * composed[moved]) / (n + k)
-        model.table = model._table = shrunk
-        print(f"shrinkage k {k:g}: STS-B dev {score_pair_set(model.encode, dev):.2f}", flush=True)
-    model.table = model._table = table
-    tokenizer = model.tokenizer
+        shrunk = plain.copy()
+        shrink(shrunk[: len(contexts)], composed, contexts, k, found)  # the distill stage's own rule
+        print(f"shrinkage k {k:g}: {dev_score(shrunk, model.tokenizer)}", flush=True)
     for weight in args.oov_weight:
-        model.tokenizer = WordTokenizer(tokenizer.vocab, replace(tokenizer.rules, oov_weight=weight),
-                                        tokenizer.pieces, tokenizer.piece_rows)
-        print(f"oov_weight {weight:g}: STS-B dev {score_pair_set(model.encode, dev):.2f}", flush=True)
-
+        tokenizer = WordTokenizer(model.tokenizer.vocab, replace(model.tokenizer.rules, oov_weight=weight),
+                                  model.tokenizer.pieces, model.tokenizer.piece_rows)
+        print(f"oov_weight {weight:g}: {dev_score(table, tokenizer)}", flush=True)
 
 if __name__ == "__main__":
     main()

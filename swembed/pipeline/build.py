@@ -50,16 +50,23 @@ def stage_summary(results: list[tuple[str, StageResult]]) -> dict:
             for name, r in results}
 
 
+def load_build_teacher(name: str, config: BuildConfig):
+    """A teacher (the build's own or its co-teacher) on the build's device, batch size and precision."""
+    from swembed.teachers import load_teacher
+
+    return load_teacher(name, device=config.device, batch_tokens=config.extract.batch_tokens,
+                        precision=config.extract.teacher_dtype)
+
+
 def build(config: BuildConfig, force: bool = False, quiet: bool = False, overwrite: bool = False) -> dict:
     """Run the whole pipeline; returns the build report (also saved in the model's config.json)."""
-    from swembed.teachers import load_teacher, resolve_teacher
+    from swembed.teachers import resolve_teacher
 
     config.check_before_work(overwrite)
     started = time.time()
     if config.distill_enabled and config.distill.co_teacher:
         resolve_teacher(config.distill.co_teacher)  # a missing co-teacher fails now, not after extraction
-    teacher = load_teacher(config.teacher, device=config.device, batch_tokens=config.extract.batch_tokens,
-                           precision=config.extract.teacher_dtype)
+    teacher = load_build_teacher(config.teacher, config)
     with DeviceMonitor(teacher.device) as monitor:  # its sampling thread ends even if a stage raises
         return _build(config, teacher, monitor, started, force, quiet, overwrite)
 
@@ -122,10 +129,7 @@ def _build(config: BuildConfig, teacher, monitor: DeviceMonitor, started: float,
             stages.append(("alone", alone))
         co_stages = {}
         if config.distill.co_teacher:
-            from swembed.teachers import load_teacher
-
-            co_teacher = load_teacher(config.distill.co_teacher, device=config.device,
-                                      batch_tokens=config.extract.batch_tokens, precision=config.extract.teacher_dtype)
+            co_teacher = load_build_teacher(config.distill.co_teacher, config)
             co_stages = {lang: run_coteacher(extracts[lang], co_teacher, work, force, quiet) for lang in config.langs}
             stages += [(f"coteacher ({lang})", stage) for lang, stage in co_stages.items()]
         final = run_distill(config.distill, pca, compose, extracts, rules, tokenizer_json, work, pair_stages, alone,

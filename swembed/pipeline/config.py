@@ -295,9 +295,11 @@ def load_recipe(path: str | Path, _seen: tuple[Path, ...] = ()) -> BuildConfig:
         raise BuildError(f"{path}: not a valid TOML recipe ({exc})") from None
     base = data.pop("base", None)
     _check_types(str(path), "", {"base": "str | None"}, {"base": base})
-    if base is not None and (path.parent / base).resolve() in (*_seen, path.resolve()):
+    if base is None:
+        return apply_settings(BuildConfig(), data, str(path))
+    base_path, seen = path.parent / base, (*_seen, path.resolve())
+    if base_path.resolve() in seen:
         raise BuildError(f"{path}: base {base!r} leads back to this recipe")
-    if base is not None and not (path.parent / base).is_file():
-        raise BuildError(f"{path}: base recipe not found: {path.parent / base} (a path from the recipe's folder)")
-    config = load_recipe(path.parent / base, (*_seen, path.resolve())) if base is not None else BuildConfig()
-    return apply_settings(config, data, str(path))
+    if not base_path.is_file():
+        raise BuildError(f"{path}: base recipe not found: {base_path} (a path from the recipe's folder)")
+    return apply_settings(load_recipe(base_path, seen), data, str(path))

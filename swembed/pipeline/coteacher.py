@@ -30,10 +30,13 @@ def run_coteacher(extract: StageResult, teacher, work_dir: Path, force: bool = F
                                             shape=(len(sentences), teacher.pooled_dim))
         for unit, start in enumerate(tqdm(range(0, len(sentences), UNIT), desc="co-teacher", disable=quiet)):
             part = run.partial / f"unit-{unit:05d}.npy"
-            if not part.is_file():
-                atomic_save_npy(part, teacher.encode(sentences[start : start + UNIT]).astype(np.float32))
+            if part.is_file():  # finished before the build was killed
+                vectors = np.load(part)
+            else:
+                vectors = teacher.encode(sentences[start : start + UNIT]).astype(np.float32)
+                atomic_save_npy(part, vectors)
                 run.unit_done(unit + 1)
-            targets[start : start + UNIT] = np.load(part)
+            targets[start : start + UNIT] = vectors
         targets.flush()
         return {"sentences": len(sentences)}
 
