@@ -138,9 +138,9 @@ def test_random_batch_companions_and_shrinkage_after_training(reference_build, t
 
 def test_a_co_teacher_encodes_the_extract_sentences_in_order_and_kd_aims_at_the_weighted_cosines(reference_build,
                                                                                                   tmp_path):
-    """``[distill] co_teacher``: the coteacher stage holds the second teacher's vectors of the extract's sentences
-    in their order, and KD's targets give cosines (1 - w) cos_teacher + w cos_co. With the teacher as its own
-    co-teacher the targets' cosines are the teacher's, so KD starts from the reference build's held-out loss."""
+    """``[distill] co_teacher``: a coteacher stage holds another teacher's vectors of the extract's sentences in
+    their order, and KD's targets give cosines (1 - sum w) cos_teacher + sum_k w_k cos_k. With the teacher as its own
+    co-teachers the targets' cosines are the teacher's, so KD starts from the reference build's held-out loss."""
     from swembed.pipeline.coteacher import joint_targets
 
     def unit(x):
@@ -148,26 +148,35 @@ def test_a_co_teacher_encodes_the_extract_sentences_in_order_and_kd_aims_at_the_
 
     rng = np.random.default_rng(0)
     own = unit(rng.normal(size=(300, 7)))
-    np.testing.assert_allclose(joint_targets(own, own, 0.3) @ joint_targets(own, own, 0.3).T, own @ own.T, atol=1e-5)
+    joint = joint_targets(own, [own, own], [0.2, 0.1])
+    np.testing.assert_allclose(joint @ joint.T, own @ own.T, atol=1e-5)
     co = unit(rng.normal(size=(300, 5)) + 2.0)  # an anisotropic co-teacher: its cosines span less
-    joint = joint_targets(own, co, 0.3)
+    joint = joint_targets(own, [co], [0.3])
     off = ~np.eye(len(own), dtype=bool)
     scale = np.linalg.lstsq((co @ co.T)[off][:, None], (joint @ joint.T - 0.7 * own @ own.T)[off], rcond=None)[0][0]
     assert scale / 0.3 == pytest.approx((own @ own.T)[off].std() / (co @ co.T)[off].std(), rel=0.1)
     corpus, _, _ = reference_build
     recipe = tmp_path / "co.toml"
-    recipe.write_text("[distill]\nco_teacher = 'minilm'\nco_teacher_weight = 0.3\n")
+    from swembed.teachers import resolve_teacher
+
+    folder = resolve_teacher("minilm")[0]  # the same weights under another name: a second co-teacher stage
+    recipe.write_text(f"[distill]\nco_teacher = ['minilm', '{folder}']\nco_teacher_weight = [0.2, 0.1]\n")
     out, work = tmp_path / "model", reference_build[1].parent / "work"
     result = run_cli(["build", "--recipe", str(recipe), *small_build_args(corpus, out)[1:], "--work-dir", str(work)],
                      same_process=True)
     assert result.returncode == 0, result.stderr
     assert "through the co-teacher minilm" in result.stderr  # the plan says so
     stages = json.loads((out / "config.json").read_text())["build"]["stages"]
-    assert stages["coteacher (en)"]["cached"] is False and stages["extract"]["cached"] is True
-    extract, coteacher = (work / stages[name]["artifact"] for name in ("extract", "coteacher (en)"))
-    np.testing.assert_allclose(np.load(coteacher / "targets.npy"), np.load(extract / "targets.npy"), atol=1e-5)
+    assert not stages["coteacher minilm (en)"]["cached"] and not stages[f"coteacher {folder} (en)"]["cached"]
+    assert stages["extract"]["cached"] is True
+    extract, coteacher, other = (work / stages[name]["artifact"]
+                                 for name in ("extract", "coteacher minilm (en)", f"coteacher {folder} (en)"))
+    for stage in (coteacher, other):
+        np.testing.assert_allclose(np.load(stage / "targets.npy"), np.load(extract / "targets.npy"), atol=1e-5)
+    assert coteacher != other
     manifest = json.loads((work / stages["distill"]["artifact"] / "manifest.json").read_text())
-    assert coteacher.name == f"coteacher-{manifest['inputs']['coteacher'][:16]}"  # KD read the co-teacher
+    read = [f"coteacher-{manifest['inputs'][name][:16]}" for name in ("coteacher", "coteacher #2")]
+    assert read == [coteacher.name, other.name]  # KD read both co-teachers
     reference = json.loads((reference_build[1] / "config.json").read_text())["build"]["stages"]
     first_loss = [json.loads((work / s["distill"]["artifact"] / "history.json").read_text())["initial_val_loss"]
                   for s in (stages, reference)]
@@ -299,8 +308,12 @@ def test_a_recipe_starts_from_its_base_and_replaces_only_the_keys_it_sets(tmp_pa
     child = load_recipe(tmp_path / "sub" / "child.toml")
     settings = (child.teacher, child.out, child.pca.dim, child.distill.tau, child.distill.lr)
     assert settings == ("minilm", "b", 32, 0.2, 0.5)
-    recipes = {path.stem: asdict(load_recipe(path)) for path in Path("pipelines").glob("*.toml")}
-    assert len(recipes) >= 10  # every shipped recipe loads
+    configs = {path.stem: load_recipe(path) for path in Path("pipelines").glob("*.toml")}
+    for config in configs.values():
+        config.validate()  # every shipped recipe loads and is consistent
+    recipes = {name: asdict(config) for name, config in configs.items()}
+    assert len(recipes) >= 10
+    assert configs["mpnet-gemma-256"].distill.co_teachers() == [("me5-small", 0.33), ("embeddinggemma", 0.33)]
     plain, co = recipes["mpnet-256-all"], recipes["mpnet-me5-256"]
     assert {k for k in plain if plain[k] != co[k]} == {"out", "distill"}
     assert {k for k in plain["distill"] if plain["distill"][k] != co["distill"][k]} == {"co_teacher"}
@@ -347,7 +360,11 @@ def test_loss_weights_and_script_variants_are_checked_before_any_work(tmp_path):
                            ({"distill": {"shrinkage": -1.0}}, "distill shrinkage"),
                            ({"distill": {"alone_shrinkage": -1.0}}, "distill shrinkage"),
                            ({"distill": {"co_teacher": "me5-small", "co_teacher_weight": 1.0}},
-                            "co_teacher_weight must be between 0 and 1"),
+                            "co_teacher_weight must be above 0 and sum to below 1"),
+                           ({"distill": {"co_teacher": ["me5-small", "mpnet"], "co_teacher_weight": [0.6, 0.5]}},
+                            "co_teacher_weight must be above 0 and sum to below 1"),
+                           ({"distill": {"co_teacher": ["me5-small", "mpnet"], "co_teacher_weight": 0.3}},
+                            "one weight per co-teacher: 2 names, 1 weights"),
                            ({"vocab": {"word_lists": ["w.txt"]}}, "is for one-language builds"),
                            ({"script_variants": {"zh": "s2hk"}}, "script_variants: zh = 's2hk' is not one of")):
         with pytest.raises(BuildError, match=message.replace("+", "\\+")):

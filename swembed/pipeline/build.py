@@ -64,8 +64,8 @@ def build(config: BuildConfig, force: bool = False, quiet: bool = False, overwri
 
     config.check_before_work(overwrite)
     started = time.time()
-    if config.distill_enabled and config.distill.co_teacher:
-        resolve_teacher(config.distill.co_teacher)  # a missing co-teacher fails now, not after extraction
+    for name, _ in config.distill.co_teachers() if config.distill_enabled else []:
+        resolve_teacher(name)  # a missing co-teacher fails now, not after extraction
     teacher = load_build_teacher(config.teacher, config)
     with DeviceMonitor(teacher.device) as monitor:  # its sampling thread ends even if a stage raises
         return _build(config, teacher, monitor, started, force, quiet, overwrite)
@@ -127,11 +127,13 @@ def _build(config: BuildConfig, teacher, monitor: DeviceMonitor, started: float,
         if config.distill.alone_shrinkage:
             alone = run_alone(compose, teacher, work, force, quiet)
             stages.append(("alone", alone))
-        co_stages = {}
-        if config.distill.co_teacher:
-            co_teacher = load_build_teacher(config.distill.co_teacher, config)
-            co_stages = {lang: run_coteacher(extracts[lang], co_teacher, work, force, quiet) for lang in config.langs}
-            stages += [(f"coteacher ({lang})", stage) for lang, stage in co_stages.items()]
+        co_stages = {lang: [] for lang in config.langs} if config.distill.co_teachers() else {}
+        for name, _ in config.distill.co_teachers():  # one co-teacher in memory at a time
+            co_teacher = load_build_teacher(name, config)
+            for lang in config.langs:
+                co_stages[lang].append(run_coteacher(extracts[lang], co_teacher, work, force, quiet))
+                stages.append((f"coteacher {name} ({lang})", co_stages[lang][-1]))
+            del co_teacher
         final = run_distill(config.distill, pca, compose, extracts, rules, tokenizer_json, work, pair_stages, alone,
                             co_stages, config.seed, config.device, config.checkpoint_seconds, force, quiet)
         stages.append(("distill", final))

@@ -105,10 +105,24 @@ class DistillConfig:
     # then a word seen in n sentences becomes (n v + k a) / (n + k), a the teacher's vector of the word encoded
     # alone, mapped into the table by a ridge fit on frequent words (swembed.pipeline.alone); 0: off
     alone_shrinkage: float = 0.0
-    # a second teacher whose sentence similarities KD also aims at, at weight w = co_teacher_weight in standard units
-    # (swembed.pipeline.coteacher); "": off
-    co_teacher: str = ""
-    co_teacher_weight: float = 0.5
+    # other teachers whose sentence similarities KD also aims at, each at its weight in standard units (a name or a
+    # list of names, and a weight or one per name; swembed.pipeline.coteacher); "": off
+    co_teacher: str | list[str] = ""
+    co_teacher_weight: float | list[float] = 0.5
+
+    def co_teachers(self) -> list[tuple[str, float]]:
+        """(name, weight) of each co-teacher."""
+        names = [self.co_teacher] if isinstance(self.co_teacher, str) else list(self.co_teacher)
+        weights = self.co_teacher_weight if isinstance(self.co_teacher_weight, list) else [self.co_teacher_weight]
+        names = [name for name in names if name]
+        if not all(isinstance(name, str) for name in names) or not all(
+                isinstance(w, (int, float)) and not isinstance(w, bool) for w in weights):
+            raise BuildError(f"co_teacher takes names and co_teacher_weight numbers, got {self.co_teacher!r} and "
+                             f"{self.co_teacher_weight!r}")
+        if names and len(weights) != len(names):
+            raise BuildError(f"co_teacher_weight needs one weight per co-teacher: {len(names)} names, "
+                             f"{len(weights)} weights")
+        return list(zip(names, weights))
 
 
 @dataclass
@@ -222,8 +236,10 @@ class BuildConfig:
         if (min(self.compose.shrinkage, self.distill.shrinkage, self.distill.alone_shrinkage) < 0
                 or self.compose.min_contexts < 1):
             raise BuildError("compose and distill shrinkage (and alone_shrinkage) must be >= 0 and min_contexts >= 1")
-        if self.distill.co_teacher and not 0 < self.distill.co_teacher_weight < 1:
-            raise BuildError(f"co_teacher_weight must be between 0 and 1, got {self.distill.co_teacher_weight}")
+        co_weights = [weight for _, weight in self.distill.co_teachers()]
+        if co_weights and not (min(co_weights) > 0 and sum(co_weights) < 1):
+            raise BuildError(f"co_teacher_weight must be above 0 and sum to below 1 (the teacher keeps the rest), got "
+                             f"{self.distill.co_teacher_weight}")
 
     def check_before_work(self, overwrite: bool = False) -> None:
         """What a build can check before loading the teacher (and before importing torch): the settings, the

@@ -1,6 +1,6 @@
-"""Stage 5c, co-teacher: a second teacher's pooled, L2-normalised vectors of the sentences the extract stage
-encoded, in their order. Knowledge distillation then aims at both teachers' similarities, the co-teacher's at
-weight w in standard units (``[distill] co_teacher``, ``co_teacher_weight`` = w; ``joint_targets``).
+"""Stage 5c, co-teacher: another teacher's pooled, L2-normalised vectors of the sentences the extract stage
+encoded, in their order (one stage per co-teacher). Knowledge distillation then aims at all teachers' similarities,
+each co-teacher's at its weight in standard units (``[distill] co_teacher``, ``co_teacher_weight``; ``joint_targets``).
 Artifact: ``targets.npy`` (N, H''); checkpointed every ``UNIT`` sentences, so a killed build resumes after its
 last finished unit.
 """
@@ -43,15 +43,19 @@ def run_coteacher(extract: StageResult, teacher, work_dir: Path, force: bool = F
     return run_stage("coteacher", work_dir, identity, [extract], compute, force=force, quiet=quiet)
 
 
-def joint_targets(own: np.ndarray, co: np.ndarray, weight: float, pairs: int = 20_000) -> np.ndarray:
-    """Both teachers' unit vectors side by side, scaled so that a target similarity is (1 - w) cos_own +
-    w (s_own / s_co) cos_co, s a teacher's standard deviation of the cosine over random pairs of rows: the co-teacher
-    weighs w in standard units, and the in-batch softmax stays as sharp as the teacher's own (e5's cosines span a
-    third of mpnet's; unscaled they flatten the softmax and KD pulls the table apart)."""
+def joint_targets(own: np.ndarray, co: list[np.ndarray], weights: list[float], pairs: int = 20_000) -> np.ndarray:
+    """The teachers' unit vectors side by side, scaled so that a target similarity is (1 - sum w) cos_own +
+    sum_k w_k (s_own / s_k) cos_k, s a teacher's standard deviation of the cosine over random pairs of rows: each
+    co-teacher weighs w_k in standard units, and the in-batch softmax stays as sharp as the teacher's own (e5's cosines
+    span a third of mpnet's; unscaled they flatten the softmax and KD pulls the table apart)."""
     i, j = np.random.default_rng(0).integers(len(own), size=(2, pairs))
-    spread = [np.einsum("nd,nd->n", vectors[i], vectors[j]).std() for vectors in (own, co)]
-    out = np.empty((len(own), own.shape[1] + co.shape[1]), dtype=np.float32)
-    # scaled straight into out: no temporary copy of either
-    np.multiply(own, np.sqrt(1 - weight), out=out[:, : own.shape[1]], casting="same_kind")
-    np.multiply(co, np.sqrt(weight * spread[0] / spread[1]), out=out[:, own.shape[1] :], casting="same_kind")
+    spread = [np.einsum("nd,nd->n", vectors[i], vectors[j]).std() for vectors in (own, *co)]
+    out = np.empty((len(own), own.shape[1] + sum(c.shape[1] for c in co)), dtype=np.float32)
+    # scaled straight into out: no temporary copy of any
+    np.multiply(own, np.sqrt(1 - sum(weights)), out=out[:, : own.shape[1]], casting="same_kind")
+    start = own.shape[1]
+    for vectors, weight, s in zip(co, weights, spread[1:]):
+        np.multiply(vectors, np.sqrt(weight * spread[0] / s), out=out[:, start : start + vectors.shape[1]],
+                    casting="same_kind")
+        start += vectors.shape[1]
     return out

@@ -28,11 +28,11 @@ from swembed.runtime.tokenizer import TokenIds, TokenizationRules, WordTokenizer
 def run_distill(config: DistillConfig, pca: StageResult, compose: StageResult, extracts: dict[str, StageResult],
                 rules: dict[str, TokenizationRules], tokenizer_json: str, work_dir: Path,
                 pair_stages: dict[tuple[str, str], StageResult] | None = None, alone: StageResult | None = None,
-                co_stages: dict[str, StageResult] | None = None, seed: int = 0, device: str = "auto",
+                co_stages: dict[str, list[StageResult]] | None = None, seed: int = 0, device: str = "auto",
                 checkpoint_seconds: float = 60.0, force: bool = False, quiet: bool = False) -> StageResult:
     """``pair_stages``: (language a, language b) -> its ``pairs`` stage (``swembed.pipeline.parallel``);
     ``alone``: the stage of words encoded alone, for ``alone_shrinkage``; ``co_stages``: language -> its
-    ``coteacher`` stage, for ``co_teacher``."""
+    ``coteacher`` stages, one per ``co_teacher``."""
     pair_stages, co_stages = pair_stages or {}, co_stages or {}
     identity = {**asdict(config), "seed": seed}
     for option in ("center_targets", "rare_word_pieces", "random_batch_weight", "shrinkage", "alone_shrinkage",
@@ -62,8 +62,9 @@ def run_distill(config: DistillConfig, pca: StageResult, compose: StageResult, e
                 sentences = files.read_lines(extract.path / files.TARGET_SENTENCES)
                 targets = np.load(extract.path / files.TARGETS, mmap_mode="r" if lang in co_stages else None)
                 if lang in co_stages:
-                    targets = joint_targets(targets, np.load(co_stages[lang].path / files.TARGETS, mmap_mode="r"),
-                                            config.co_teacher_weight)
+                    targets = joint_targets(targets, [np.load(stage.path / files.TARGETS, mmap_mode="r")
+                                                      for stage in co_stages[lang]],
+                                            [weight for _, weight in config.co_teachers()])
                 targets = torch.as_tensor(targets, device=dev)
                 if config.center_targets:
                     targets = centred(targets)
@@ -110,7 +111,7 @@ def run_distill(config: DistillConfig, pca: StageResult, compose: StageResult, e
                                                       "train_examples", "stopped_early", "device")}}
 
     inputs = [pca, compose, *extracts.values(), *pair_stages.values(), *([alone] if alone else []),
-              *co_stages.values()]
+              *(stage for stages in co_stages.values() for stage in stages)]
     return run_stage("distill", work_dir, identity, inputs, compute, force=force, quiet=quiet)
 
 

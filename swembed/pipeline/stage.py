@@ -93,6 +93,19 @@ class StageResult:
         return self.manifest.get("stats", {})
 
 
+def input_keys(inputs: list[StageResult]) -> dict[str, str]:
+    """Each input stage's key by its name; a name that repeats (one extract per language, several co-teachers)
+    is numbered from its second time: ``coteacher``, ``coteacher #2``."""
+    out: dict[str, str] = {}
+    for stage in inputs:
+        label, n = stage.name, 1
+        while label in out:
+            n += 1
+            label = f"{stage.name} #{n}"
+        out[label] = stage.key
+    return out
+
+
 @dataclass
 class StageRun:
     """What a stage's compute function gets: where to write, where to checkpoint, how to report progress."""
@@ -162,7 +175,7 @@ def run_stage(
             "stage": name,
             "key": key,
             "config": config,
-            "inputs": {i.name: i.key for i in inputs},
+            "inputs": input_keys(inputs),
             "stats": stats,
             "wall_s": round(time.time() - start, 2),
             "peak_rss_mb": round(memory.peak / 2**20, 1),

