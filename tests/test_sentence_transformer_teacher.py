@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from swembed.teachers import load_teacher
-from swembed.teachers.base import TeacherError, TeacherSpec
+from swembed.teachers.base import TeacherSpec
 from swembed.teachers.sentence_transformer import SentenceTransformerTeacher
 
 TEXTS = ["A man is playing a guitar.", "The quick brown fox jumps over the lazy dog!", "Stonehenge gets soaking",
@@ -22,8 +22,9 @@ def test_minilm_sentence_vectors_equal_sentence_transformers_encode():
     np.testing.assert_allclose(ours.encode(TEXTS), reference, atol=1e-5)
 
 
-def dense_folder(tmp_path: Path, bias: bool = False) -> Path:
-    """A tiny random BERT (MiniLM's tokenizer) with mean pooling, two linear Dense modules and Normalize."""
+def dense_folder(tmp_path: Path, bias: bool = False, activation=None, safetensors: bool = True) -> Path:
+    """A tiny random BERT (MiniLM's tokenizer) with mean pooling, two Dense modules (linear unless ``bias`` and
+    ``activation`` say otherwise) and Normalize; weights saved as safetensors or, as older folders hold them, .bin."""
     import torch
     from sentence_transformers import SentenceTransformer, models
     from transformers import AutoTokenizer, BertConfig, BertModel
@@ -35,11 +36,11 @@ def dense_folder(tmp_path: Path, bias: bool = False) -> Path:
                          intermediate_size=32)).save_pretrained(base)
     AutoTokenizer.from_pretrained(str(minilm)).save_pretrained(base)
     transformer = models.Transformer(str(base))
-    identity = torch.nn.Identity()
+    identity, last = torch.nn.Identity(), activation or torch.nn.Identity()
     modules = [transformer, models.Pooling(16, "mean"), models.Dense(16, 48, bias=bias, activation_function=identity),
-               models.Dense(48, 16, bias=bias, activation_function=identity), models.Normalize()]
+               models.Dense(48, 12 if activation else 16, bias=bias, activation_function=last), models.Normalize()]
     folder = tmp_path / "st"
-    SentenceTransformer(modules=modules, device="cpu").save(str(folder))
+    SentenceTransformer(modules=modules, device="cpu").save(str(folder), safe_serialization=safetensors)
     return folder
 
 
@@ -60,10 +61,18 @@ def test_linear_dense_modules_and_a_prompt_give_sentence_transformers_vectors(tm
     assert spans[0, 0] == 0 and (spans[:, 1] <= len(TEXTS[0])).all()
 
 
-def test_a_dense_module_with_a_bias_is_refused_in_one_line(tmp_path):
-    folder = dense_folder(tmp_path, bias=True)
-    with pytest.raises(TeacherError, match="only linear Dense modules"):
-        SentenceTransformerTeacher(folder, TeacherSpec("tiny", str(folder)), device="cpu")
+def test_a_dense_module_with_bias_and_tanh_maps_the_pooled_vector_only(tmp_path):
+    """LaBSE's kind of Dense: it does not commute with pooling, so token vectors keep the transformer's width and
+    only the sentence vector goes through it, as in sentence-transformers."""
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    folder = dense_folder(tmp_path, bias=True, activation=torch.nn.Tanh(), safetensors=False)
+    assert (folder / "3_Dense" / "pytorch_model.bin").is_file()
+    ours = SentenceTransformerTeacher(folder, TeacherSpec("tiny", str(folder)), device="cpu")
+    reference = SentenceTransformer(str(folder), device="cpu").encode(TEXTS, normalize_embeddings=True)
+    np.testing.assert_allclose(ours.encode(TEXTS), reference, atol=1e-5)
+    assert ours.forward(TEXTS[:1]).hidden.shape[-1] == 16 and ours.pooled_dim == 12
 
 
 GEMMA = Path.home() / ".cache" / "swembed" / "teachers" / "embeddinggemma"

@@ -1,8 +1,8 @@
 """A sentence-transformers model folder as a teacher, run with plain transformers + tokenizers.
 
-We read the folder's own pooling config (``modules.json`` -> ``1_Pooling/config.json``) and its linear ``Dense``
-modules (EmbeddingGemma's two) so the pooled vector is what ``SentenceTransformer.encode`` returns, and use the fast
-tokenizer directly for exact character offsets. Inputs are padded per batch, never to a fixed length.
+We read the folder's own pooling config (``modules.json`` -> ``1_Pooling/config.json``) and its ``Dense`` modules
+(EmbeddingGemma's two linear ones, LaBSE's tanh one) so the pooled vector is what ``SentenceTransformer.encode``
+returns, and use the fast tokenizer directly for exact character offsets. Inputs are padded per batch, never to a fixed length.
 """
 from __future__ import annotations
 
@@ -40,26 +40,43 @@ def read_pooling_mode(folder: Path) -> str:
     return "mean"
 
 
-def read_dense_map(folder: Path) -> np.ndarray | None:
-    """The product of the folder's ``Dense`` modules as one (out, in) matrix, or None when it has none. Only linear
-    ones (identity activation, no bias) are read: they commute with mean pooling, so token vectors can go through
-    them too and a word's vector stays in the space of the sentence vectors."""
+ACTIVATIONS = {"Identity": lambda x: x, "Tanh": torch.tanh}
+
+
+@dataclass
+class DenseLayer:
+    """One ``Dense`` module of a sentence-transformers folder: ``activation(x @ weight.T + bias)``."""
+
+    weight: np.ndarray  # (out, in)
+    bias: np.ndarray | None
+    activation: str
+
+    @property
+    def linear(self) -> bool:
+        return self.bias is None and self.activation == "Identity"
+
+
+def read_dense_layers(folder: Path) -> list[DenseLayer]:
+    """The folder's ``Dense`` modules after pooling, in order (EmbeddingGemma has two linear ones, LaBSE one with
+    tanh)."""
     modules_path = folder / "modules.json"
-    if not modules_path.is_file():
-        return None
-    matrix = None
-    for module in json.loads(modules_path.read_text()):
+    layers = []
+    for module in json.loads(modules_path.read_text()) if modules_path.is_file() else []:
         if not module.get("type", "").endswith("Dense"):
             continue
-        config = json.loads((folder / module["path"] / "config.json").read_text())
-        if config.get("bias") or not config.get("activation_function", "").endswith("Identity"):
-            raise TeacherError(f"{folder / module['path']}: only linear Dense modules (no bias, identity "
-                               f"activation) are supported")
-        from safetensors.numpy import load_file
+        where = folder / module["path"]
+        config = json.loads((where / "config.json").read_text())
+        activation = config.get("activation_function", "Identity").rsplit(".", 1)[-1]
+        if activation not in ACTIVATIONS:
+            raise TeacherError(f"{where}: Dense activation {activation} is not supported ({', '.join(ACTIVATIONS)})")
+        if (where / "model.safetensors").is_file():
+            from safetensors.numpy import load_file
 
-        weight = load_file(str(folder / module["path"] / "model.safetensors"))["linear.weight"].astype(np.float64)
-        matrix = weight if matrix is None else weight @ matrix
-    return matrix
+            state = load_file(str(where / "model.safetensors"))
+        else:
+            state = {k: v.numpy() for k, v in torch.load(where / "pytorch_model.bin", map_location="cpu").items()}
+        layers.append(DenseLayer(state["linear.weight"].astype(np.float32), state.get("linear.bias"), activation))
+    return layers
 
 
 def load_fast_tokenizer(folder: Path, max_length: int) -> Tokenizer:
@@ -124,13 +141,24 @@ class SentenceTransformerTeacher(BatchedTeacher):
         except Exception as exc:
             raise TeacherError(f"could not load teacher weights from {self.folder}: {exc}") from exc
         self.model.to(self.device).eval()
-        dense = read_dense_map(self.folder)
-        if dense is not None and self.pooling == "max":
-            raise TeacherError(f"{self.folder}: Dense modules after max pooling cannot be applied per token")
-        self.dense = None if dense is None else torch.as_tensor(dense.T, dtype=torch.float32, device=self.device)
-        self.dim = int(self.model.config.hidden_size if dense is None else dense.shape[0])
-        self.pooled_dim = self.dim
+        # Linear Dense modules commute with mean, CLS and last-token pooling, so their product maps every token and a
+        # word's vector stays in the space of the sentence vectors; others (LaBSE's tanh) map the pooled vector only.
+        dense = read_dense_layers(self.folder)
+        self.token_map = None
+        if dense and all(layer.linear for layer in dense) and self.pooling != "max":
+            product = dense[0].weight
+            for layer in dense[1:]:
+                product = layer.weight @ product
+            self.token_map, dense = self._tensor(product.T), []
+        self.pooled_layers = [(self._tensor(layer.weight.T), self._tensor(layer.bias), ACTIVATIONS[layer.activation])
+                              for layer in dense]
+        hidden_size = int(self.model.config.hidden_size)
+        self.dim = hidden_size if self.token_map is None else int(self.token_map.shape[1])
+        self.pooled_dim = int(self.pooled_layers[-1][0].shape[1]) if self.pooled_layers else self.dim
         self._takes_token_types = "token_type_ids" in inspect.signature(self.model.forward).parameters
+
+    def _tensor(self, array: np.ndarray | None) -> torch.Tensor | None:
+        return None if array is None else torch.as_tensor(array, dtype=torch.float32, device=self.device)
 
     @property
     def name(self) -> str:
@@ -180,7 +208,10 @@ class SentenceTransformerTeacher(BatchedTeacher):
         if self._takes_token_types:
             kwargs["token_type_ids"] = torch.zeros_like(ids)
         hidden = self.model(**kwargs).last_hidden_state.float()
-        if self.dense is not None:
-            hidden = hidden @ self.dense
-        pooled = torch.nn.functional.normalize(pool(hidden, mask, self.pooling), dim=-1)
+        if self.token_map is not None:
+            hidden = hidden @ self.token_map
+        pooled = pool(hidden, mask, self.pooling)
+        for weight, bias, activation in self.pooled_layers:
+            pooled = activation(pooled @ weight if bias is None else torch.addmm(bias, pooled, weight))
+        pooled = torch.nn.functional.normalize(pooled, dim=-1)
         return TeacherOutput(hidden=hidden, offsets=inputs.offsets, pooled=pooled)
