@@ -91,3 +91,20 @@ def test_embeddinggemma_offline_copy_equals_sentence_transformers_encode():
     np.testing.assert_allclose(ours.encode(TEXTS), reference, atol=1e-5)
     spans = ours.forward(TEXTS[:1]).offsets[0]
     assert spans[spans[:, 0] >= 0][0, 0] == 0  # Gemma's first text token holds the prompt's last space
+
+
+def test_a_token_holding_the_prompts_last_space_is_the_texts_first_token():
+    """XLM-R (multilingual-e5) and Gemma tokens carry the space before them: after the prompt ``query: `` the text's
+    first token '▁A' spans the prompt's last character and the text's first. It belongs to the text (its first word
+    gets its context); prompt tokens do not."""
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
+
+    vocab = {w: i for i, w in enumerate(["<pad>", "query:", "▁A", "▁man", "▁is", "▁here"])}
+    tokenizer = Tokenizer(models.WordLevel(vocab, unk_token="<pad>"))
+    tokenizer.normalizer = normalizers.Replace(" ", "▁")
+    tokenizer.pre_tokenizer = pre_tokenizers.Split("▁", behavior="merged_with_next")  # '▁A' is (6, 8) in the prompted text
+    teacher = SentenceTransformerTeacher.__new__(SentenceTransformerTeacher)  # prepare needs no weights
+    teacher.tokenizer, teacher.prompt, teacher.pad_id = tokenizer, "query: ", 0
+    spans = teacher.prepare(["A man is here", "A man"]).offsets
+    assert spans[0].tolist() == [[-1, -1], [0, 1], [1, 5], [5, 8], [8, 13]]
+    assert spans[1].tolist() == [[-1, -1], [0, 1], [1, 5], [-1, -1], [-1, -1]]  # padding
