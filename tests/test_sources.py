@@ -34,6 +34,27 @@ def test_zip_jsonl_and_missing_column(tmp_path):
         list(read_source(str(jsonl)))
 
 
+def test_a_zip_of_tagged_sentences_reads_as_plain_text_and_other_zips_as_they_are(tmp_path):
+    """NLTK's Brown corpus: ``word/TAG`` tokens, one sentence per line, beside a CONTENTS index."""
+    tagged = ("\n\n\tThe/at Fulton/np-tl County/nn-tl Grand/jj-tl Jury/nn-tl said/vbd Friday/nr an/at "
+              "investigation/nn of/in Atlanta's/np$ recent/jj primary/nn election/nn produced/vbd ``/`` no/at "
+              "evidence/nn ''/'' that/cs any/dti irregularities/nns took/vbd place/nn ./.\n"
+              "\tHe/pps is/bez not/* prepared/vbn for/in it/ppo --/-- naturally/rb ,/, nobody/pn is/bez ./.\n")
+    archive = tmp_path / "brown.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.writestr("brown/CONTENTS", "ca01 news\nca02 news\n")
+        zf.writestr("brown/ca01", tagged)
+    assert [line for line in read_source(str(archive)) if line] == [
+        "The Fulton County Grand Jury said Friday an investigation of Atlanta's recent primary election produced "
+        '"no evidence" that any irregularities took place.',
+        "He is not prepared for it -- naturally, nobody is."]
+    plain = tmp_path / "plain.zip"
+    lines = ["See http://example.org/page and/or the and/or rule.", "A 50/50 split, then 3/4 of it."] * 20
+    with zipfile.ZipFile(plain, "w") as zf:
+        zf.writestr("p/a.txt", "\n".join(lines))
+    assert list(read_source(str(plain))) == lines
+
+
 def test_expand_sources_errors(tmp_path):
     with pytest.raises(CorpusError, match="not found"):
         expand_sources([str(tmp_path / "nope.txt")])

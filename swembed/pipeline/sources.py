@@ -174,11 +174,11 @@ def _records(path: Path, fmt: str, compression: str | None, text_column: str) ->
 
 
 def _zip_members(path: Path, limit: int = -1) -> Iterator[tuple[str, bytes]]:
-    """(name, bytes) of each member of a zip but folders and readme/license files, .gz members decompressed,
+    """(name, bytes) of each member of a zip but folders and readme/license/contents files, .gz members decompressed,
     at most ``limit`` bytes each; a member that is not text is an error."""
     with zipfile.ZipFile(path) as archive:
         for member in sorted(archive.namelist()):
-            if member.endswith("/") or Path(member).name.lower().startswith(("readme", "license")):
+            if member.endswith("/") or Path(member).name.lower().startswith(("readme", "license", "contents")):
                 continue
             with archive.open(member) as raw:
                 data = (gzip.GzipFile(fileobj=raw) if member.endswith(".gz") else raw).read(limit)
@@ -186,9 +186,22 @@ def _zip_members(path: Path, limit: int = -1) -> Iterator[tuple[str, bytes]]:
             yield member, data
 
 
+_TAG = re.compile(r"^\S+/[a-z$*+\-]+$|^(\S+)/\1$")  # Brown's ``Mass/nn-tl``, ``pp$``, ``,/,`` and ``--/--``
+
+
+def untag(lines: list[str]) -> list[str]:
+    """Lines of ``word/TAG`` tokens (NLTK's tagged Brown corpus) as plain sentences: tags dropped, quotes and
+    punctuation re-attached; other text unchanged (at least 90% of its first 500 tokens must look tagged)."""
+    sample = [token for line in lines[:200] for token in line.split()][:500]
+    if len(sample) < 20 or sum(bool(_TAG.match(t)) for t in sample) < 0.9 * len(sample):
+        return lines
+    plain = (" ".join(token.rpartition("/")[0] for token in line.split()) for line in lines)
+    return [detokenize_wikitext(line.replace("``", '"').replace("''", '"')) for line in plain]
+
+
 def _zip_lines(path: Path) -> Iterator[str]:
     for _, data in _zip_members(path):
-        yield from data.decode("utf-8", errors="replace").splitlines()
+        yield from untag(data.decode("utf-8", errors="replace").splitlines())
 
 
 def _hf_records(spec: str, text_column: str) -> Iterator[str]:
