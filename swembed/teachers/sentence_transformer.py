@@ -2,7 +2,8 @@
 
 We read the folder's own pooling config (``modules.json`` -> ``1_Pooling/config.json``) and its ``Dense`` modules
 (EmbeddingGemma's two linear ones, LaBSE's tanh one) so the pooled vector is what ``SentenceTransformer.encode``
-returns, and use the fast tokenizer directly for exact character offsets. Inputs are padded per batch, never to a fixed length.
+returns, and use the fast tokenizer directly for exact character offsets. Inputs are padded per batch, never to a
+fixed length.
 """
 from __future__ import annotations
 
@@ -17,26 +18,21 @@ import torch
 from tokenizers import Tokenizer
 
 from swembed.teachers.base import (BatchedTeacher, Pinnable, TeacherError, TeacherOutput, TeacherSpec, pick_device,
-                                   pick_dtype)
+                                   pick_dtype, st_modules)
 
 logger = logging.getLogger(__name__)
 
 
 def read_pooling_mode(folder: Path) -> str:
     """The pooling mode declared by a sentence-transformers folder (mean when none is declared)."""
-    modules_path = folder / "modules.json"
-    if not modules_path.is_file():
-        return "mean"
-    for module in json.loads(modules_path.read_text()):
-        if module.get("type", "").endswith("Pooling"):
-            config = json.loads((folder / module["path"] / "config.json").read_text())
-            if config.get("pooling_mode_cls_token"):
-                return "cls"
-            if config.get("pooling_mode_max_tokens"):
-                return "max"
-            if config.get("pooling_mode_lasttoken"):
-                return "lasttoken"
-            return "mean"
+    for module in st_modules(folder, "Pooling")[:1]:
+        config = json.loads((folder / module["path"] / "config.json").read_text())
+        if config.get("pooling_mode_cls_token"):
+            return "cls"
+        if config.get("pooling_mode_max_tokens"):
+            return "max"
+        if config.get("pooling_mode_lasttoken"):
+            return "lasttoken"
     return "mean"
 
 
@@ -59,11 +55,8 @@ class DenseLayer:
 def read_dense_layers(folder: Path) -> list[DenseLayer]:
     """The folder's ``Dense`` modules after pooling, in order (EmbeddingGemma has two linear ones, LaBSE one with
     tanh)."""
-    modules_path = folder / "modules.json"
     layers = []
-    for module in json.loads(modules_path.read_text()) if modules_path.is_file() else []:
-        if not module.get("type", "").endswith("Dense"):
-            continue
+    for module in st_modules(folder, "Dense"):
         where = folder / module["path"]
         config = json.loads((where / "config.json").read_text())
         activation = config.get("activation_function", "Identity").rsplit(".", 1)[-1]
