@@ -35,7 +35,9 @@ ABLATION_RECIPE = "pipelines/minilm-256-en.toml"  # the main recipe on ../shared
 PAPER_OURS_256 = dict(zip(EN_SETS, (68.3, 79.3, 75.9, 83.1, 79.4, 79.2, 68.0)))
 PAPER_OURS_256["avg"] = 76.2
 # English report: teacher -> its tables (the teacher's row is shown when one of them exists)
-TABLE_OF_TEACHER = {"mpnet": ("mpnet-256", "mpnet-256-all"), "me5-small": ("me5-en",)}
+TABLE_OF_TEACHER = {"mpnet": ("mpnet-256", "mpnet-256-all", "mpnet-me5-256", "mpnet-gemma-256"),
+                    "me5-small": ("me5-en", "mpnet-me5-256", "mpnet-gemma-256"),
+                    "embeddinggemma": ("mpnet-gemma-256",)}
 SECTIONS = ("english", "stages", "ablations", "robust", "analysis", "ensembles", "multilingual")
 
 
@@ -515,6 +517,10 @@ def write_reports(sections: list[str] | None, out: Path, data: Path, command: st
                             ("teacher all-mpnet-base-v2", "mpnet"),
                             ("**swembed** mpnet-256-all (every sentence through the teacher)", "mpnet-256-all"),
                             ("swembed mpnet-256 (the quota's 349k sentences through the teacher)", "mpnet-256"),
+                            ("**swembed** mpnet-me5-256 (mpnet-256-all, KD also towards e5)", "mpnet-me5-256"),
+                            ("teacher EmbeddingGemma-300M", "embeddinggemma"),
+                            ("**swembed** mpnet-gemma-256 (KD towards mpnet, e5 and EmbeddingGemma)",
+                             "mpnet-gemma-256"),
                             ("teacher multilingual-e5-small", "me5-small"),
                             ("swembed me5-en (English-only table from multilingual-e5-small)", "me5-en")):
             if name in TABLE_OF_TEACHER:  # a teacher's row, shown only beside its table
