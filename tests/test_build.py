@@ -183,6 +183,39 @@ def test_a_co_teacher_encodes_the_extract_sentences_in_order_and_kd_aims_at_the_
     assert first_loss[0] == pytest.approx(first_loss[1], rel=1e-4)
 
 
+def test_a_killed_coteacher_stage_resumes_after_its_last_unit(reference_build, tmp_path):
+    """The coteacher stage checkpoints each unit of sentences: killed after its second, a rerun reads those two back
+    and encodes the rest, to the vectors of a run never killed (MiniLM as its own co-teacher: the extract's
+    targets). A rerun with another unit size is refused, naming the partial folder."""
+    import os
+
+    from swembed.pipeline.config import BuildError
+    from swembed.pipeline.coteacher import run_coteacher
+    from swembed.pipeline.stage import CRASH_ENV, StageResult
+    from swembed.teachers import load_teacher
+
+    _, out, _ = reference_build
+    extract = out.parent / "work" / json.loads((out / "config.json").read_text())["build"]["stages"]["extract"][
+        "artifact"]
+    manifest = json.loads((extract / "manifest.json").read_text())
+    stage = StageResult("extract", manifest["key"], extract, manifest)
+    script = ("import json, sys\nfrom pathlib import Path\nfrom swembed.pipeline.coteacher import run_coteacher\n"
+              "from swembed.pipeline.stage import StageResult\nfrom swembed.teachers import load_teacher\n"
+              "extract = Path(sys.argv[1])\nmanifest = json.loads((extract / 'manifest.json').read_text())\n"
+              "stage = StageResult('extract', manifest['key'], extract, manifest)\n"
+              "run_coteacher(stage, load_teacher('minilm'), Path(sys.argv[2]), quiet=True, unit=64)\n")
+    killed = subprocess.run([sys.executable, "-c", script, str(extract), str(tmp_path)], capture_output=True,
+                            text=True, env={**os.environ, CRASH_ENV: "coteacher:2"})
+    assert killed.returncode == 75, killed.stderr
+    assert sorted(p.name for p in tmp_path.glob("coteacher-*.partial/*")) == ["unit-00000.npy", "unit-00001.npy"]
+    teacher = load_teacher("minilm")
+    with pytest.raises(BuildError, match="unit-00000.npy: 64 rows where the unit holds 100 sentences"):
+        run_coteacher(stage, teacher, tmp_path, quiet=True, unit=100)
+    resumed = run_coteacher(stage, teacher, tmp_path, quiet=True, unit=64)
+    assert resumed.stats["resumed_units"] == 2 and resumed.stats["sentences"] == 400
+    np.testing.assert_allclose(np.load(resumed.path / "targets.npy"), np.load(extract / "targets.npy"), atol=1e-5)
+
+
 def test_plan_states_the_quota_choice_that_extraction_encodes(tmp_path):
     rng = np.random.default_rng(0)
     words = "cat dog bird river stone tree house road lamp chair table cloud rain wind fire snow".split()

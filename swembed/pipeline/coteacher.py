@@ -11,15 +11,16 @@ from pathlib import Path
 import numpy as np
 
 from swembed.pipeline import files
+from swembed.pipeline.config import BuildError
 from swembed.pipeline.stage import StageResult, StageRun, run_stage
 from swembed.runtime.folder import atomic_save_npy
 
 UNIT = 20_000
 
 
-def run_coteacher(extract: StageResult, teacher, work_dir: Path, force: bool = False,
-                  quiet: bool = False) -> StageResult:
-    """Encode the ``extract`` artifact's target sentences with ``teacher``."""
+def run_coteacher(extract: StageResult, teacher, work_dir: Path, force: bool = False, quiet: bool = False,
+                  unit: int = UNIT) -> StageResult:
+    """Encode the ``extract`` artifact's target sentences with ``teacher``, checkpointing every ``unit``."""
     identity = {"teacher": {k: v for k, v in teacher.describe().items() if k != "path"}}
 
     def compute(run: StageRun) -> dict:
@@ -28,17 +29,30 @@ def run_coteacher(extract: StageResult, teacher, work_dir: Path, force: bool = F
         sentences = files.read_lines(extract.path / files.TARGET_SENTENCES)
         targets = np.lib.format.open_memmap(run.out / files.TARGETS, mode="w+", dtype=np.float32,
                                             shape=(len(sentences), teacher.pooled_dim))
-        for unit, start in enumerate(tqdm(range(0, len(sentences), UNIT), desc="co-teacher", disable=quiet)):
-            part = run.partial / f"unit-{unit:05d}.npy"
-            if part.is_file():  # finished before the build was killed
-                vectors = np.load(part)
+        # progress in characters, not units: the sentences come sorted by length, so the last unit costs several
+        # times the first and a count of units would promise too early an end
+        starts = range(0, len(sentences), unit)
+        parts = [run.partial / f"unit-{index:05d}.npy" for index in range(len(starts))]
+        chars = [sum(map(len, sentences[start : start + unit])) for start in starts]
+        done = [part.is_file() for part in parts]  # units finished before the build was killed
+        progress = tqdm(total=sum(chars), initial=sum(c for c, d in zip(chars, done) if d), desc="co-teacher",
+                        unit="char", unit_scale=True, disable=quiet)
+        for index, start in enumerate(starts):
+            batch = sentences[start : start + unit]
+            if done[index]:
+                vectors = np.load(parts[index])
+                if len(vectors) != len(batch):
+                    raise BuildError(f"{parts[index]}: {len(vectors)} rows where the unit holds {len(batch)} "
+                                     f"sentences (left by a build with another unit size); delete {run.partial}")
             else:
-                vectors = teacher.encode(sentences[start : start + UNIT]).astype(np.float32)
-                atomic_save_npy(part, vectors)
-                run.unit_done(unit + 1)
-            targets[start : start + UNIT] = vectors
+                vectors = teacher.encode(batch).astype(np.float32)
+                atomic_save_npy(parts[index], vectors)
+                run.unit_done(index + 1)
+                progress.update(chars[index])
+            targets[start : start + len(batch)] = vectors
+        progress.close()
         targets.flush()
-        return {"sentences": len(sentences)}
+        return {"sentences": len(sentences), "resumed_units": sum(done)}
 
     return run_stage("coteacher", work_dir, identity, [extract], compute, force=force, quiet=quiet)
 
