@@ -1,6 +1,7 @@
 """`swembed build` end to end on a tiny corpus with the real MiniLM teacher: output, resume, bad input."""
 import gzip
 import json
+import os
 import subprocess
 import sys
 
@@ -187,8 +188,6 @@ def test_a_killed_coteacher_stage_resumes_after_its_last_unit(reference_build, t
     """The coteacher stage checkpoints each unit of sentences: killed after its second, a rerun reads those two back
     and encodes the rest, to the vectors of a run never killed (MiniLM as its own co-teacher: the extract's
     targets). A rerun with another unit size is refused, naming the partial folder."""
-    import os
-
     from swembed.pipeline.config import BuildError
     from swembed.pipeline.coteacher import run_coteacher
     from swembed.pipeline.stage import CRASH_ENV, StageResult
