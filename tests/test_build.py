@@ -175,6 +175,8 @@ def test_a_co_teacher_encodes_the_extract_sentences_in_order_and_kd_aims_at_the_
     for stage in (coteacher, other):
         np.testing.assert_allclose(np.load(stage / "targets.npy"), np.load(extract / "targets.npy"), atol=1e-5)
     assert coteacher != other
+    for stage in (coteacher, other):  # each stage timed its teacher when it started
+        assert json.loads((stage / "manifest.json").read_text())["stats"]["estimated_s"] > 0
     manifest = json.loads((work / stages["distill"]["artifact"] / "manifest.json").read_text())
     read = [f"coteacher-{manifest['inputs'][name][:16]}" for name in ("coteacher", "coteacher #2")]
     assert read == [coteacher.name, other.name]  # KD read both co-teachers
@@ -212,6 +214,7 @@ def test_a_killed_coteacher_stage_resumes_after_its_last_unit(reference_build, t
         run_coteacher(stage, teacher, tmp_path, quiet=True, unit=100)
     resumed = run_coteacher(stage, teacher, tmp_path, quiet=True, unit=64)
     assert resumed.stats["resumed_units"] == 2 and resumed.stats["sentences"] == 400
+    assert resumed.stats["estimated_s"] > 0  # timed on the four units left
     np.testing.assert_allclose(np.load(resumed.path / "targets.npy"), np.load(extract / "targets.npy"), atol=1e-5)
 
 

@@ -66,8 +66,8 @@ def build_plan(config: BuildConfig, teacher, selections: dict[str, Selection | N
         lines.append(f"  then every word row read alone through the teacher ([distill] alone_shrinkage; one word per "
                      f"sentence, {sum(vocab_sizes.values()):,} short sentences; cached after the first build)")
     for name, _ in config.distill.co_teachers() if config.distill_enabled else []:
-        lines.append(f"  then every encoded sentence through the co-teacher {name} ([distill] co_teacher; cached after "
-                     f"the first build)")
+        lines.append(f"  then every encoded sentence through the co-teacher {name} ([distill] co_teacher; timed "
+                     f"when it is loaded, cached after the first build)")
     peak += rss_bytes()  # the teacher, the texts and the selection, loaded now
     numbers["estimated_extract_s"] = round(total_s)
     numbers["estimated_peak_mb"] = _mib(peak)
