@@ -7,32 +7,21 @@ last finished unit.
 from __future__ import annotations
 
 import logging
-import time
 from pathlib import Path
 
 import numpy as np
 
 from swembed.pipeline import files
 from swembed.pipeline.config import BuildError
+from swembed.pipeline.plan import seconds_per_size, spread
 from swembed.pipeline.stage import StageResult, StageRun, run_stage
 from swembed.runtime.folder import atomic_save_npy
 
 logger = logging.getLogger(__name__)
 UNIT = 20_000
-PROBE = 128  # sentences timed from each of three units left to encode, for the stage's estimate
-
-
-def estimate_seconds(teacher, units: list[list[str]]) -> float:
-    """The teacher's time for ``units`` (the stage's units left to encode, shortest sentences first), from its time
-    per character on the first ``PROBE`` sentences of three of them (short, middle, long), after a warm-up. It errs
-    high: MiniLM on 12k WikiText-2 sentences in units of 2k was estimated at 65-69 s and took 54 s."""
-    picks = [units[int(q * (len(units) - 1))][:PROBE] for q in (0.2, 0.5, 0.8)]
-    teacher.encode(picks[0][:2])  # warm-up: the first forward pass allocates
-    start = time.perf_counter()
-    for batch in picks:
-        teacher.encode(batch)
-    per_char = (time.perf_counter() - start) / sum(len(text) for batch in picks for text in batch)
-    return per_char * sum(len(text) for unit in units for text in unit)
+# sentences timed from each of three units left to encode, for the stage's estimate; it errs high (MiniLM on 12k
+# WikiText-2 sentences in units of 2k: estimated at 65-71 s over four tries, took 53-54 s)
+PROBE = 128
 
 
 def run_coteacher(extract: StageResult, teacher, work_dir: Path, force: bool = False, quiet: bool = False,
@@ -52,9 +41,12 @@ def run_coteacher(extract: StageResult, teacher, work_dir: Path, force: bool = F
         parts = [run.partial / f"unit-{index:05d}.npy" for index in range(len(starts))]
         chars = [sum(map(len, sentences[start : start + unit])) for start in starts]
         done = [part.is_file() for part in parts]  # units finished before the build was killed
-        left = [sentences[start : start + unit] for start, d in zip(starts, done) if not d]
+        left = [start for start, d in zip(starts, done) if not d]
         left_chars = sum(c for c, d in zip(chars, done) if not d)
-        estimate = estimate_seconds(teacher, left) if left else 0.0
+        estimate = 0.0
+        if left:  # timed on the first sentences of a short, a middle and a long unit left
+            probes = [sentences[start : start + min(unit, PROBE)] for start in spread(left)]
+            estimate = left_chars * seconds_per_size(teacher.encode, probes, [sum(map(len, p)) for p in probes])
         logger.info("coteacher: %s encodes %d of %d units (%s characters), ~%.0f min at the rate measured here",
                     teacher.describe()["name"], len(left), len(parts), f"{left_chars:,}", estimate / 60)
         progress = tqdm(total=sum(chars), initial=sum(chars) - left_chars, desc="co-teacher", unit="char",

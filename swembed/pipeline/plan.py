@@ -17,22 +17,32 @@ def _mib(n_bytes: float) -> int:
     return int(round(n_bytes / 2**20))
 
 
+def spread(items: list) -> list:
+    """Three of ``items``, which come sorted by length: at 20%, 50% and 80% (short, middle and long)."""
+    return [items[int(q * (len(items) - 1))] for q in (0.2, 0.5, 0.8)]
+
+
+def seconds_per_size(run, batches: list, sizes: list[int]) -> float:
+    """``run``'s seconds per unit of size (padded token, character) over ``batches`` of ``sizes``, after a warm-up
+    run of the first (the first forward pass allocates); ``run`` must wait for the device."""
+    run(batches[0])
+    start = time.perf_counter()
+    for batch in batches:
+        run(batch)
+    return (time.perf_counter() - start) / sum(sizes)
+
+
 def probe_seconds(teacher, selection: Selection) -> float:
     """The teacher's time for all of ``selection``'s batches, from its time per padded token on slices of three of
     those batches (short, middle and long sentences; whole batches on an accelerator), after a warm-up."""
-    batches = selection.batches
-    picks = [batches[int(q * (len(batches) - 1))] for q in (0.2, 0.5, 0.8)]
+    picks = spread(selection.batches)
     cuda = teacher.device.type == "cuda"
     if not cuda:
         picks = [rows[: max(1, _PROBE_TOKENS // int(selection.lengths[rows].max()))] for rows in picks]
     inputs = [pinned(teacher.prepare([selection.texts[i] for i in rows]), cuda) for rows in picks]  # as extraction
-    teacher.run(inputs[0]).pooled.cpu()  # warm-up: the first forward pass allocates
-    start = time.perf_counter()
-    for batch in inputs:
-        teacher.run(batch).pooled.cpu()  # .cpu() waits for the device
-    seconds = time.perf_counter() - start
-    timed = sum(len(rows) * int(selection.lengths[rows].max()) for rows in picks)
-    return selection.padded_tokens * seconds / timed
+    sizes = [len(rows) * int(selection.lengths[rows].max()) for rows in picks]
+    # .cpu() waits for the device
+    return selection.padded_tokens * seconds_per_size(lambda batch: teacher.run(batch).pooled.cpu(), inputs, sizes)
 
 
 def build_plan(config: BuildConfig, teacher, selections: dict[str, Selection | None], vocab_sizes: dict[str, int]
