@@ -106,7 +106,9 @@ def test_random_batch_companions_and_shrinkage_after_training(reference_build, t
     and in the held-out loss; ``[distill] shrinkage``: every word row with contexts is pulled to its pieces;
     ``alone_shrinkage``: the alone stage holds the teacher's own vector of each word row's word, and every word
     row is pulled towards it; ``[vocab] word_lists``: words the corpus lacks join the vocabulary after its words
-    (lower-cased, once, entries of two words left out) with no context."""
+    (lower-cased, once, entries of two words left out) with no context; ``gram_buckets``: gram rows fitted to the
+    finished word rows (the normal equations of the ridge fit hold) follow every other row, and an unknown word
+    backs off to its pieces' half and its grams' half."""
     from swembed.teachers import load_teacher
 
     corpus, _, _ = reference_build
@@ -114,7 +116,7 @@ def test_random_batch_companions_and_shrinkage_after_training(reference_build, t
     words_file.write_bytes(gzip.compress("Ocelot\nthe\nocelot\ntwo words\nwombat\t120\n".encode()))
     recipe = tmp_path / "mixed.toml"
     recipe.write_text(f"[vocab]\nword_lists = ['{words_file}']\n[distill]\ncell_size = 40\nrandom_batch_weight = 0.5\n"
-                      "shrinkage = 2.0\nalone_shrinkage = 4.0\n")
+                      "shrinkage = 2.0\nalone_shrinkage = 4.0\ngram_buckets = 32\n")
     out, work = tmp_path / "model", tmp_path / "work"
     result = run_cli(["build", "--recipe", str(recipe), *small_build_args(corpus, out)[1:], "--work-dir", str(work)],
                      same_process=True)
@@ -134,7 +136,20 @@ def test_random_batch_companions_and_shrinkage_after_training(reference_build, t
     assert swembed.load(out).tokenizer.rows("ocelot") == ([len(contexts) - 2], [1.0])
     np.testing.assert_allclose(np.load(next(work.glob("alone-*/alone.npy"))),
                                load_teacher("minilm", device="cpu").encode(words), atol=1e-5)
-    assert json.loads((out / "config.json").read_text())["build"]["stages"]["alone"]["cached"] is False
+    config = json.loads((out / "config.json").read_text())
+    assert config["build"]["stages"]["alone"]["cached"] is False
+    model = swembed.load(out)
+    start, end = config["grams"]["rows"]
+    assert (start, end) == (config["pieces"]["rows"][1], model.table.shape[0]) and end - start == 32
+    rows, weights = model.tokenizer.rows(words[0] + "zq")  # unknown; its first piece is a corpus word
+    pieces = [r for r in rows if r < start]
+    assert pieces and all(config["pieces"]["rows"][0] <= r for r in pieces) and len(rows) > len(pieces)
+    assert sum(weights[: len(pieces)]) == pytest.approx(0.5) and sum(weights) == pytest.approx(1.0)
+    from swembed.pipeline.grams import RIDGE, gram_matrix
+
+    a = gram_matrix(words, 32).toarray().astype(np.float64)
+    grams, targets = np.asarray(model.table[start:end], np.float64), np.load(stage / "table.npy")[: len(words)]
+    np.testing.assert_allclose(a.T @ a @ grams + RIDGE * grams, a.T @ targets, atol=2e-3)
 
 
 def test_a_co_teacher_encodes_the_extract_sentences_in_order_and_kd_aims_at_the_weighted_cosines(reference_build,

@@ -82,3 +82,22 @@ def test_bucc_missing_file_names_it(tmp_path):
     (tmp_path / "zh-en.test.gold").unlink()
     with pytest.raises(FileNotFoundError, match="zh-en.test.gold"):
         load_bucc(tmp_path, "zh")
+
+
+def test_hidden_words_refit_the_gram_rows_on_the_visible_words_only():
+    from swembed.eval.robust import with_hidden_words
+    from swembed.pipeline.grams import fit_grams, gram_matrix
+    from swembed.runtime import StaticEmbedder, WordTokenizer
+    from swembed.runtime.tokenizer import TokenizationRules
+
+    words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "theta", "kappa"]
+    table = np.random.default_rng(0).normal(size=(len(words) + 16, 8)).astype(np.float32)
+    rules = TokenizationRules(oov_backoff="pieces")
+    model = StaticEmbedder(table, WordTokenizer({w: i for i, w in enumerate(words)}, rules, gram_rows=(8, 24)))
+    hidden = with_hidden_words(model, 0.5)
+    assert set(hidden.tokenizer.vocab) == set(words[:4]) and hidden.tokenizer.gram_rows == (8, 24)
+    np.testing.assert_array_equal(hidden.table[:8], table[:8])
+    np.testing.assert_allclose(hidden.table[8:], fit_grams(gram_matrix(words[:4], 16), table[:4]), atol=1e-6)
+    rows, weights = hidden.tokenizer.rows("kappa")  # hidden: its grams only (no sub-word tokenizer here)
+    assert all(8 <= r < 24 for r in rows) and sum(weights) == pytest.approx(1.0)
+    assert with_hidden_words(model, 0.0).table is table  # nothing hidden, nothing refitted

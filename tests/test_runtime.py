@@ -56,6 +56,38 @@ def test_piece_backoff_is_the_mean_of_the_words_pieces():
         TokenizationRules(oov_weight=0.0)
 
 
+def test_gram_backoff_averages_the_pieces_half_and_the_grams_half(tmp_path):
+    from swembed.runtime.tokenizer import char_gram_buckets
+
+    sub = wordpiece(["good", "##ness", "un", "##known"])
+    token = sub.token_to_id
+    piece_rows = {token("good"): 2, token("##ness"): 3}
+    rules = TokenizationRules(oov_backoff="pieces", oov_weight=2.0)
+    tok = WordTokenizer({"good": 0, "cat": 1}, rules, sub, piece_rows, gram_rows=(4, 20))
+    grams = char_gram_buckets("goodness", 16)
+    assert len(grams) == 8 + 7 + 6 and all(0 <= b < 16 for b in grams)  # 3-, 4- and 5-grams of "<goodness>"
+    assert tok.rows("goodness cat") == ([2, 3, *(4 + b for b in grams), 1], [0.5, 0.5, *[1 / 21] * 21, 1.0])
+    only_grams = tok.rows("unknown")  # no piece row: the grams carry the whole weight
+    assert only_grams == ([4 + b for b in char_gram_buckets("unknown", 16)], [2 / 18] * 18)
+    table = np.random.default_rng(0).normal(size=(20, 4)).astype(np.float32)
+    model = StaticEmbedder(table, tok)
+    expected = table[2:4].mean(0) + table[[4 + b for b in grams]].mean(0) + table[1]
+    np.testing.assert_allclose(model.encode(["goodness cat", "x"])[0], expected / np.linalg.norm(expected), atol=1e-5)
+    # the same buckets in another process (CRC-32, not Python's salted hash), and from a saved folder
+    script = "from swembed.runtime.tokenizer import char_gram_buckets as c; print(c('goodness', 16))"
+    other = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
+                           env={"PYTHONHASHSEED": "7", "PATH": ""})
+    assert other.stdout.strip() == str(grams)
+    labels = ["good", "cat", "good", "##ness", *(f"<gram {i}>" for i in range(16))]
+    config = {"tokenization": rules.to_dict(), "pieces": {"rows": [2, 4]}, "grams": {"rows": [4, 20]}}
+    write_model_folder(tmp_path / "m", table, labels, config, sub.to_str())
+    np.testing.assert_allclose(swembed.load(tmp_path / "m").encode(["goodness cat"]), model.encode(["goodness cat"]),
+                               rtol=1e-6)
+    write_model_folder(tmp_path / "bad", table, labels, {**config, "grams": {"rows": [4, 30]}}, sub.to_str())
+    with pytest.raises(ModelFolderError, match="grams rows"):
+        swembed.load(tmp_path / "bad")
+
+
 def test_encode_is_normalised_mean_and_zero_for_unknown():
     table = np.array([[3.0, 0.0], [0.0, 4.0]], dtype=np.float32)
     model = StaticEmbedder(table, WordTokenizer({"a": 0, "b": 1}))

@@ -1,8 +1,9 @@
 """`swembed eval --suite robust`: how a table holds up on words it has seen rarely or never.
 
 * **Hidden vocabulary**: English STS with the rarest 25/50/75% of the word rows hidden at inference (the
-  rows stay, the tokeniser no longer knows those words), so the back-off (pieces, or a prefix) must carry them:
-  what an out-of-domain text with specialised vocabulary asks of the table.
+  rows stay, the tokeniser no longer knows those words), so the back-off (pieces and grams, or a prefix) must
+  carry them: what an out-of-domain text with specialised vocabulary asks of the table. Also STS-B dev so, where
+  back-off settings are chosen.
 * **By context count**: the STS pairs of all seven sets pooled (gold scores rescaled to [0, 1] per set) and
   bucketed by the fewest contexts any of their words had at build time (0: a word with no row); Spearman
   per bucket. Needs the folder's ``word_contexts.npy`` (written by ``swembed build``).
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from swembed.eval.sts import EN_SETS, evaluate_sts, load_pair_set, paired_cosine, spearman_x100
+from swembed.eval.sts import DEV, EN_SETS, evaluate_sts, load_pair_set, paired_cosine, spearman_x100
 from swembed.runtime import StaticEmbedder, WordTokenizer
 
 HIDDEN = (0.25, 0.5, 0.75)
@@ -23,14 +24,27 @@ CONTEXTS_FILE = "word_contexts.npy"
 
 def with_hidden_words(model: StaticEmbedder, fraction: float) -> StaticEmbedder:
     """The same table whose tokenisers do not know the rarest ``fraction`` of their words (each language's rows
-    are in frequency order); a multilingual table keeps its language identifier, so texts go where they did."""
+    are in frequency order); a multilingual table keeps its language identifier, so texts go where they did.
+    A table with gram rows gets them fitted again on the known words only, as if the hidden ones had never been
+    seen (else the grams would recall the hidden words' rows)."""
     def hide(tokenizer: WordTokenizer) -> WordTokenizer:
         rows = sorted(tokenizer.vocab.items(), key=lambda item: item[1])
         known = dict(rows[: int(round(len(rows) * (1 - fraction)))])
-        return WordTokenizer(known, tokenizer.rules, tokenizer.pieces, tokenizer.piece_rows)
+        return WordTokenizer(known, tokenizer.rules, tokenizer.pieces, tokenizer.piece_rows, tokenizer.gram_rows)
 
     tokenizers = {lang: hide(tokenizer) for lang, tokenizer in model.tokenizers.items()}
-    hidden = StaticEmbedder(model.table, hide(model.tokenizer), model.config, model.scales, tokenizers)
+    tokenizer = hide(model.tokenizer)
+    table = model.table
+    if tokenizer.gram_rows and fraction > 0:
+        from swembed.pipeline.grams import fit_grams, gram_matrix
+
+        known = {word: row for t in (tokenizers.values() or [tokenizer]) for word, row in t.vocab.items()}
+        start, end = tokenizer.gram_rows
+        rows = np.asarray(table, dtype=np.float32) if model.scales is None else table * model.scales[:, None]
+        table = rows.copy()
+        table[start:end] = fit_grams(gram_matrix(list(known), end - start), rows[list(known.values())])
+    hidden = StaticEmbedder(table, tokenizer, model.config, None if table is not model.table else model.scales,
+                            tokenizers)
     if tokenizers:
         hidden._language_identifier = model.language_identifier
     return hidden
@@ -66,7 +80,9 @@ def robust_scores(folder: str | Path, data_dir: str | Path) -> dict[str, float]:
     model = load(folder)
     scores = {"full avg": evaluate_sts(model.encode, data_dir)["avg"]}
     for fraction in HIDDEN:
-        scores[f"{fraction:.0%} hidden avg"] = evaluate_sts(with_hidden_words(model, fraction).encode, data_dir)["avg"]
+        encode = with_hidden_words(model, fraction).encode
+        scores[f"{fraction:.0%} hidden avg"] = evaluate_sts(encode, data_dir)["avg"]
+        scores[f"{fraction:.0%} hidden STS-B dev"] = evaluate_sts(encode, data_dir, (DEV,))[DEV]
     contexts_path = Path(folder) / CONTEXTS_FILE
     if contexts_path.is_file():
         for label, result in context_buckets(model, np.load(contexts_path), Path(data_dir)).items():

@@ -23,6 +23,7 @@ from swembed.pipeline.coteacher import run_coteacher
 from swembed.pipeline.corpus import run_corpus
 from swembed.pipeline.distill import run_distill
 from swembed.pipeline.extract import Selection, extract_identity, run_extract
+from swembed.pipeline.grams import run_grams
 from swembed.pipeline.parallel import run_pairs
 from swembed.pipeline.pca import check_dims, kept_components, run_pca
 from swembed.pipeline.plan import DeviceMonitor, build_plan
@@ -138,6 +139,10 @@ def _build(config: BuildConfig, teacher, monitor: DeviceMonitor, started: float,
                             co_stages, config.seed, config.device, config.checkpoint_seconds, force, quiet)
         stages.append(("distill", final))
         monitor.phase("pairs, distill")
+    grams = None
+    if config.distill.gram_buckets:
+        grams = run_grams(config.distill.gram_buckets, final, compose, work, force, quiet)
+        stages.append(("grams", grams))
     table = np.load(final.path / files.TABLE)
     if config.lexicon_top_k:
         table = prune_top_k(table, config.lexicon_top_k)
@@ -162,6 +167,11 @@ def _build(config: BuildConfig, teacher, monitor: DeviceMonitor, started: float,
     }
     if layout.pieces[1] > layout.pieces[0]:
         report["pieces"] = {"rows": layout.pieces}
+    labels = layout.labels
+    if grams is not None:
+        report["grams"] = {"rows": [len(table), len(table) + config.distill.gram_buckets]}
+        table = np.vstack([table, np.load(grams.path / files.GRAMS)])
+        labels = labels + [f"<gram {i}>" for i in range(config.distill.gram_buckets)]
     if config.multilingual:
         report["languages"] = {lang: {"rows": span, "tokenization": rules[lang].to_dict()}
                                for lang, span in layout.languages.items()}
@@ -169,7 +179,7 @@ def _build(config: BuildConfig, teacher, monitor: DeviceMonitor, started: float,
     if (pca.path / files.PCA).is_file():
         mean, kept, _ = kept_components(pca.path / files.PCA)
         extra.update(pca_mean=mean, pca_components=kept)
-    write_model_folder(Path(config.out), table.astype(config.dtype), layout.labels,
+    write_model_folder(Path(config.out), table.astype(config.dtype), labels,
                        {**report, "created": time.strftime("%Y-%m-%dT%H:%M:%S")}, tokenizer_json, extra,
                        overwrite=overwrite)
     report["build"]["stages"]["export"] = {"wall_s": round(time.time() - export_start, 2), "cached": False,

@@ -109,6 +109,9 @@ class DistillConfig:
     # list of names, and a weight or one per name; swembed.pipeline.coteacher); "": off
     co_teacher: str | list[str] = ""
     co_teacher_weight: float | list[float] = 0.5
+    # after training, this many gram rows (character 3-5-grams hashed into buckets) fitted to the word rows, so an
+    # unknown word backs off to the mean of its pieces and its grams (swembed.pipeline.grams); 0: pieces only
+    gram_buckets: int = 0
 
     def co_teachers(self) -> list[tuple[str, float]]:
         """(name, weight) of each co-teacher."""

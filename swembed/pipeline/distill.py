@@ -35,6 +35,7 @@ def run_distill(config: DistillConfig, pca: StageResult, compose: StageResult, e
     ``coteacher`` stages, one per ``co_teacher``."""
     pair_stages, co_stages = pair_stages or {}, co_stages or {}
     identity = {**asdict(config), "seed": seed}
+    identity.pop("gram_buckets")  # fitted after this stage, by the grams stage
     for option in ("center_targets", "rare_word_pieces", "random_batch_weight", "shrinkage", "alone_shrinkage",
                    "co_teacher"):
         if not identity[option]:

@@ -10,6 +10,7 @@
 | alone    | ALONE                                                                                      |
 | coteacher| TARGETS (the co-teacher's vectors of the extract's TARGET_SENTENCES)                       |
 | distill  | TABLE, HISTORY                                                                             |
+| grams    | GRAMS                                                                                      |
 """
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ PCA = "pca.npz"
 PROJECTION = "projection.npz"
 HISTORY = "history.json"
 ALONE = "alone.npy"  # (word rows, H') the teacher's pooled vector of each word row's word encoded on its own
+GRAMS = "grams.npy"  # (buckets, d) the gram rows, fitted to the finished table's word rows
 
 
 def read_lines(path: Path) -> list[str]:

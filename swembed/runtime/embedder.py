@@ -94,16 +94,17 @@ class StaticEmbedder:
         languages = {lang: (spec["rows"], TokenizationRules.from_dict(spec.get("tokenization", {})))
                      for lang, spec in (config.get("languages") or {}).items()}
         rules = TokenizationRules.from_dict(config.get("tokenization", {}))
+        grams = (config.get("grams") or {}).get("rows")
         end = pieces["rows"][0] if pieces else len(words)
         vocab = {words[i]: i for i in range(end)}
         contexts = folder.arrays.get("word_contexts")
         contexts = np.asarray(contexts) if contexts is not None else None
         if not languages:
-            model = cls(table, WordTokenizer(vocab, rules, subword, piece_rows), config, folder.scales,
+            model = cls(table, WordTokenizer(vocab, rules, subword, piece_rows, grams), config, folder.scales,
                         word_contexts=contexts)
         else:
             tokenizers = {lang: WordTokenizer({words[i]: i for i in range(start, end)}, lang_rules, subword,
-                                              piece_rows)
+                                              piece_rows, grams)
                           for lang, ((start, end), lang_rules) in languages.items()}
             model = cls(table, next(iter(tokenizers.values())), config, folder.scales, tokenizers, contexts)
         model._labels = words

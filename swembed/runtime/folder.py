@@ -84,14 +84,15 @@ def _check_types(path: Path, config: dict) -> None:
     if languages is not None and not isinstance(languages, dict):
         fail("languages", "an object", languages)
     rules = {"": config.get("tokenization", {})}
-    for name, spec in [("pieces", config.get("pieces"))] + [(f"language {k}", v) for k, v in (languages or {}).items()]:
-        if spec is None and name == "pieces":
+    for name, spec in [("pieces", config.get("pieces")), ("grams", config.get("grams"))] + [
+            (f"language {k}", v) for k, v in (languages or {}).items()]:
+        if spec is None and name in ("pieces", "grams"):
             continue
         rows = spec.get("rows") if isinstance(spec, dict) else None
         if not (isinstance(rows, list) and len(rows) == 2 and
                 all(isinstance(r, int) and not isinstance(r, bool) for r in rows)):
             fail(name, 'an object with "rows": [start, end]', spec)
-        if name != "pieces":
+        if name not in ("pieces", "grams"):
             rules[f"{name}: "] = spec.get("tokenization", {})
     for where, value in rules.items():
         if not isinstance(value, dict):
@@ -161,7 +162,7 @@ def read_model_folder(folder: Path, mmap: bool = True) -> ModelFolder:
     elif declared is not None:
         raise ModelFolderError(f"{folder}: {TOKENIZER_FILE} is missing; the table's tokenisation needs it for the "
                                "sub-word back-off (restore it, or declare \"tokenizer\": null in config.json)")
-    for name, spec in [("pieces", config.get("pieces"))] + [
+    for name, spec in [("pieces", config.get("pieces")), ("grams", config.get("grams"))] + [
             (f"language {lang}", s) for lang, s in (config.get("languages") or {}).items()]:
         if spec is not None:
             start, end = spec.get("rows", (-1, -1))

@@ -9,7 +9,9 @@ An out-of-vocabulary word backs off through the teacher's sub-word tokenizer (``
 * ``pieces``: the word is split into the teacher's pieces, and the pieces' own rows (the table's
   *piece rows*, extracted from their corpus occurrences and trained to compose) stand in for it, each
   weighted w/p so the word counts w times in the sentence mean (``oov_weight`` w, default 1: an unknown
-  word is rarer than any known one, and may weigh more);
+  word is rarer than any known one, and may weigh more). A table with *gram rows* (fastText-style
+  character n-grams hashed into buckets, fitted to the word rows: ``swembed.pipeline.grams``) averages two
+  halves: the mean of the pieces and the mean of the word's gram rows, each of weight w/2;
 * ``teacher_prefix``: trailing pieces are dropped until the remaining prefix is a vocabulary word
   (``goodness`` -> ``good``); a word with no such prefix is skipped;
 * ``none``: unknown words are skipped.
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from itertools import repeat
@@ -35,6 +38,15 @@ WORD_MODES = ("pattern", "teacher", "jieba", "fugashi")  # jieba (zh) and fugash
 BACKOFFS = ("pieces", "teacher_prefix", "none")
 _HAS_WORD_CHAR = re.compile(r"[^\W_]")
 _OOV_CACHE_LIMIT = 1_000_000
+GRAM_SIZES = (3, 4, 5)  # character n-gram lengths of the gram rows, over the word marked as "<word>"
+
+
+def char_gram_buckets(word: str, buckets: int) -> list[int]:
+    """The bucket of each character n-gram (``GRAM_SIZES``) of ``<word>``: CRC-32 of its UTF-8, modulo
+    ``buckets`` (fastText's sub-word scheme, with a hash that is the same in every process)."""
+    marked = f"<{word}>"
+    return [zlib.crc32(marked[i : i + n].encode()) % buckets
+            for n in GRAM_SIZES for i in range(len(marked) - n + 1)]
 
 
 @dataclass(frozen=True)
@@ -103,7 +115,7 @@ class WordTokenizer:
 
     ``vocab`` maps words to rows; ``subword_tokenizer`` is the teacher's tokenizer (back-off, or the words
     themselves for ``words = "teacher"``); ``piece_rows`` maps teacher token ids to piece rows (``pieces``
-    back-off).
+    back-off); ``gram_rows`` is the [start, end) range of the table's gram rows, if it has them.
     """
 
     def __init__(
@@ -112,6 +124,7 @@ class WordTokenizer:
         rules: TokenizationRules | None = None,
         subword_tokenizer: object | None = None,
         piece_rows: Mapping[int, int] | None = None,
+        gram_rows: Sequence[int] | None = None,
     ) -> None:
         self.vocab = vocab
         self.rules = rules or TokenizationRules()
@@ -124,6 +137,7 @@ class WordTokenizer:
                          if subword_tokenizer is not None else set())
         self.subword_tokenizer = subword_tokenizer if self.rules.oov_backoff != "none" else None
         self.piece_rows = dict(piece_rows or {})
+        self.gram_rows = tuple(gram_rows) if gram_rows else None
         self._space_prefix = subword_tokenizer is not None and _pieces_need_space(subword_tokenizer)
         self._oov: dict[str, tuple[list[int], list[float]]] = {}
         # Batch path for a custom word pattern: one regex pass over texts joined by "\n", where "\n" itself is a
@@ -244,17 +258,23 @@ class WordTokenizer:
         cached = self._oov.get(word)
         if cached is not None:
             return cached
-        rows: list[int] = []
-        if self.subword_tokenizer is not None and self.rules.oov_backoff == "pieces":
-            rows = [r for r in (self.piece_rows.get(i) for i in self.word_pieces(word)) if r is not None]
+        halves: list[list[int]] = []  # each half weighs w / (number of halves), shared by its rows
+        if self.rules.oov_backoff == "pieces":
+            if self.subword_tokenizer is not None:
+                halves.append([r for r in (self.piece_rows.get(i) for i in self.word_pieces(word)) if r is not None])
+            if self.gram_rows:
+                start, end = self.gram_rows
+                halves.append([start + bucket for bucket in char_gram_buckets(word, end - start)])
         elif self.subword_tokenizer is not None:
             ends = [end for _, end in self.subword_tokenizer.encode(word, add_special_tokens=False).offsets]
             for end in reversed(ends[:-1]):
                 candidate = self.vocab.get(word[:end])
                 if candidate is not None:
-                    rows = [candidate]
+                    halves.append([candidate])
                     break
-        result = (rows, [self.rules.oov_weight / len(rows)] * len(rows)) if rows else ([], [])
+        halves = [half for half in halves if half]
+        result = ([row for half in halves for row in half],
+                  [self.rules.oov_weight / len(halves) / len(half) for half in halves for _ in half])
         if len(self._oov) < _OOV_CACHE_LIMIT:
             self._oov[word] = result
         return result
