@@ -409,6 +409,7 @@ def test_loss_weights_and_script_variants_are_checked_before_any_work(tmp_path):
                            ({"distill": {"random_batch_weight": 1.0}}, "random_batch_weight needs cell_size"),
                            ({"distill": {"shrinkage": -1.0}}, "distill shrinkage"),
                            ({"distill": {"alone_shrinkage": -1.0}}, "distill shrinkage"),
+                           ({"distill": {"gram_buckets": -8}}, "gram_buckets must be 0 .no gram rows. or more"),
                            ({"distill": {"co_teacher": "me5-small", "co_teacher_weight": 1.0}},
                             "co_teacher_weight must be above 0 and sum to below 1"),
                            ({"distill": {"co_teacher": ["me5-small", "mpnet"], "co_teacher_weight": [0.6, 0.5]}},

@@ -239,6 +239,8 @@ class BuildConfig:
         if (min(self.compose.shrinkage, self.distill.shrinkage, self.distill.alone_shrinkage) < 0
                 or self.compose.min_contexts < 1):
             raise BuildError("compose and distill shrinkage (and alone_shrinkage) must be >= 0 and min_contexts >= 1")
+        if self.distill.gram_buckets < 0:
+            raise BuildError(f"gram_buckets must be 0 (no gram rows) or more, got {self.distill.gram_buckets}")
         co_weights = [weight for _, weight in self.distill.co_teachers()]
         if co_weights and not (min(co_weights) > 0 and sum(co_weights) < 1):
             raise BuildError(f"co_teacher_weight must be above 0 and sum to below 1 (the teacher keeps the rest), got "
