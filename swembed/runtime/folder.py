@@ -70,6 +70,16 @@ def read_config(folder: Path) -> dict:
     return config
 
 
+ROW_BLOCKS = ("pieces", "grams")  # config keys of the blocks of back-off rows after the words: {"rows": [start, end]}
+
+
+def _row_ranges(config: dict) -> list[tuple[str, object]]:
+    """(name, spec) of every row range config.json declares: the back-off blocks (None when absent), then each
+    language's words."""
+    return [(name, config.get(name)) for name in ROW_BLOCKS] + [
+        (f"language {lang}", spec) for lang, spec in (config.get("languages") or {}).items()]
+
+
 def _check_types(path: Path, config: dict) -> None:
     """The keys a reader uses have the types it expects, so a hand-edited config.json fails here, naming the
     key, not later with a traceback."""
@@ -84,15 +94,14 @@ def _check_types(path: Path, config: dict) -> None:
     if languages is not None and not isinstance(languages, dict):
         fail("languages", "an object", languages)
     rules = {"": config.get("tokenization", {})}
-    for name, spec in [("pieces", config.get("pieces")), ("grams", config.get("grams"))] + [
-            (f"language {k}", v) for k, v in (languages or {}).items()]:
-        if spec is None and name in ("pieces", "grams"):
+    for name, spec in _row_ranges(config):
+        if spec is None and name in ROW_BLOCKS:
             continue
         rows = spec.get("rows") if isinstance(spec, dict) else None
         if not (isinstance(rows, list) and len(rows) == 2 and
                 all(isinstance(r, int) and not isinstance(r, bool) for r in rows)):
             fail(name, 'an object with "rows": [start, end]', spec)
-        if name not in ("pieces", "grams"):
+        if name not in ROW_BLOCKS:
             rules[f"{name}: "] = spec.get("tokenization", {})
     for where, value in rules.items():
         if not isinstance(value, dict):
@@ -162,8 +171,7 @@ def read_model_folder(folder: Path, mmap: bool = True) -> ModelFolder:
     elif declared is not None:
         raise ModelFolderError(f"{folder}: {TOKENIZER_FILE} is missing; the table's tokenisation needs it for the "
                                "sub-word back-off (restore it, or declare \"tokenizer\": null in config.json)")
-    for name, spec in [("pieces", config.get("pieces")), ("grams", config.get("grams"))] + [
-            (f"language {lang}", s) for lang, s in (config.get("languages") or {}).items()]:
+    for name, spec in _row_ranges(config):
         if spec is not None:
             start, end = spec.get("rows", (-1, -1))
             if not 0 <= start <= end <= len(words):
