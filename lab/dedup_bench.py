@@ -1,9 +1,9 @@
 """The dedup benchmark: a 1M-line text file with known duplicates, the `swembed dedup` run on it (wall time,
 peak memory), and the recall of its near-duplicate pairs against exact search for a sample of texts.
 
-    python -m swembed.dedup.bench make --corpus '../shared/data/corpora/en/*.txt.gz' --n 1000000 --out /tmp/dedup-1m.txt
+    python -m lab.dedup_bench make --corpus '../shared/data/corpora/en/*.txt.gz' --n 1000000 --out /tmp/dedup-1m.txt
     /usr/bin/time -v swembed dedup /tmp/dedup-1m.txt --model models/minilm-256-shared --out /tmp/dedup-1m.out
-    python -m swembed.dedup.bench recall /tmp/dedup-1m.txt --model models/minilm-256-shared --sample 50000
+    python -m lab.dedup_bench recall /tmp/dedup-1m.txt --model models/minilm-256-shared --sample 50000
 
 ``make`` takes corpus sentences and adds, for a third of them, a copy with one edit (a word dropped,
 doubled or swapped with its neighbour, case changed, punctuation changed), and exact copies, until

@@ -5,8 +5,8 @@
   (piece rows are never shrunk, so u is what training left), which this script inverts and re-applies at each k.
 * ``--oov-weight W,...``: the weight of an unknown word's pieces at inference (``[tokenization] oov_weight``).
 
-    .venv/bin/python scripts/inference_sweep.py models/mpnet-me5-256 --built-k 1 --shrinkage 0,0.5,1,2,4,8,16
-    .venv/bin/python scripts/inference_sweep.py models/mpnet-me5-256 --oov-weight 1,1.5,2,3,4
+    python -m lab.inference_sweep models/mpnet-me5-256 --built-k 1 --shrinkage 0,0.5,1,2,4,8,16
+    python -m lab.inference_sweep models/mpnet-me5-256 --oov-weight 1,1.5,2,3,4
 """
 from __future__ import annotations
 

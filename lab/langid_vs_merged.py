@@ -4,7 +4,7 @@
 * merged: one vocabulary over every language, a shared surface form keeping the row of the language that saw it
   most (the rule the st/model2vec exports must use), with the same piece back-off.
 
-    .venv/bin/python scripts/langid_vs_merged.py models/me5-en-de [--data ../shared/data/eval]
+    python -m lab.langid_vs_merged models/me5-en-de [--data ../shared/data/eval]
 """
 from __future__ import annotations
 

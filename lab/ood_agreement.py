@@ -7,7 +7,7 @@ machine. Each description is paired with its nearest description by the teacher,
 against it) measures how well a table stands in for its teacher on unseen words. It does not measure agreement
 with human judgements. The teacher scores 100 by construction.
 
-    .venv/bin/python scripts/ood_agreement.py MODEL [MODEL ...] [--teacher minilm] [--packages FILE]
+    python -m lab.ood_agreement MODEL [MODEL ...] [--teacher minilm] [--packages FILE]
 
 MODEL is anything ``swembed eval`` takes (a model folder, ``wordllama``, ``model2vec:<folder>``). Add the
 suffix ``:no-backoff`` to a swembed folder to read it without its sub-word back-off.

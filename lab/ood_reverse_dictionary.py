@@ -7,10 +7,10 @@ the lemma has no row, so that table reads it through its sub-word back-off) and 
 ranks every lemma of the bucket (up to ``--size``, a seeded sample) by cosine; the score is the mean reciprocal rank
 x100 and the share ranked first. WordNet's glosses are not in the shared corpus (its example sentences are).
 
-    .venv/bin/python scripts/ood_reverse_dictionary.py MODEL [MODEL ...] --vocab-of models/minilm-256-shared
+    python -m lab.ood_reverse_dictionary MODEL [MODEL ...] --vocab-of models/minilm-256-shared
 
 MODEL is anything ``swembed eval`` takes, or a swembed folder with the suffix ``:no-backoff``
-(``scripts/ood_agreement.py``). WordNet comes from Debian's ``wordnet-base`` (``apt-get download``), or ``--wordnet
+(``lab/ood_agreement.py``). WordNet comes from Debian's ``wordnet-base`` (``apt-get download``), or ``--wordnet
 DIR`` holding ``data.noun``.
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The PNG figures of ``swembed report`` (matplotlib, drawn off-screen)."""
+"""The PNG figures of ``python -m lab.report`` (matplotlib, drawn off-screen)."""
 from __future__ import annotations
 
 from contextlib import contextmanager

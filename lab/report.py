@@ -1,4 +1,4 @@
-"""`swembed report`: regenerate the Markdown tables and PNG plots under ``reports/`` from the builds in ``models/``.
+"""`python -m lab.report`: regenerate the Markdown tables and PNG plots under ``reports/`` from the builds in ``models/``.
 
 Sections (``--only`` picks some; by default every section whose models exist):
 * ``english``: the STS suite for our tables, the teachers, the peers and the paper's OURS(256) row, with encode
@@ -13,6 +13,10 @@ Sections (``--only`` picks some; by default every section whose models exist):
 
 Scores are cached per model folder (``models/.scores``, keyed by the folder's config.json), so a section can be
 regenerated without re-encoding everything. Model selection never looks at test sets.
+
+``python -m lab.report --check`` lists every table of ``reports/*.md`` with the command that regenerates it (the
+nearest ``<!-- generated: COMMAND -->`` line above it) and fails when a table has none or the command's module or
+``swembed`` sub-command does not exist.
 """
 from __future__ import annotations
 
@@ -26,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from swembed.eval import plots
+from lab import plots
 from swembed.eval.sts import DEV, EN_SETS, evaluate_sts
 
 STS_HEADER = [*EN_SETS, "avg (7)", "STS-B dev"]
@@ -38,6 +42,7 @@ PAPER_OURS_256["avg"] = 76.2
 TABLE_OF_TEACHER = {"mpnet": ("mpnet-256", "mpnet-256-all", "mpnet-me5-256", "mpnet-gemma-256"),
                     "me5-small": ("me5-en", "mpnet-me5-256", "mpnet-gemma-256"),
                     "embeddinggemma": ("mpnet-gemma-256",)}
+GENERATED = "<!-- generated: {command} -->"  # the line above every table in reports/*.md
 SECTIONS = ("english", "stages", "ablations", "robust", "analysis", "ensembles", "multilingual")
 
 
@@ -53,7 +58,9 @@ def _section(title: str, intro: str, header: list[str], rows: list[list[str]]) -
 
 
 def _provenance(command: str) -> str:
-    return f"Generated {time.strftime('%Y-%m-%d')} by `{command}` (Spearman x100 of cosine, as MTEB computes it)."
+    """The marker ``python -m lab.report --check`` reads, then the date and command for the reader."""
+    return (f"{GENERATED.format(command=command)}\n\nGenerated {time.strftime('%Y-%m-%d')} by `{command}` "
+            "(Spearman x100 of cosine, as MTEB computes it).")
 
 
 def _sts_cells(scores: dict) -> list[str]:
@@ -106,7 +113,7 @@ def _size_mb(folder: Path) -> str:
 
 def english_report(rows: dict[str, str], scores: Scores, out: Path, command: str, extra: dict[str, dict]) -> dict:
     """STS, speed and size for each labelled model spec (see ``swembed.eval.models``), plus fixed rows."""
-    from swembed.eval.bench import bench, stsb_texts
+    from lab.bench import bench, stsb_texts
 
     results = {label: scores.sts(spec) for label, spec in rows.items()}
     fast = [spec for spec in rows.values() if not _is_teacher(spec)]
@@ -119,13 +126,13 @@ def english_report(rows: dict[str, str], scores: Scores, out: Path, command: str
     for label, fixed in extra.items():
         table.append([label, *_sts_cells(fixed), "", "", ""])
     text = ["# English STS: ours vs the teachers and the peers", "", _provenance(command), "",
-            "Speed: sentences/s encoding STS-B test sentences, one process, same machine, same run (`swembed bench`): "
+            "Speed: sentences/s encoding STS-B test sentences, one process, same machine, same run (`python -m lab.bench`): "
             "wall clock, and per CPU-second the process used in all its threads (the comparable figure on a busy "
             "machine); teachers are not timed here (a few hundred sentences/s on this CPU). Size: the table files "
             "on disk.", "",
             _table(["model", *STS_HEADER, "sent/s", "sent/CPU-s", "MB"], table), "",
             "tokenlearn (model2vec's corpus recipe) and model2vec `distill` are built from the same teacher with "
-            "`python -m swembed.eval.baselines` (tokenlearn on 100k sentences sampled with seed 0, from the main "
+            "`python -m lab.baselines` (tokenlearn on 100k sentences sampled with seed 0, from the main "
             "recipe's corpus with the evaluation sentences excluded, and from `en/*.txt.gz` as before; the commands "
             "are in that module's docstring); WordLlama is its shipped l2_supercat 256 table.", "",
             "![speed vs quality](english_speed_quality.png)"]
@@ -140,7 +147,7 @@ def _is_teacher(spec: str) -> bool:
 
 def stages_report(model_dir: Path, data_dir: Path, out: Path, command: str) -> dict:
     """The paper's Table 6: STS after each stage of one build."""
-    from swembed.eval.stage_table import stage_tables
+    from lab.stage_table import stage_tables
     from swembed.runtime import StaticEmbedder, load
 
     model = load(model_dir)
@@ -309,8 +316,8 @@ def robust_report(models: dict[str, Path], data_dir: Path, out: Path, command: s
 
 def analysis_report(model_dir: Path, data_dir: Path, out: Path, command: str) -> dict:
     from swembed import load
-    from swembed.eval.analysis import brown_pos, norm_frequency_spearman, norms_by_pos, pc_extremes
-    from swembed.eval.stage_table import stage_dirs, stage_tables
+    from lab.analysis import brown_pos, norm_frequency_spearman, norms_by_pos, pc_extremes
+    from lab.stage_table import stage_dirs, stage_tables
     from swembed.pipeline import files
 
     model = load(model_dir)
@@ -328,7 +335,7 @@ def analysis_report(model_dir: Path, data_dir: Path, out: Path, command: str) ->
     plots.norms_by_pos(by_pos, out / "norms_by_pos.png")
     classes = sorted({c for v in by_pos.values() for c in v})
     pos_rows = [[label, *(f"{v.get(c, float('nan')):.2f}" for c in classes)] for label, v in by_pos.items()]
-    text = ["# Analysis (paper section 5)", "", _provenance(command).split(" (Spearman")[0] + ".", "",
+    text = ["# Analysis (paper section 5)", "", _provenance(command).rsplit(" (Spearman", 1)[0] + ".", "",
             "## Word-vector norm by part of speech (Figure 2)", "",
             "Mean norm of each class divided by the mean norm of all tagged words; POS = each word's most frequent "
             "Brown-corpus tag.", "", _table(["stage", *classes], pos_rows), "", "![norms by POS](norms_by_pos.png)", "",
@@ -568,3 +575,88 @@ def write_reports(sections: list[str] | None, out: Path, data: Path, command: st
                                 sweep)
             written.append("multilingual.md")
     return written
+
+
+def _command_exists(command: str) -> str | None:
+    """None when ``command`` (``python -m MODULE ...``, ``swembed SUBCOMMAND ...`` or ``bash PATH``) names a module,
+    sub-command or script that exists here; else why not."""
+    import importlib.util
+    import shlex
+
+    words = shlex.split(command)
+    if words[:2] == ["python", "-m"] and len(words) > 2:
+        try:
+            found = importlib.util.find_spec(words[2]) is not None
+        except ModuleNotFoundError:
+            found = False
+        return None if found else f"no module {words[2]}"
+    if words[:1] == ["swembed"] and len(words) > 1:
+        from swembed.cli import subcommands
+
+        return None if words[1] in subcommands() else f"no `swembed {words[1]}` command"
+    if words[:1] == ["bash"] and len(words) > 1:
+        return None if Path(words[1]).is_file() else f"no script {words[1]}"
+    return "not a `python -m MODULE`, `swembed COMMAND` or `bash SCRIPT` command"
+
+
+def report_tables(folder: Path) -> list[dict]:
+    """Every Markdown table under ``folder`` (``*.md``): file, line, its heading and the command above it."""
+    marker = re.compile(re.escape(GENERATED).replace(r"\{command\}", "(.+?)"))
+    found = []
+    for path in sorted(folder.rglob("*.md")):
+        command, heading, previous = None, "", ""
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if match := marker.fullmatch(line.strip()):
+                command = match.group(1).strip()
+            elif line.startswith("#"):
+                heading = line.lstrip("#").strip()
+            elif line.startswith("|") and not previous.startswith("|"):
+                found.append({"file": str(path), "line": number, "heading": heading, "command": command})
+            previous = line
+    return found
+
+
+def check(folder: Path) -> int:
+    """Print each table with its command; the number of tables without a working one."""
+    bad = 0
+    for table in report_tables(folder):
+        problem = "no generated: marker" if table["command"] is None else _command_exists(table["command"])
+        bad += problem is not None
+        print(f"{table['file']}:{table['line']} ({table['heading']}): {table['command'] or '-'}"
+              + (f"  <- {problem}" if problem else ""))
+    return bad
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    import sys
+
+    from swembed.eval.suites import data_dir
+
+    p = argparse.ArgumentParser(prog="python -m lab.report", description=__doc__.split("\n")[0])
+    p.add_argument("--data", help="the shared data folder with eval/ and corpora/ (default $SWEMBED_DATA)")
+    p.add_argument("--models", default="models", help="where the reported builds are (default models/)")
+    p.add_argument("--out", default="reports")
+    p.add_argument("--only", help=f"comma-separated sections of {', '.join(SECTIONS)} "
+                                  "(default: all whose models exist, but ablations)")
+    p.add_argument("--check", action="store_true", help="list each table of --out with its command; exit 1 when a "
+                                                         "table has none or its command does not exist")
+    argv = sys.argv[1:] if argv is None else [str(arg) for arg in argv]
+    args = p.parse_args(argv)
+    if args.check:
+        bad = check(Path(args.out))
+        if bad:
+            print(f"{bad} table(s) without a command that exists", file=sys.stderr)
+        return 1 if bad else 0
+    try:
+        written = write_reports(args.only.split(",") if args.only else None, Path(args.out),
+                                data_dir(args.data, sub="."), "python -m lab.report " + " ".join(argv), args.models)
+    except (ValueError, OSError) as exc:
+        print(f"python -m lab.report: error: {exc}", file=sys.stderr)
+        return 2
+    print(f"reports written to {args.out}/: {', '.join(written)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,9 +1,9 @@
 """Evidence for ``swembed dedup --engine spark``: per-process peak memory of a run, and parity with the
 single-machine command on the same input (``reports/spark-dedup.md`` has the numbers and commands).
 
-    python -m swembed.integrations.spark.bench memory --json run.json -- swembed dedup in.txt --engine spark ...
-    python -m swembed.integrations.spark.bench parity --model M --local out-local --spark out-spark
-    python -m swembed.integrations.spark.bench events /tmp/events/eventlog_v2_local-...   # shuffle bytes, executor peaks
+    python -m lab.spark_bench memory --json run.json -- swembed dedup in.txt --engine spark ...
+    python -m lab.spark_bench parity --model M --local out-local --spark out-spark
+    python -m lab.spark_bench events /tmp/events/eventlog_v2_local-...   # shuffle bytes, executor peaks
 
 ``memory`` runs the command and every 0.5 s reads the peak resident set (VmHWM) of each process in its tree:
 the Python driver, the JVM (in local mode the driver and the executor are one JVM) and each Python worker.

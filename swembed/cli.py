@@ -206,38 +206,6 @@ def cmd_eval(args) -> int:
     return 0
 
 
-def cmd_bench_extract(args) -> int:
-    from swembed.eval.extract_bench import bench_extract_corpus
-
-    print(json.dumps(bench_extract_corpus(args.teacher, args.corpus, args.sentences, args.batch_tokens, args.device,
-                                          args.repeats, args.teacher_dtype)))
-    return 0
-
-
-def cmd_bench(args) -> int:
-    from swembed.eval.bench import bench, format_rows, stsb_texts
-    from swembed.eval.suites import data_dir
-
-    texts = Path(args.texts).read_text(encoding="utf-8").splitlines() if args.texts else stsb_texts(data_dir(args.data))
-    rows = bench(args.models, texts, args.seconds, args.cores)
-    print(f"{len(texts)} texts, {args.cores or 'all'} cores for the all-core column")
-    print(format_rows(rows))
-    if args.json:
-        Path(args.json).write_text(json.dumps({"texts": len(texts), "rows": rows}, indent=2))
-    return 0
-
-
-def cmd_report(args) -> int:
-    from swembed.eval.reports import write_reports
-    from swembed.eval.suites import data_dir
-
-    data = data_dir(args.data, sub=".")
-    written = write_reports(args.only.split(",") if args.only else None, Path(args.out), data,
-                            args.command_line, args.models)
-    print(f"reports written to {args.out}/: {', '.join(written)}")
-    return 0
-
-
 def cmd_export(args) -> int:
     from swembed.integrations.formats import export
 
@@ -304,27 +272,13 @@ def _parser() -> argparse.ArgumentParser:
                    "no language given)")
     p.add_argument("--json", help="also write the scores here")
     p.add_argument("--device", default="auto")
-    p = sub.add_parser("bench-extract", help="extract-stage throughput vs a bare teacher forward pass")
-    p.add_argument("--teacher", default="minilm")
-    p.add_argument("--corpus", nargs="+", required=True)
-    p.add_argument("--sentences", type=int, default=4000)
-    p.add_argument("--batch-tokens", type=int, default=8192)
-    p.add_argument("--repeats", type=int, default=2)
-    p.add_argument("--device", default="auto")
-    p.add_argument("--teacher-dtype", default="auto", choices=TEACHER_DTYPES)
-    p = sub.add_parser("bench", help="encode throughput, load time and memory, side by side")
-    p.add_argument("models", nargs="+", help="swembed folders, model2vec:<folder>, wordllama, or teachers (minilm)")
-    p.add_argument("--data", help="eval folder: STS-B test sentences are the default texts ($SWEMBED_DATA/eval)")
-    p.add_argument("--texts", help="a text file (one text per line) instead of STS-B")
-    p.add_argument("--seconds", type=float, default=3.0, help="time each measurement at least this long")
-    p.add_argument("--cores", type=int, help="workers for the all-core column (default: every core)")
-    p.add_argument("--json")
-    p = sub.add_parser("report", help="regenerate reports/ (see swembed.eval.reports for the sections)")
-    p.add_argument("--data", help="the shared data folder with eval/ and corpora/ (default $SWEMBED_DATA)")
-    p.add_argument("--models", default="models", help="where the reported builds are (default models/)")
-    p.add_argument("--out", default="reports")
-    p.add_argument("--only", help="comma-separated sections (default: all whose models exist)")
     return parser
+
+
+def subcommands() -> dict[str, argparse.ArgumentParser]:
+    """Each `swembed` sub-command's parser, by name (for docs/cli.md and the checks that commands named exist)."""
+    parser = _parser()
+    return dict(next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -332,14 +286,12 @@ def main(argv: list[str] | None = None) -> int:
 
     argv = sys.argv[1:] if argv is None else [str(arg) for arg in argv]
     args = _parser().parse_args(argv)
-    args.command_line = "swembed " + " ".join(argv)  # what a report says made it
     level = logging.DEBUG if args.verbose else logging.WARNING if getattr(args, "quiet", False) else logging.INFO
     logging.basicConfig(level=level, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
     handlers = {"build": cmd_build, "encode": cmd_encode, "export": cmd_export, "ensemble": cmd_ensemble,
-                "dedup": cmd_dedup, "lens-clusters": cmd_lens_clusters, "eval": cmd_eval, "bench": cmd_bench,
-                "bench-extract": cmd_bench_extract, "report": cmd_report}
+                "dedup": cmd_dedup, "lens-clusters": cmd_lens_clusters, "eval": cmd_eval}
     try:
-        if args.command in ("build", "bench-extract"):
+        if args.command == "build":
             from swembed._extras import require
 
             require("build", "torch", "transformers", "blingfire", "tqdm")
