@@ -181,7 +181,7 @@ def cmd_dedup(args) -> int:
 def cmd_lens_clusters(args) -> int:
     from swembed._extras import require
 
-    require("build", "torch", "transformers", "sklearn")
+    require("llm", "torch", "transformers", "sklearn")
     from swembed.lens_clusters import example_clusters, vocab_clusters
 
     summary = vocab_clusters(args.model, args.k, Path(args.out), args.seed)
