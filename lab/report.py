@@ -34,7 +34,7 @@ from lab import plots
 from swembed.eval.sts import DEV, EN_SETS, evaluate_sts
 
 STS_HEADER = [*EN_SETS, "avg (7)", "STS-B dev"]
-ABLATION_RECIPE = "pipelines/minilm-256-en.toml"  # the main recipe on ../shared/data/corpora/en only
+ABLATION_RECIPE = "lab/pipelines/minilm-256-en.toml"  # the main recipe on ../shared/data/corpora/en only
 # The paper's Table 1 row OURS(256), distilled from GTE-base over CC-100 (Wada et al. 2025).
 PAPER_OURS_256 = dict(zip(EN_SETS, (68.3, 79.3, 75.9, 83.1, 79.4, 79.2, 68.0)))
 PAPER_OURS_256["avg"] = 76.2

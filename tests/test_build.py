@@ -358,11 +358,14 @@ def test_a_recipe_starts_from_its_base_and_replaces_only_the_keys_it_sets(tmp_pa
     child = load_recipe(tmp_path / "sub" / "child.toml")
     settings = (child.teacher, child.out, child.pca.dim, child.distill.tau, child.distill.lr)
     assert settings == ("minilm", "b", 32, 0.2, 0.5)
-    configs = {path.stem: load_recipe(path) for path in Path("pipelines").glob("*.toml")}
+    root = Path(__file__).resolve().parents[1]
+    menu = {path.stem for path in (root / "pipelines").glob("*.toml")}
+    configs = {path.stem: load_recipe(path) for folder in ("pipelines", "lab/pipelines")
+               for path in (root / folder).glob("*.toml")}
     for config in configs.values():
-        config.validate()  # every shipped recipe loads and is consistent
+        config.validate()  # every recipe, the menu's and the lab's, loads and is consistent
     recipes = {name: asdict(config) for name, config in configs.items()}
-    assert len(recipes) >= 10
+    assert len(recipes) >= 14 and {"default", "minilm-256-shared", "mpnet-me5-256", "me5-multi"} <= menu
     assert configs["mpnet-gemma-256"].distill.co_teachers() == [("me5-small", 0.33), ("embeddinggemma", 0.33)]
     plain, co = recipes["mpnet-256-all"], recipes["mpnet-me5-256"]
     assert {k for k in plain if plain[k] != co[k]} == {"out", "distill"}
