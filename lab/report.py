@@ -581,9 +581,8 @@ def _command_exists(command: str) -> str | None:
     """None when ``command`` (``python -m MODULE ...``, ``swembed SUBCOMMAND ...`` or ``bash PATH``) names a module,
     sub-command or script that exists here; else why not."""
     import importlib.util
-    import shlex
 
-    words = shlex.split(command)
+    words = command.split()
     if words[:2] == ["python", "-m"] and len(words) > 2:
         try:
             found = importlib.util.find_spec(words[2]) is not None
