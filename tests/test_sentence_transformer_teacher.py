@@ -1,5 +1,6 @@
 """The sentence-transformers teacher gives what ``SentenceTransformer.encode`` gives: pooling, prompt and linear Dense
 modules read from the folder itself."""
+import importlib
 import json
 from pathlib import Path
 
@@ -30,7 +31,10 @@ def dense_folder(tmp_path: Path, bias: bool = False, activation=None, safetensor
     from sentence_transformers import SentenceTransformer, models
     from transformers import AutoTokenizer, BertConfig, BertModel
 
-    minilm = load_teacher("minilm", device="cpu").folder
+    from swembed.teachers import TEACHERS
+
+    # MiniLM's tokenizer files from its offline package, without loading (or resolving) the teacher itself
+    minilm = Path(importlib.import_module(TEACHERS["minilm"].offline_package).get_model_path())
     torch.manual_seed(0)
     base = tmp_path / "base"
     BertModel(BertConfig(vocab_size=30522, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
