@@ -1,0 +1,121 @@
+/**
+ * StaticEmbedder: a swembed table and its tokeniser. encode(text) is the weighted mean of the text's rows,
+ * L2-normalised (per sub-space for an ensemble), as a Float32Array; a text with no row is the zero vector.
+ */
+import { halfToFloat, parseNpy } from './npy.js';
+import { FormatError, WordTokenizer, tokenizationRules } from './tokenizer.js';
+import { WordPiece } from './wordpiece.js';
+
+export const FORMAT_NAME = 'swe-static';
+export const FORMAT_VERSION = 1;
+
+export class StaticEmbedder {
+  /**
+   * Build from a folder's parts: config (parsed config.json), vocabText (vocab.txt), embeddings and scales
+   * (.npy ArrayBuffers; scales for int8 only), tokenizerJson (parsed tokenizer.json, or null).
+   */
+  constructor({ config, vocabText, embeddings, scales = null, tokenizerJson = null }) {
+    checkConfig(config);
+    const table = parseNpy(embeddings, 'embeddings.npy');
+    if (table.shape.length !== 2) throw new FormatError(`embeddings.npy: expected 2-D, got shape ${table.shape}`);
+    const [rows, dim] = table.shape;
+    const words = vocabText.split(/\r\n|\r|\n/);
+    words.pop(); // every line ends in a newline
+    if (words.length !== rows) {
+      throw new FormatError(`${words.length} words in vocab.txt but ${rows} table rows`);
+    }
+    this.scales = null;
+    if (table.dtype === 'int8') {
+      if (!scales) throw new FormatError('an int8 table needs scales.npy (one float32 scale per row)');
+      const parsed = parseNpy(scales, 'scales.npy');
+      if (parsed.dtype !== 'float32' || parsed.shape.length !== 1 || parsed.shape[0] !== rows) {
+        throw new FormatError(`scales.npy: expected ${rows} float32 scales, got ${parsed.shape} ${parsed.dtype}`);
+      }
+      this.scales = parsed.data;
+    }
+    this.config = config;
+    this.dtype = table.dtype;
+    this.rows = rows;
+    this.dim = dim;
+    this.data = table.data;
+    this.words = words;
+    this.half = table.dtype === 'float16' ? halfToFloat() : null;
+    const range = (key) => {
+      const spec = config[key];
+      if (!spec) return null;
+      const [start, end] = spec.rows;
+      if (!(Number.isInteger(start) && Number.isInteger(end) && start >= 0 && start <= end && end <= rows)) {
+        throw new FormatError(`config.json: ${key} rows ${JSON.stringify(spec.rows)} outside the ${rows} table rows`);
+      }
+      return [start, end];
+    };
+    const pieces = range('pieces');
+    const grams = range('grams');
+    const rules = tokenizationRules(config.tokenization || {});
+    const end = pieces ? pieces[0] : rows;
+    const vocab = new Map();
+    for (let i = 0; i < end; i++) vocab.set(words[i], i);
+    const pieceRows = new Map();
+    if (pieces) for (let i = pieces[0]; i < pieces[1]; i++) pieceRows.set(words[i], i);
+    const needsPieces = rules.oov_backoff === 'teacher_prefix' || (rules.oov_backoff === 'pieces' && pieceRows.size);
+    const wordPiece = needsPieces && tokenizerJson ? new WordPiece(tokenizerJson) : null;
+    if (wordPiece) for (const token of pieceRows.keys()) if (!wordPiece.vocab.has(token)) pieceRows.delete(token);
+    this.tokenizer = new WordTokenizer(vocab, rules, wordPiece, pieceRows, grams);
+    const subspaces = config.ensemble && config.ensemble.subspaces;
+    if (subspaces && subspaces.length) {
+      const total = subspaces.reduce((a, s) => a + s.weight, 0);
+      let at = 0;
+      this.blocks = subspaces.map((s) => [at, (at += s.dim), Math.sqrt(s.weight / total)]);
+    } else this.blocks = [[0, dim, 1]];
+  }
+
+  /** The sentence vector of one text. */
+  encode(text) {
+    const { ids, weights } = this.tokenizer.rows(text);
+    return this.meanRows(ids, weights);
+  }
+
+  /** One vector per text. */
+  encodeBatch(texts) {
+    return texts.map((text) => this.encode(text));
+  }
+
+  meanRows(ids, weights) {
+    const d = this.dim;
+    const sum = new Float64Array(d);
+    let total = 0;
+    for (let k = 0; k < ids.length; k++) {
+      const base = ids[k] * d;
+      const w = weights[k];
+      total += w;
+      if (this.half) {
+        const half = this.half;
+        for (let j = 0; j < d; j++) sum[j] += half[this.data[base + j]] * w;
+      } else {
+        const f = this.scales ? this.scales[ids[k]] * w : w;
+        for (let j = 0; j < d; j++) sum[j] += this.data[base + j] * f;
+      }
+    }
+    const out = new Float32Array(d);
+    if (!ids.length) return out;
+    for (const [start, end, scale] of this.blocks) {
+      let norm = 0;
+      for (let j = start; j < end; j++) norm += (sum[j] / total) ** 2;
+      norm = Math.sqrt(norm) / scale;
+      for (let j = start; j < end; j++) out[j] = norm > 0 ? sum[j] / total / norm : 0;
+    }
+    return out;
+  }
+}
+
+function checkConfig(config) {
+  if (!config || config.format !== FORMAT_NAME) {
+    throw new FormatError(`config.json: format is ${JSON.stringify(config && config.format)}, expected "${FORMAT_NAME}"`);
+  }
+  if ((config.format_version ?? 0) > FORMAT_VERSION) {
+    throw new FormatError(`config.json: format_version ${config.format_version} is newer than swembed.js reads`);
+  }
+  if (config.languages && Object.keys(config.languages).length) {
+    throw new FormatError('config.json: multilingual tables (languages) are not supported by swembed.js yet');
+  }
+}
