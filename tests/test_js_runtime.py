@@ -88,8 +88,8 @@ def test_conformance_file_covers_the_hard_cases(exported):
 def test_node_matches_python(exported):
     node = need("node")
     cases = ";".join(f"{table}={record}" for table, record in exported.values())
-    result = subprocess.run([node, "--test", str(JS / "test")], capture_output=True, text=True, cwd=JS,
-                            env={**os.environ, "SWEMBED_CONFORMANCE": cases}, timeout=120)
+    result = subprocess.run([node, "--test", str(JS / "test" / "conformance.test.js")], capture_output=True,
+                            text=True, cwd=JS, env={**os.environ, "SWEMBED_CONFORMANCE": cases}, timeout=120)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     assert result.stdout.count("# {\"table\"") == len(DTYPES)  # one diagnostic line per table: it ran
 
