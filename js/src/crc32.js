@@ -8,7 +8,12 @@ for (let n = 0; n < 256; n++) {
 }
 
 export function crc32(bytes) {
-  let c = 0xffffffff;
+  return (crc32Update(0xffffffff, bytes) ^ 0xffffffff) >>> 0;
+}
+
+/** The running CRC register after `bytes` (start from 0xffffffff; the CRC is the final register ^ 0xffffffff). */
+export function crc32Update(register, bytes) {
+  let c = register;
   for (let i = 0; i < bytes.length; i++) c = TABLE[(c ^ bytes[i]) & 0xff] ^ (c >>> 8);
-  return (c ^ 0xffffffff) >>> 0;
+  return c;
 }

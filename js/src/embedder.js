@@ -71,8 +71,23 @@ export class StaticEmbedder {
 
   /** The sentence vector of one text. */
   encode(text) {
-    const { ids, weights } = this.tokenizer.rows(text);
-    return this.meanRows(ids, weights);
+    const sum = new Float64Array(this.dim);
+    const tokenizer = this.tokenizer;
+    let total = 0;
+    for (const word of tokenizer.words(text)) {
+      const row = tokenizer.vocab.get(word);
+      if (row !== undefined) {
+        this.addRow(sum, row, 1);
+        total += 1;
+      } else {
+        const [rows, weights] = tokenizer.backoff(word);
+        for (let i = 0; i < rows.length; i++) {
+          this.addRow(sum, rows[i], weights[i]);
+          total += weights[i];
+        }
+      }
+    }
+    return this.normalize(sum, total);
   }
 
   /** One vector per text. */
@@ -80,24 +95,35 @@ export class StaticEmbedder {
     return texts.map((text) => this.encode(text));
   }
 
+  /** The weighted mean of table rows, normalised (what encode computes from a text's rows). */
   meanRows(ids, weights) {
-    const d = this.dim;
-    const sum = new Float64Array(d);
+    const sum = new Float64Array(this.dim);
     let total = 0;
     for (let k = 0; k < ids.length; k++) {
-      const base = ids[k] * d;
-      const w = weights[k];
-      total += w;
-      if (this.half) {
-        const half = this.half;
-        for (let j = 0; j < d; j++) sum[j] += half[this.data[base + j]] * w;
-      } else {
-        const f = this.scales ? this.scales[ids[k]] * w : w;
-        for (let j = 0; j < d; j++) sum[j] += this.data[base + j] * f;
-      }
+      this.addRow(sum, ids[k], weights[k]);
+      total += weights[k];
     }
-    const out = new Float32Array(d);
-    if (!ids.length) return out;
+    return this.normalize(sum, total);
+  }
+
+  /** sum += weight * row (int8 rows times their scale, half floats widened). */
+  addRow(sum, row, weight) {
+    const d = this.dim;
+    const base = row * d;
+    const data = this.data;
+    if (this.half) {
+      const half = this.half;
+      for (let j = 0; j < d; j++) sum[j] += half[data[base + j]] * weight;
+    } else {
+      const f = this.scales ? this.scales[row] * weight : weight;
+      for (let j = 0; j < d; j++) sum[j] += data[base + j] * f;
+    }
+  }
+
+  /** sum / total, L2-normalised per block (the whole vector, or each ensemble member); zero stays zero. */
+  normalize(sum, total) {
+    const out = new Float32Array(this.dim);
+    if (!(total > 0)) return out;
     for (const [start, end, scale] of this.blocks) {
       let norm = 0;
       for (let j = start; j < end; j++) norm += (sum[j] / total) ** 2;

@@ -3,7 +3,7 @@
  * Unicode normalisation, lower-casing, words = maximal runs of letters and digits (Python's [^\W_]+, which is
  * exactly Unicode categories L* and N*), a known word its row at weight 1, an unknown word its back-off rows.
  */
-import { crc32 } from './crc32.js';
+import { crc32Update } from './crc32.js';
 
 export const WORD_PATTERN = '[^\\W_]+';
 const WORDS = /[\p{L}\p{N}]+/gu;
@@ -39,11 +39,13 @@ export function tokenizationRules(spec = {}, where = 'config.json') {
 
 /** Buckets of the character 3-, 4- and 5-grams of "<word>" (code points): CRC-32 of their UTF-8, mod buckets. */
 export function charGramBuckets(word, buckets) {
-  const marked = Array.from(`<${word}>`);
+  const points = Array.from(`<${word}>`, (c) => encoder.encode(c));
   const out = [];
   for (const n of GRAM_SIZES) {
-    for (let i = 0; i + n <= marked.length; i++) {
-      out.push(crc32(encoder.encode(marked.slice(i, i + n).join(''))) % buckets);
+    for (let i = 0; i + n <= points.length; i++) {
+      let c = 0xffffffff;
+      for (let k = i; k < i + n; k++) c = crc32Update(c, points[k]);
+      out.push(((c ^ 0xffffffff) >>> 0) % buckets);
     }
   }
   return out;

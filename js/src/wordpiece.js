@@ -81,15 +81,16 @@ export class WordPiece {
       out.push({ token: this.unk, ...span(0, chars.length) });
       return;
     }
+    const text = chars.map((c) => c[0]).join('');
+    const offsets = [0]; // UTF-16 offset of each character boundary
+    for (const [c] of chars) offsets.push(offsets[offsets.length - 1] + c.length);
     const found = [];
     let start = 0;
     while (start < chars.length) {
       let end = chars.length;
       let match = null;
       while (start < end) {
-        let piece = '';
-        for (let i = start; i < end; i++) piece += chars[i][0];
-        if (start > 0) piece = this.prefix + piece;
+        const piece = (start > 0 ? this.prefix : '') + text.slice(offsets[start], offsets[end]);
         if (this.vocab.has(piece)) {
           match = piece;
           break;

@@ -20,7 +20,8 @@ export function serve(mounts) {
     if (mount) {
       const [prefix, target] = mount;
       const rest = normalize(path.slice(prefix.length)).replace(/^(\.\.[/\\])+/, '');
-      file = prefix.endsWith('/') ? join(resolve(target), rest || 'index.html') : resolve(target);
+      file = prefix.endsWith('/') ? join(resolve(target), rest) : resolve(target);
+      if (path.endsWith('/')) file = join(file, 'index.html');
     }
     const info = file && (await stat(file).catch(() => null));
     if (!info || !info.isFile()) {
