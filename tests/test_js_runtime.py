@@ -104,3 +104,35 @@ def test_chromium_matches_python(exported):
     summaries = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
     assert [s["dtype"] for s in summaries] == list(DTYPES)
     assert all(not s["failures"] and s["minCosine"] >= 0.9999 for s in summaries), summaries
+
+
+def test_demo_answers_a_query_in_chromium(exported, tmp_path):
+    """The demo page (js/demo) loads the int8 table and a sentence file, and ranks a query that repeats one
+    sentence word for word first, at cosine 1."""
+    from tests.conftest import make_sentences
+
+    node, browser = need("node"), chromium()
+    sentences = make_sentences(300)
+    (tmp_path / "sentences.txt").write_text("\n".join(sentences) + "\n", encoding="utf-8")
+    query = sentences[123]
+    result = subprocess.run([node, str(JS / "demo" / "check.mjs"), str(exported["int8"][0]),
+                             str(tmp_path / "sentences.txt"), "--query", query, "--chromium", browser],
+                            capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    page = json.loads(result.stdout.strip().splitlines()[-1])
+    assert page["sentences"] == len(sentences) and page["dtype"] == "int8"
+    top = page["answer"]["top"]
+    assert len(top) == 10 and top[0]["text"] == query and top[0]["score"] == pytest.approx(1.0, abs=1e-5)
+
+
+def test_conformance_refuses_to_overwrite_and_adds_given_texts(exported, tmp_path):
+    table, record = exported["float16"]
+    before = record.read_bytes()
+    result = run_cli(["conformance", table, "--out", record], same_process=True)
+    assert result.returncode == 2 and "already exists" in result.stderr and record.read_bytes() == before
+    (tmp_path / "more.txt").write_text("a text of my own\nanother\n", encoding="utf-8")
+    out = tmp_path / "more.json"
+    assert run_cli(["conformance", table, "--out", out, "--texts", tmp_path / "more.txt"],
+                   same_process=True).returncode == 0
+    given = [item["text"] for item in json.loads(out.read_text(encoding="utf-8"))["texts"] if item["about"] == "given"]
+    assert given == ["a text of my own", "another"]

@@ -49,3 +49,26 @@ test('npy parsing and half floats', () => {
   assert.deepEqual(Array.from(data, (h) => half[h]), [1, -2, Math.fround(0.333251953125), 2 ** -24]);
   assert.throws(() => parseNpy(bytes.buffer.slice(0, 20)), /unreadable|truncated/);
 });
+
+test('tables outside the portable subset are refused with a message', async () => {
+  const { StaticEmbedder, FormatError } = await import('../src/index.js');
+  const npy = (rows, dim) => {
+    const header = `{'descr': '<f4', 'fortran_order': False, 'shape': (${rows}, ${dim}), }`;
+    const padded = header + ' '.repeat(63 - ((10 + header.length) % 64)) + '\n';
+    const bytes = new Uint8Array(10 + padded.length + rows * dim * 4);
+    bytes.set([0x93, 0x4e, 0x55, 0x4d, 0x50, 0x59, 1, 0, padded.length & 0xff, padded.length >> 8]);
+    bytes.set(new TextEncoder().encode(padded), 10);
+    return bytes.buffer;
+  };
+  const folder = (config) => ({ config: { format: 'swe-static', format_version: 1, ...config },
+    vocabText: 'cat\ndog\n', embeddings: npy(2, 4) });
+  assert.equal(new StaticEmbedder(folder({ tokenization: { oov_backoff: 'none' } })).encode('cat').length, 4);
+  for (const [config, message] of [
+    [{ tokenization: { words: 'teacher' } }, /words = "teacher" is not supported/],
+    [{ tokenization: { word_pattern: '\\w+' } }, /word_pattern/],
+    [{ languages: { en: { rows: [0, 1] }, de: { rows: [1, 2] } } }, /multilingual/],
+    [{ format_version: 2 }, /newer/],
+    [{ pieces: { rows: [1, 3] } }, /outside the 2 table rows/],
+  ]) assert.throws(() => new StaticEmbedder(folder(config)), (e) => e instanceof FormatError && message.test(e.message));
+  assert.throws(() => new StaticEmbedder({ ...folder({}), vocabText: 'cat\n' }), /1 words in vocab.txt but 2/);
+});
