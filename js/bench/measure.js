@@ -3,9 +3,9 @@ import { loadModel } from '../src/index.js';
 
 const now = () => performance.now();
 
-/** {loadMs (median of `loads`), coldPerS (first pass, empty back-off cache), warmPerS (passes for >= seconds),
- * warmPerCpuS (the same per CPU second, Node only: comparable on a busy machine)}. */
-export async function measure(location, sentences, { loads = 3, seconds = 3 } = {}) {
+/** Load the table `loads` times; {model, loadMs (median), coldPerS (first pass over the sentences, empty back-off
+ * cache)}. */
+export async function prepare(location, sentences, loads = 3) {
   const times = [];
   let model = null;
   for (let i = 0; i < loads; i++) {
@@ -14,22 +14,19 @@ export async function measure(location, sentences, { loads = 3, seconds = 3 } = 
     times.push(now() - t);
   }
   times.sort((a, b) => a - b);
-  let t = now();
+  const t = now();
   for (const s of sentences) model.encode(s);
   const coldPerS = sentences.length / ((now() - t) / 1000);
+  return { model, loadMs: times[Math.floor(times.length / 2)], coldPerS };
+}
+
+/** Encode the sentences over and over for at least `seconds`: {sentences encoded, wall seconds}. */
+export function warm(model, sentences, seconds) {
   let n = 0;
-  const cpu = () => {
-    const usage = globalThis.process?.cpuUsage?.();
-    return usage ? (usage.user + usage.system) / 1e6 : null;
-  };
-  const cpuStart = cpu();
-  t = now();
+  const t = now();
   while (now() - t < seconds * 1000) {
     for (const s of sentences) model.encode(s);
     n += sentences.length;
   }
-  const warmPerS = n / ((now() - t) / 1000);
-  const warmPerCpuS = cpuStart === null ? null : n / (cpu() - cpuStart); // Node only: CPU seconds of this process
-  return { rows: model.rows, dim: model.dim, dtype: model.dtype, sentences: sentences.length,
-    loadMs: times[Math.floor(times.length / 2)], coldPerS, warmPerS, warmPerCpuS };
+  return { encoded: n, wallS: (now() - t) / 1000 };
 }

@@ -58,6 +58,7 @@ export async function launch(executable = process.env.CHROMIUM || 'chromium', { 
   await page('Runtime.enable');
   await page('Emulation.setDeviceMetricsOverride', { width, height, deviceScaleFactor: 1, mobile: false });
   return {
+    pid: child.pid,
     console: consoleLines,
     async open(url) {
       const loaded = new Promise((done) => listeners.push((m) => {
