@@ -1,11 +1,14 @@
 #!/usr/bin/env node
 // Usage: node js/bench/bench.mjs TABLE_DIR SENTENCES.txt [--seconds 3] [--chromium PATH] [--no-browser]
-// swembed.js in Node and in headless Chromium, one JSON line each: load time (median of 3 loads), sentences/s of
-// the first pass (empty back-off cache) and of passes for at least --seconds (warm), and the warm rate per CPU
-// second (Node: this process; Chromium: all its processes, from /proc), the figure that stays comparable on a
-// busy machine. The Python runtime's figures on the same texts: swembed bench TABLE_DIR --texts SENTENCES.txt
+//        [--python PYTHON]
+// Load time and encode throughput of swembed.js in Node and in headless Chromium (and, with --python, of the
+// Python runtime: bench_python.py), one JSON line each: load (median of 3), the first pass over the sentences
+// (empty back-off cache: cold) and passes for at least --seconds (warm), each in wall time and in CPU time
+// (Node: process.cpuUsage; Chromium: all its processes, from /proc; Python: process_time), the figure that stays
+// comparable on a busy machine.
 import { readdirSync, readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
+import { execFileSync } from 'node:child_process';
 import { cpus } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -13,10 +16,11 @@ import { parseArgs } from 'node:util';
 
 import { launch, waitForDone } from '../tools/chromium.mjs';
 import { serve } from '../tools/server.mjs';
-import { prepare, warm } from './measure.js';
+import { load, pass, warm } from './measure.js';
 
 const { values, positionals } = parseArgs({ allowPositionals: true, options: {
   seconds: { type: 'string', default: '3' }, chromium: { type: 'string' }, 'no-browser': { type: 'boolean' },
+  python: { type: 'string' },
 } });
 const [table, sentencesPath] = positionals;
 if (!table || !sentencesPath) {
@@ -26,8 +30,6 @@ if (!table || !sentencesPath) {
 const seconds = Number(values.seconds);
 const sentences = (await readFile(sentencesPath, 'utf-8')).split('\n').filter((s) => s.trim());
 const cpu = cpus()[0]?.model;
-const rates = ({ encoded, wallS }, cpuS) => ({ warmPerS: encoded / wallS, warmPerCpuS: cpuS ? encoded / cpuS : null });
-
 /** CPU seconds (user + system) of process `root` and all its descendants, from /proc (Linux). */
 function treeCpuSeconds(root) {
   const stats = new Map();
@@ -47,26 +49,58 @@ function treeCpuSeconds(root) {
   return ticks / 100; // USER_HZ
 }
 
-const node = await prepare(resolve(table), sentences);
-const before = process.cpuUsage();
-const nodeWarm = warm(node.model, sentences, seconds);
-const used = process.cpuUsage(before);
-console.log(JSON.stringify({ runtime: `node ${process.version}`, cpu, rows: node.model.rows, dim: node.model.dim,
-  dtype: node.model.dtype, sentences: sentences.length, loadMs: node.loadMs, coldPerS: node.coldPerS,
-  ...rates(nodeWarm, (used.user + used.system) / 1e6) }));
+/** Run the bench's steps through `step(name, ...args)`, timing each with `cpuSeconds()`; one JSON summary. */
+async function run(step, cpuSeconds) {
+  const timed = async (...args) => {
+    const cpu = cpuSeconds();
+    const result = await step(...args);
+    return { ...result, cpuS: cpuSeconds() - cpu };
+  };
+  const loads = [];
+  for (let i = 0; i < 3; i++) loads.push(await timed('load'));
+  loads.sort((a, b) => a.ms - b.ms);
+  const { rows, dim, dtype, ms, cpuS } = loads[1];
+  const cold = await timed('pass');
+  const hot = await timed('warm', seconds);
+  return { rows, dim, dtype, sentences: sentences.length, loadMs: ms, loadCpuMs: cpuS * 1000,
+    coldPerS: cold.encoded / cold.wallS, coldPerCpuS: cold.encoded / cold.cpuS,
+    warmPerS: hot.encoded / hot.wallS, warmPerCpuS: hot.encoded / hot.cpuS };
+}
+
+let model = null;
+const nodeSteps = {
+  load: async () => {
+    const result = await load(resolve(table));
+    model = result.model;
+    return { ms: result.ms, rows: model.rows, dim: model.dim, dtype: model.dtype };
+  },
+  pass: () => pass(model, sentences),
+  warm: (s) => warm(model, sentences, s),
+};
+const nodeCpu = () => {
+  const { user, system } = process.cpuUsage();
+  return (user + system) / 1e6;
+};
+console.log(JSON.stringify({ runtime: `node ${process.version}`, cpu,
+  ...(await run((name, ...args) => nodeSteps[name](...args), nodeCpu)) }));
+model = null;
 if (!values['no-browser']) {
   const js = join(dirname(fileURLToPath(import.meta.url)), '..');
   const server = await serve({ '/js/': js, '/table/': table, '/sentences.txt': sentencesPath });
   const browser = await launch(values.chromium);
   try {
     await browser.open(`${server.url}/js/bench/bench.html?table=/table/&sentences=/sentences.txt`);
-    const result = await browser.evaluate(waitForDone(600));
-    const start = treeCpuSeconds(browser.pid);
-    const browserWarm = await browser.evaluate(`window.warm(${seconds})`);
-    const cpuS = treeCpuSeconds(browser.pid) - start;
-    console.log(JSON.stringify({ runtime: await browser.version(), cpu, ...result, ...rates(browserWarm, cpuS) }));
+    await browser.evaluate(waitForDone(600));
+    const step = (name, ...args) => browser.evaluate(`window.bench.${name}(${args.map(Number).join(',')})`);
+    const result = await run(step, () => treeCpuSeconds(browser.pid));
+    console.log(JSON.stringify({ runtime: await browser.version(), cpu, ...result }));
   } finally {
     await browser.close();
     server.close();
   }
+}
+if (values.python) {
+  const script = join(dirname(fileURLToPath(import.meta.url)), 'bench_python.py');
+  const line = execFileSync(values.python, [script, table, sentencesPath, String(seconds)], { encoding: 'utf-8' });
+  console.log(JSON.stringify({ ...JSON.parse(line.trim().split('\n').pop()), cpu }));
 }

@@ -1,26 +1,24 @@
-// Load time and encode throughput of one table, the same code in Node and in the browser (bench/bench.mjs).
+// The steps of the bench (bench/bench.mjs), the same code in Node and in the browser; the caller times each step's
+// CPU (Node: process.cpuUsage; Chromium: its processes in /proc) around these calls.
 import { loadModel } from '../src/index.js';
 
 const now = () => performance.now();
 
-/** Load the table `loads` times; {model, loadMs (median), coldPerS (first pass over the sentences, empty back-off
- * cache)}. */
-export async function prepare(location, sentences, loads = 3) {
-  const times = [];
-  let model = null;
-  for (let i = 0; i < loads; i++) {
-    const t = now();
-    model = await loadModel(location);
-    times.push(now() - t);
-  }
-  times.sort((a, b) => a - b);
+/** Load the table: {model, ms}. */
+export async function load(location) {
   const t = now();
-  for (const s of sentences) model.encode(s);
-  const coldPerS = sentences.length / ((now() - t) / 1000);
-  return { model, loadMs: times[Math.floor(times.length / 2)], coldPerS };
+  const model = await loadModel(location);
+  return { model, ms: now() - t };
 }
 
-/** Encode the sentences over and over for at least `seconds`: {sentences encoded, wall seconds}. */
+/** Encode every sentence once, in order: {encoded, wallS}. The first pass after a load fills the back-off cache. */
+export function pass(model, sentences) {
+  const t = now();
+  for (const s of sentences) model.encode(s);
+  return { encoded: sentences.length, wallS: (now() - t) / 1000 };
+}
+
+/** Encode the sentences over and over for at least `seconds`: {encoded, wallS}. */
 export function warm(model, sentences, seconds) {
   let n = 0;
   const t = now();
