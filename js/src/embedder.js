@@ -14,25 +14,43 @@ export class StaticEmbedder {
    * Build from a folder's parts: config (parsed config.json), vocabText (vocab.txt), embeddings and scales
    * (.npy ArrayBuffers; scales for int8 only), tokenizerJson (parsed tokenizer.json, or null).
    */
-  constructor({ config, vocabText, embeddings, scales = null, tokenizerJson = null }) {
+  constructor({ config, vocabText, embeddings, scales = null, tokenizerJson = null, codes = null }) {
     checkConfig(config);
-    const table = parseNpy(embeddings, 'embeddings.npy');
+    let table = parseNpy(embeddings, 'embeddings.npy');
     if (table.shape.length !== 2) throw new FormatError(`embeddings.npy: expected 2-D, got shape ${table.shape}`);
-    const [rows, dim] = table.shape;
+    const storage = storageKind(config);
+    if (storage === 'int4') table = unpackInt4(table, config.dim);
+    else if (!['float32', 'float16', 'int8'].includes(table.dtype)) {
+      throw new FormatError(`embeddings.npy: expected float32, float16 or int8 rows, got ${table.dtype}`);
+    }
+    this.codes = null;
+    if (storage === 'codebook') {
+      if (!codes) throw new FormatError('a codebook table needs codes.npy');
+      const parsed = parseNpy(codes, 'codes.npy');
+      const data = parsed.dtype === 'int64' ? Int32Array.from(parsed.data, Number) : parsed.data;
+      if (parsed.shape.length !== 1 || !['uint16', 'int32', 'int64', 'uint8'].includes(parsed.dtype) ||
+          data.some((c) => c < 0 || c >= table.shape[0])) {
+        throw new FormatError(`codes.npy: expected one integer code per row below ${table.shape[0]}`);
+      }
+      this.codes = data;
+    }
+    const rows = this.codes ? this.codes.length : table.shape[0];
+    const dim = table.shape[1];
     const words = vocabText.split(/\r\n|\r|\n/);
     words.pop(); // every line ends in a newline
     if (words.length !== rows) {
       throw new FormatError(`${words.length} words in vocab.txt but ${rows} table rows`);
     }
     this.scales = null;
-    if (table.dtype === 'int8') {
-      if (!scales) throw new FormatError('an int8 table needs scales.npy (one float32 scale per row)');
+    if (table.dtype === 'int8' || this.codes) {
+      if (!scales) throw new FormatError('an int8, int4 or codebook table needs scales.npy (one float32 scale a row)');
       const parsed = parseNpy(scales, 'scales.npy');
       if (parsed.dtype !== 'float32' || parsed.shape.length !== 1 || parsed.shape[0] !== rows) {
         throw new FormatError(`scales.npy: expected ${rows} float32 scales, got ${parsed.shape} ${parsed.dtype}`);
       }
       this.scales = parsed.data;
     }
+    this.storage = storage;
     this.config = config;
     this.dtype = table.dtype;
     this.rows = rows;
@@ -106,16 +124,16 @@ export class StaticEmbedder {
     return this.normalize(sum, total);
   }
 
-  /** sum += weight * row (int8 rows times their scale, half floats widened). */
+  /** sum += weight * row (int8, int4 and codebook rows times their scale; half floats widened). */
   addRow(sum, row, weight) {
     const d = this.dim;
-    const base = row * d;
+    const base = (this.codes ? this.codes[row] : row) * d;
     const data = this.data;
+    const f = this.scales ? this.scales[row] * weight : weight;
     if (this.half) {
       const half = this.half;
-      for (let j = 0; j < d; j++) sum[j] += half[data[base + j]] * weight;
+      for (let j = 0; j < d; j++) sum[j] += half[data[base + j]] * f;
     } else {
-      const f = this.scales ? this.scales[row] * weight : weight;
       for (let j = 0; j < d; j++) sum[j] += data[base + j] * f;
     }
   }
@@ -132,6 +150,33 @@ export class StaticEmbedder {
     }
     return out;
   }
+}
+
+/** The storage config.json declares: dense (absent), int4 or codebook (docs/format.md, "Compact storage"). */
+function storageKind(config) {
+  const storage = config.storage;
+  const kind = storage && typeof storage === 'object' ? storage.kind ?? 'dense' : storage ?? 'dense';
+  if (!['dense', 'int4', 'codebook'].includes(kind)) {
+    throw new FormatError(`config.json: storage kind must be dense, int4 or codebook, got ${JSON.stringify(kind)}`);
+  }
+  return kind;
+}
+
+/** An int4 table (two columns a byte, low nibble first, each q + 8) as int8 values. */
+function unpackInt4(table, dim) {
+  const [rows, width] = table.shape;
+  if (table.dtype !== 'uint8' || !Number.isInteger(dim) || width !== Math.ceil(dim / 2)) {
+    throw new FormatError(`embeddings.npy: an int4 table is (rows, ceil(dim/2)) uint8 with the dim in config.json, ` +
+      `got ${table.shape} ${table.dtype}, dim ${JSON.stringify(dim)}`);
+  }
+  const out = new Int8Array(rows * dim);
+  for (let r = 0; r < rows; r++) {
+    for (let j = 0; j < dim; j++) {
+      const byte = table.data[r * width + (j >> 1)];
+      out[r * dim + j] = (j & 1 ? byte >> 4 : byte & 0x0f) - 8;
+    }
+  }
+  return { dtype: 'int8', shape: [rows, dim], data: out };
 }
 
 function checkConfig(config) {

@@ -50,15 +50,16 @@ export async function loadModel(location) {
   };
   const config = parseJson('config.json', await need('config.json'));
   const backoff = (config.tokenization || {}).oov_backoff;
-  const [vocab, embeddings, scales, tokenizer] = await Promise.all([
+  const [vocab, embeddings, scales, tokenizer, codes] = await Promise.all([
     need('vocab.txt'), need('embeddings.npy'), read('scales.npy'), backoff === 'none' ? null : read('tokenizer.json'),
+    read('codes.npy'),
   ]);
   if (tokenizer === null && backoff !== 'none' && config.tokenizer !== null) {
     throw new FormatError(`${location}: tokenizer.json is missing; the table's tokenisation needs it for the ` +
       'sub-word back-off (or config.json declares "tokenizer": null)');
   }
   return new StaticEmbedder({
-    config, vocabText: text(vocab), embeddings, scales,
+    config, vocabText: text(vocab), embeddings, scales, codes,
     tokenizerJson: tokenizer ? parseJson('tokenizer.json', tokenizer) : null,
   });
 }

@@ -1,7 +1,8 @@
 /**
  * Parse a NumPy .npy file (format versions 1-3): little-endian float32, float16 and int8, C order.
  * Returns {dtype, shape, data}; data is a typed array over the file's bytes (copied only when unaligned):
- * Float32Array for '<f4', Uint16Array of raw half floats for '<f2' (see halfToFloat), Int8Array for '|i1'.
+ * Float32Array for '<f4', Uint16Array of raw half floats for '<f2' (see halfToFloat), Int8Array for '|i1'; and the
+ * integer arrays of compact storage (uint8, uint16, int32, int64).
  */
 
 const ARRAYS = {
@@ -9,6 +10,10 @@ const ARRAYS = {
   '<f2': ['float16', Uint16Array],
   '|i1': ['int8', Int8Array],
   '<i1': ['int8', Int8Array],
+  '|u1': ['uint8', Uint8Array], // int4 storage: two columns a byte
+  '<u2': ['uint16', Uint16Array], // codebook storage: codes
+  '<i4': ['int32', Int32Array],
+  '<i8': ['int64', BigInt64Array],
 };
 
 export class NpyError extends Error {}

@@ -9,6 +9,17 @@ import { compareConformance, crc32, loadModel, parseNpy } from '../src/index.js'
 import { charGramBuckets } from '../src/tokenizer.js';
 import { halfToFloat } from '../src/npy.js';
 
+/** A .npy file (format 1.0) of `data` (a typed array) with NumPy's `descr` and `shape`. */
+function npy(descr, shape, data) {
+  const header = `{'descr': '${descr}', 'fortran_order': False, 'shape': (${shape.join(', ')},), }`;
+  const padded = header + ' '.repeat(63 - ((10 + header.length) % 64)) + '\n';
+  const bytes = new Uint8Array(10 + padded.length + data.byteLength);
+  bytes.set([0x93, 0x4e, 0x55, 0x4d, 0x50, 0x59, 1, 0, padded.length & 0xff, padded.length >> 8]);
+  bytes.set(new TextEncoder().encode(padded), 10);
+  bytes.set(new Uint8Array(data.buffer, data.byteOffset, data.byteLength), 10 + padded.length);
+  return bytes.buffer;
+}
+
 const cases = (process.env.SWEMBED_CONFORMANCE || '').split(';').filter(Boolean).map((pair) => pair.split('='));
 
 for (const [table, file] of cases) {
@@ -36,32 +47,40 @@ test('char grams are counted in code points, hashed as UTF-8', () => {
 });
 
 test('npy parsing and half floats', () => {
-  const header = "{'descr': '<f2', 'fortran_order': False, 'shape': (2, 2), }";
-  const padded = header + ' '.repeat(64 - ((10 + header.length + 1) % 64)) + '\n';
-  const bytes = new Uint8Array(10 + padded.length + 8);
-  bytes.set([0x93, 0x4e, 0x55, 0x4d, 0x50, 0x59, 1, 0, padded.length & 0xff, padded.length >> 8]);
-  bytes.set(new TextEncoder().encode(padded), 10);
-  new Uint16Array(bytes.buffer, 10 + padded.length, 4).set([0x3c00, 0xc000, 0x3555, 0x0001]);
-  const { dtype, shape, data } = parseNpy(bytes.buffer);
+  const bytes = npy('<f2', [2, 2], new Uint16Array([0x3c00, 0xc000, 0x3555, 0x0001]));
+  const { dtype, shape, data } = parseNpy(bytes);
   assert.equal(dtype, 'float16');
   assert.deepEqual(shape, [2, 2]);
   const half = halfToFloat();
   assert.deepEqual(Array.from(data, (h) => half[h]), [1, -2, Math.fround(0.333251953125), 2 ** -24]);
-  assert.throws(() => parseNpy(bytes.buffer.slice(0, 20)), /unreadable|truncated/);
+  assert.throws(() => parseNpy(bytes.slice(0, 20)), /unreadable|truncated/);
+});
+
+test('int4 and codebook storage decode as swembed.runtime.storage writes them', async () => {
+  const { StaticEmbedder } = await import('../src/index.js');
+  const base = { format: 'swe-static', format_version: 1, dim: 3, tokenization: { oov_backoff: 'none' } };
+  const vocabText = 'cat\ndog\n';
+  const scales = npy('<f4', [2], new Float32Array([0.5, 2]));
+  // int4: columns 2j (low nibble) and 2j+1 (high nibble), each q + 8; an odd dim pads a last nibble 8
+  const packed = new Uint8Array([(8 + 1) | ((8 - 2) << 4), 8 + 7 | (8 << 4), (8 - 7) | ((8 + 3) << 4), 8 | (8 << 4)]);
+  const int4 = new StaticEmbedder({ config: { ...base, storage: { kind: 'int4' } }, vocabText, scales,
+    embeddings: npy('|u1', [2, 2], packed) });
+  const expected = (v) => v.map((x) => x / Math.hypot(...v));
+  assert.deepEqual(Array.from(int4.encode('cat')), expected([0.5, -1, 3.5]).map(Math.fround));
+  assert.deepEqual(Array.from(int4.encode('dog')), expected([-14, 6, 0]).map(Math.fround));
+  // codebook: row i = shared[codes[i]] * scales[i]
+  const codebook = new StaticEmbedder({ config: { ...base, storage: { kind: 'codebook', centroids: 2 } }, vocabText,
+    scales, embeddings: npy('<f4', [2, 3], new Float32Array([1, 2, 2, 0, 0, 1])),
+    codes: npy('<u2', [2], new Uint16Array([1, 0])) });
+  assert.deepEqual(Array.from(codebook.encode('cat dog')), expected([2, 4, 4.5]).map(Math.fround));
+  assert.throws(() => new StaticEmbedder({ config: { ...base, storage: { kind: 'codebook' } }, vocabText, scales,
+    embeddings: npy('<f4', [2, 3], new Float32Array(6)), codes: npy('<u2', [2], new Uint16Array([0, 2])) }), /codes/);
 });
 
 test('tables outside the portable subset are refused with a message', async () => {
   const { StaticEmbedder, FormatError } = await import('../src/index.js');
-  const npy = (rows, dim) => {
-    const header = `{'descr': '<f4', 'fortran_order': False, 'shape': (${rows}, ${dim}), }`;
-    const padded = header + ' '.repeat(63 - ((10 + header.length) % 64)) + '\n';
-    const bytes = new Uint8Array(10 + padded.length + rows * dim * 4);
-    bytes.set([0x93, 0x4e, 0x55, 0x4d, 0x50, 0x59, 1, 0, padded.length & 0xff, padded.length >> 8]);
-    bytes.set(new TextEncoder().encode(padded), 10);
-    return bytes.buffer;
-  };
   const folder = (config) => ({ config: { format: 'swe-static', format_version: 1, ...config },
-    vocabText: 'cat\ndog\n', embeddings: npy(2, 4) });
+    vocabText: 'cat\ndog\n', embeddings: npy('<f4', [2, 4], new Float32Array(8)) });
   assert.equal(new StaticEmbedder(folder({ tokenization: { oov_backoff: 'none' } })).encode('cat').length, 4);
   for (const [config, message] of [
     [{ tokenization: { words: 'teacher' } }, /words = "teacher" is not supported/],
