@@ -15,8 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from tests.conftest import run_cli
+from conftest import make_sentences, run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 JS = ROOT / "js"
@@ -109,7 +108,7 @@ def test_chromium_matches_python(exported):
 def test_demo_answers_a_query_in_chromium(exported, tmp_path):
     """The demo page (js/demo) loads the int8 table and a sentence file, and ranks a query that repeats one
     sentence word for word first, at cosine 1."""
-    from tests.conftest import make_sentences
+
 
     node, browser = need("node"), chromium()
     sentences = make_sentences(300)

@@ -86,7 +86,7 @@ def conformance(model_path: str | Path, extra: list[str] | None = None) -> dict:
                       "vector": [float(f"{v:.9g}") for v in np.asarray(vector, dtype=np.float32)]})
     return {
         "format": CONFORMANCE_FORMAT, "format_version": CONFORMANCE_VERSION,
-        "table": {"dtype": str(model.table.dtype), "rows": int(model.table.shape[0]),
+        "table": {"dtype": str(model.table.dtype), "rows": len(model.labels), "storage": model.config.get("storage"),
                   "embeddings_sha256": hashlib.sha256(embeddings.read_bytes()).hexdigest()},
         "dim": model.dim, "unicode_version": unicodedata.unidata_version, "texts": items,
     }
