@@ -214,6 +214,15 @@ def cmd_export(args) -> int:
     return 0
 
 
+def cmd_conformance(args) -> int:
+    from swembed.integrations.conformance import write_conformance
+
+    extra = Path(args.texts).read_text(encoding="utf-8").splitlines() if args.texts else None
+    record = write_conformance(args.model, args.out, extra, overwrite=args.overwrite)
+    print(f"{len(record['texts'])} texts and their vectors from {args.model} -> {args.out}")
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="swembed", description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true")
@@ -231,6 +240,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=["npy", "st", "model2vec"], default="npy")
     p.add_argument("--dtype", choices=["float32", "float16", "int8"], default="float32", help="int8: npy only")
     p.add_argument("--out", required=True)
+    p.add_argument("--overwrite", action="store_true")
+    p = sub.add_parser("conformance", help="texts and the Python runtime's vectors, to check another reader "
+                       "(docs/format.md)")
+    p.add_argument("model")
+    p.add_argument("--out", required=True, help="the JSON file to write")
+    p.add_argument("--texts", help="a text file of more texts to include (one per line)")
     p.add_argument("--overwrite", action="store_true")
     p = sub.add_parser("ensemble", help="concatenate tables over their union vocabulary (paper appendix D)")
     p.add_argument("members", nargs="+", help="swembed folders, wordllama, model2vec:<folder>")
@@ -288,8 +303,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     level = logging.DEBUG if args.verbose else logging.WARNING if getattr(args, "quiet", False) else logging.INFO
     logging.basicConfig(level=level, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
-    handlers = {"build": cmd_build, "encode": cmd_encode, "export": cmd_export, "ensemble": cmd_ensemble,
-                "dedup": cmd_dedup, "lens-clusters": cmd_lens_clusters, "eval": cmd_eval}
+    handlers = {"build": cmd_build, "encode": cmd_encode, "export": cmd_export, "conformance": cmd_conformance,
+                "ensemble": cmd_ensemble, "dedup": cmd_dedup, "lens-clusters": cmd_lens_clusters, "eval": cmd_eval}
     try:
         if args.command == "build":
             from swembed._extras import require
