@@ -578,7 +578,7 @@ def write_reports(sections: list[str] | None, out: Path, data: Path, command: st
 
 
 def _command_exists(command: str) -> str | None:
-    """None when ``command`` (``python -m MODULE ...``, ``swembed SUBCOMMAND ...`` or ``bash PATH``) names a module,
+    """None when ``command`` (``python -m MODULE ...``, ``swembed SUBCOMMAND ...``, ``bash PATH`` or ``node PATH``) names a module,
     sub-command or script that exists here; else why not."""
     import importlib.util
 
@@ -593,9 +593,9 @@ def _command_exists(command: str) -> str | None:
         from swembed.cli import subcommands
 
         return None if words[1] in subcommands() else f"no `swembed {words[1]}` command"
-    if words[:1] == ["bash"] and len(words) > 1:
+    if words[:1] in (["bash"], ["node"]) and len(words) > 1:
         return None if Path(words[1]).is_file() else f"no script {words[1]}"
-    return "not a `python -m MODULE`, `swembed COMMAND` or `bash SCRIPT` command"
+    return "not a `python -m MODULE`, `swembed COMMAND`, `bash SCRIPT` or `node SCRIPT` command"
 
 
 def report_tables(folder: Path) -> list[dict]:
