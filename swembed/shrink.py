@@ -1,0 +1,230 @@
+"""`swembed shrink`: a smaller table from a built one, for phones and browsers (``pipelines/edge-*.toml``).
+
+In order, each step optional:
+
+1. **words**: keep the ``words`` words seen in the most corpus sentences (``word_contexts.npy``; without it the
+   vocabulary order, which is by frequency). A dropped word backs off like any unknown word (its pieces and
+   its gram rows), so the gram rows matter most once the vocabulary is cut.
+2. **pieces**: keep the ``pieces`` piece rows that the back-off of the source's words uses most (each use weighs
+   the word's sentences + 1); a piece no source word uses goes first.
+3. **dim**: project every row onto the top ``dim`` eigenvectors of the word rows' second-moment matrix, each word
+   weighted by its sentences + 1 (a sentence vector is a mean of frequent words' rows).
+4. **gram_buckets**: fit that many gram rows (``swembed.pipeline.grams``, the build's own ridge fit) to *every*
+   source word row, kept or dropped, so each dropped word's grams recall it; 0 drops the gram rows. Unset, the
+   source's gram rows are kept (projected).
+5. **storage**: float32, float16, int8 (a scale per row), int4 (a scale per row, two values a byte) or codebook
+   (``centroids`` shared unit rows from spherical k-means, each row a code and a scale: model2vec's vocabulary
+   quantisation). The last two are read by ``swembed.runtime.storage``.
+
+The folder is written by ``write_model_folder``; its config.json says what was done under ``"shrink"``.
+"""
+from __future__ import annotations
+
+import tomllib
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+import numpy as np
+
+STORAGES = ("float32", "float16", "int8", "int4", "codebook")
+_DROPPED_KEYS = ("format", "format_version", "dtype", "dim", "vocab_size", "tokenizer", "storage", "pieces", "grams",
+                 "shrink", "created")
+
+
+@dataclass
+class ShrinkConfig:
+    """What ``swembed shrink`` keeps; None keeps the source's."""
+
+    words: int | None = None
+    pieces: int | None = None
+    dim: int | None = None
+    gram_buckets: int | None = None
+    storage: str = "float32"
+    centroids: int = 4096  # codebook storage: shared rows
+    seed: int = 0
+
+    def validate(self) -> None:
+        for name in ("words", "pieces", "dim"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"shrink {name} must be at least 1, got {value}")
+        if self.gram_buckets is not None and self.gram_buckets < 0:
+            raise ValueError(f"shrink gram_buckets must be 0 (no gram rows) or more, got {self.gram_buckets}")
+        if self.storage not in STORAGES:
+            raise ValueError(f"shrink storage must be one of {STORAGES}, got {self.storage!r}")
+        if self.centroids < 1:
+            raise ValueError(f"shrink centroids must be at least 1, got {self.centroids}")
+
+
+@dataclass
+class ShrinkRecipe:
+    """A recipe file (``pipelines/edge-*.toml``): ``source`` and ``out`` folders, then ``ShrinkConfig`` keys."""
+
+    source: str | None
+    out: str | None
+    config: ShrinkConfig
+
+
+def load_shrink_recipe(path: str | Path) -> ShrinkRecipe:
+    """Read a shrink recipe; a wrong key or type is one line naming the file and the key."""
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ValueError(f"recipe not found: {path}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: not a valid TOML recipe ({exc})") from None
+    types = {f.name: (str,) if f.name == "storage" else (int, type(None)) for f in fields(ShrinkConfig)}
+    types.update(source=(str,), out=(str,))
+    for key, value in data.items():
+        if key not in types:
+            raise ValueError(f"{path}: unknown key {key!r} (known: {', '.join(types)})")
+        if not isinstance(value, types[key]) or isinstance(value, bool):
+            raise ValueError(f"{path}: {key} must be {' or '.join(t.__name__ for t in types[key])}, got {value!r}")
+    settings = {k: v for k, v in data.items() if k not in ("source", "out")}
+    return ShrinkRecipe(data.get("source"), data.get("out"), ShrinkConfig(**settings))
+
+
+def word_order(contexts: np.ndarray | None, words: int) -> np.ndarray:
+    """The ``words`` rows to keep, in their table order: most sentences first, ties in table order."""
+    if contexts is None:
+        return np.arange(words)
+    return np.sort(np.argsort(-np.asarray(contexts, dtype=np.float64), kind="stable")[:words])
+
+
+def piece_usage(model, words: list[str], weights: np.ndarray) -> dict[int, float]:
+    """Piece row -> summed weight of the words whose back-off uses it."""
+    tokenizer = model.tokenizer
+    usage: dict[int, float] = {}
+    for word, weight in zip(words, weights):
+        for piece in tokenizer.word_pieces(word):
+            row = tokenizer.piece_rows.get(piece)
+            if row is not None:
+                usage[row] = usage.get(row, 0.0) + float(weight)
+    return usage
+
+
+def projection(word_rows: np.ndarray, weights: np.ndarray, dim: int) -> np.ndarray:
+    """(d, dim): the top eigenvectors of sum_i w_i r_i r_i^T (uncentred: the rows keep their common direction,
+    which every sentence mean carries)."""
+    rows = np.asarray(word_rows, dtype=np.float64)
+    moment = (rows * weights[:, None]).T @ rows
+    values, vectors = np.linalg.eigh(moment)
+    return vectors[:, np.argsort(values)[::-1][:dim]].astype(np.float32)
+
+
+def codebook(table: np.ndarray, centroids: int, seed: int = 0, iterations: int = 20) -> tuple[
+        np.ndarray, np.ndarray, np.ndarray]:
+    """Shared rows: spherical k-means of the rows' directions into ``centroids`` unit rows; each row keeps its
+    nearest centroid and its least-squares scale onto it. (centroids (K, d), codes (V,), scales (V,)); faiss."""
+    from swembed._extras import require
+
+    require("dedup", "faiss")
+    import faiss
+
+    table = np.ascontiguousarray(table, dtype=np.float32)
+    units = table / np.maximum(np.linalg.norm(table, axis=1, keepdims=True), 1e-12)
+    centroids = min(centroids, len(table))
+    kmeans = faiss.Kmeans(table.shape[1], centroids, niter=iterations, seed=seed, spherical=True,
+                          max_points_per_centroid=256, verbose=False)
+    kmeans.train(units)
+    shared = kmeans.centroids / np.maximum(np.linalg.norm(kmeans.centroids, axis=1, keepdims=True), 1e-12)
+    index = faiss.IndexFlatIP(shared.shape[1])
+    index.add(np.ascontiguousarray(shared, dtype=np.float32))
+    _, nearest = index.search(units, 1)
+    codes = nearest[:, 0].astype(np.uint16 if centroids <= 65536 else np.int32)
+    scales = (table * shared[codes]).sum(axis=1)
+    return shared.astype(np.float32), codes, scales.astype(np.float32)
+
+
+def stored(table: np.ndarray, config: ShrinkConfig) -> tuple[np.ndarray, dict[str, np.ndarray], dict]:
+    """(embeddings.npy, other arrays, config keys) of ``table`` in ``config.storage``."""
+    from swembed.integrations.formats import quantize_int8
+    from swembed.runtime.storage import quantize_int4
+
+    if config.storage in ("float32", "float16"):
+        return table.astype(config.storage), {}, {"dtype": config.storage}
+    if config.storage == "int8":
+        values, scales = quantize_int8(table)
+        return values, {"scales": scales}, {"dtype": "int8"}
+    if config.storage == "int4":
+        packed, scales = quantize_int4(table)
+        return packed, {"scales": scales}, {"dtype": "int4", "storage": {"kind": "int4"}}
+    shared, codes, scales = codebook(table, config.centroids, config.seed)
+    return (shared.astype(np.float16), {"scales": scales, "codes": codes},
+            {"dtype": "float16", "storage": {"kind": "codebook", "centroids": int(len(shared))}})
+
+
+def folder_bytes(folder: str | Path) -> int:
+    """Bytes of every file in a model folder (what a device downloads)."""
+    return sum(p.stat().st_size for p in Path(folder).iterdir() if p.is_file())
+
+
+def shrink(source: str | Path, out: str | Path, config: ShrinkConfig, overwrite: bool = False) -> dict:
+    """Write a smaller model folder at ``out`` from the built one at ``source``; returns what it kept."""
+    from swembed import load
+    from swembed.runtime.folder import TOKENIZER_FILE, check_writable, write_model_folder
+
+    config.validate()
+    check_writable(Path(out), overwrite)
+    model = load(source)
+    if model.tokenizers or "ensemble" in model.config:
+        raise ValueError(f"{source}: shrink reads one-language tables (this one has languages or ensemble members)")
+    if model.tokenizer.rules.oov_backoff != "pieces" and (config.gram_buckets or config.words):
+        raise ValueError(f"{source}: its unknown words back off by {model.tokenizer.rules.oov_backoff!r}, not through "
+                         "pieces and grams, so a vocabulary cut or gram rows would lose words")
+    table = model.float_rows()
+    labels = model.labels
+    source_config = model.config
+    piece_span = (source_config.get("pieces") or {}).get("rows")
+    gram_span = (source_config.get("grams") or {}).get("rows")
+    word_end = piece_span[0] if piece_span else gram_span[0] if gram_span else len(labels)
+    contexts = model.word_contexts
+    if contexts is not None and len(contexts) != word_end:
+        contexts = None
+    weights = (np.asarray(contexts, dtype=np.float64) if contexts is not None else np.zeros(word_end)) + 1.0
+    words = word_order(contexts, min(config.words or word_end, word_end))
+    pieces = np.arange(*piece_span) if piece_span else np.zeros(0, dtype=np.int64)
+    if config.pieces is not None and config.pieces < len(pieces):
+        usage = piece_usage(model, labels[:word_end], weights)
+        ranked = sorted(pieces, key=lambda row: (-usage.get(int(row), 0.0), row))
+        pieces = np.sort(np.array(ranked[: config.pieces], dtype=np.int64))
+    if config.dim is not None and config.dim < table.shape[1]:
+        table = table @ projection(table[:word_end], weights, config.dim)
+    if config.gram_buckets is None:
+        grams = table[gram_span[0]: gram_span[1]] if gram_span else np.zeros((0, table.shape[1]), np.float32)
+    elif config.gram_buckets == 0:
+        grams = np.zeros((0, table.shape[1]), np.float32)
+    else:
+        from swembed._extras import require
+
+        require("build", "scipy")
+        from swembed.pipeline.grams import fit_grams, gram_matrix
+
+        grams = fit_grams(gram_matrix(labels[:word_end], config.gram_buckets), table[:word_end])
+    rows = np.concatenate([words, pieces])
+    new_table = np.vstack([table[rows], grams]).astype(np.float32)
+    new_labels = [labels[i] for i in rows] + [f"<gram {i}>" for i in range(len(grams))]
+    new_config = {k: v for k, v in source_config.items() if k not in _DROPPED_KEYS}
+    new_config["dim"] = int(new_table.shape[1])
+    if len(pieces):
+        new_config["pieces"] = {"rows": [len(words), len(rows)]}
+    if len(grams):
+        new_config["grams"] = {"rows": [len(rows), len(rows) + len(grams)]}
+    values, arrays, storage_keys = stored(new_table, config)
+    new_config.update(storage_keys)
+    kept = {"words": int(len(words)), "pieces": int(len(pieces)), "gram_buckets": int(len(grams)),
+            "dim": int(new_table.shape[1])}
+    new_config["shrink"] = {"source": str(source), "settings": asdict(config), "kept": kept,
+                            "source_rows": {"words": int(word_end), "pieces": _span_rows(piece_span),
+                                            "gram_buckets": _span_rows(gram_span)}}
+    if contexts is not None:
+        arrays["word_contexts"] = np.asarray(contexts)[words].astype(np.int32)
+    tokenizer_path = Path(source) / TOKENIZER_FILE
+    tokenizer_json = tokenizer_path.read_text(encoding="utf-8") if tokenizer_path.is_file() else None
+    write_model_folder(Path(out), values, new_labels, new_config, tokenizer_json, arrays, overwrite=overwrite)
+    return {**kept, "rows": len(new_labels), "storage": config.storage, "bytes": folder_bytes(out)}
+
+
+def _span_rows(span: list[int] | None) -> int:
+    return int(span[1] - span[0]) if span else 0
