@@ -253,8 +253,8 @@ def cmd_shrink(args) -> int:
 
     recipe = load_shrink_recipe(args.recipe) if args.recipe else None
     config = recipe.config if recipe else ShrinkConfig()
-    given = {name: getattr(args, name) for name in ("words", "pieces", "dim", "gram_buckets", "storage", "centroids",
-                                                    "seed") if getattr(args, name) is not None}
+    given = {name: getattr(args, name) for name in ("words", "pieces", "dim", "gram_buckets", "gram_target",
+                                                    "oov_weight", "storage", "centroids", "seed") if getattr(args, name) is not None}
     config = replace(config, **given)
     source = args.model or (recipe.source if recipe else None)
     out = args.out or (recipe.out if recipe else None)
@@ -293,6 +293,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--pieces", type=int, help="keep the piece rows the words' back-off uses most")
     p.add_argument("--dim", type=int, help="project onto the table's top principal directions")
     p.add_argument("--gram-buckets", type=int, help="refit that many gram rows to every source word (0: none)")
+    p.add_argument("--gram-target", choices=["word", "residual"], help="fit the gram rows to each word's row "
+                   "(default), or to what the back-off's gram half must add to its pieces' half")
+    p.add_argument("--oov-weight", type=float, help="an unknown word's weight in the mean (default: the source's)")
     p.add_argument("--storage", choices=["float32", "float16", "int8", "int4", "codebook"])
     p.add_argument("--centroids", type=int, help="codebook storage: shared rows (default 4096)")
     p.add_argument("--seed", type=int)

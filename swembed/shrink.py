@@ -11,7 +11,10 @@ In order, each step optional:
    weighted by its sentences + 1 (a sentence vector is a mean of frequent words' rows).
 4. **gram_buckets**: fit that many gram rows (``swembed.pipeline.grams``, the build's own ridge fit) to *every*
    source word row, kept or dropped, so each dropped word's grams recall it; 0 drops the gram rows. Unset, the
-   source's gram rows are kept (projected).
+   source's gram rows are kept (projected). ``gram_target = "residual"`` fits each word's gram mean to
+   2 row - its kept pieces' mean instead, so the back-off (half pieces, half grams) itself approaches the row.
+   ``oov_weight`` sets an unknown word's weight in the mean: a cut vocabulary's unknown words are no longer only
+   rare ones.
 5. **storage**: float32, float16, int8 (a scale per row), int4 (a scale per row, two values a byte) or codebook
    (``centroids`` shared unit rows from spherical k-means, each row a code and a scale: model2vec's vocabulary
    quantisation). The last two are read by ``swembed.runtime.storage``.
@@ -27,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 STORAGES = ("float32", "float16", "int8", "int4", "codebook")
+GRAM_TARGETS = ("word", "residual")
 _DROPPED_KEYS = ("format", "format_version", "dtype", "dim", "vocab_size", "tokenizer", "storage", "pieces", "grams",
                  "shrink", "created")
 
@@ -39,6 +43,8 @@ class ShrinkConfig:
     pieces: int | None = None
     dim: int | None = None
     gram_buckets: int | None = None
+    gram_target: str = "word"  # "residual": fit (2 row - its pieces' mean), so the back-off's two halves sum to it
+    oov_weight: float | None = None  # an unknown word's weight in the mean (the source's when None)
     storage: str = "float32"
     centroids: int = 4096  # codebook storage: shared rows
     seed: int = 0
@@ -50,6 +56,10 @@ class ShrinkConfig:
                 raise ValueError(f"shrink {name} must be at least 1, got {value}")
         if self.gram_buckets is not None and self.gram_buckets < 0:
             raise ValueError(f"shrink gram_buckets must be 0 (no gram rows) or more, got {self.gram_buckets}")
+        if self.gram_target not in GRAM_TARGETS:
+            raise ValueError(f"shrink gram_target must be one of {GRAM_TARGETS}, got {self.gram_target!r}")
+        if self.oov_weight is not None and not self.oov_weight > 0:
+            raise ValueError(f"shrink oov_weight must be above 0, got {self.oov_weight}")
         if self.storage not in STORAGES:
             raise ValueError(f"shrink storage must be one of {STORAGES}, got {self.storage!r}")
         if self.centroids < 1:
@@ -74,7 +84,9 @@ def load_shrink_recipe(path: str | Path) -> ShrinkRecipe:
         raise ValueError(f"recipe not found: {path}") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ValueError(f"{path}: not a valid TOML recipe ({exc})") from None
-    types = {f.name: (str,) if f.name == "storage" else (int, type(None)) for f in fields(ShrinkConfig)}
+    types = {f.name: (str,) if f.name in ("storage", "gram_target") else (int, type(None))
+             for f in fields(ShrinkConfig)}
+    types["oov_weight"] = (int, float)
     types.update(source=(str,), out=(str,))
     for key, value in data.items():
         if key not in types:
@@ -92,16 +104,32 @@ def word_order(contexts: np.ndarray | None, words: int) -> np.ndarray:
     return np.sort(np.argsort(-np.asarray(contexts, dtype=np.float64), kind="stable")[:words])
 
 
-def piece_usage(model, words: list[str], weights: np.ndarray) -> dict[int, float]:
+def word_piece_rows(tokenizer, words: list[str]) -> list[list[int]]:
+    """The piece rows of each word's back-off (as if it were unknown)."""
+    rows = tokenizer.piece_rows
+    return [[r for r in (rows.get(piece) for piece in tokenizer.word_pieces(word)) if r is not None]
+            for word in words]
+
+
+def piece_usage(pieces_of: list[list[int]], weights: np.ndarray) -> dict[int, float]:
     """Piece row -> summed weight of the words whose back-off uses it."""
-    tokenizer = model.tokenizer
     usage: dict[int, float] = {}
-    for word, weight in zip(words, weights):
-        for piece in tokenizer.word_pieces(word):
-            row = tokenizer.piece_rows.get(piece)
-            if row is not None:
-                usage[row] = usage.get(row, 0.0) + float(weight)
+    for rows, weight in zip(pieces_of, weights):
+        for row in rows:
+            usage[row] = usage.get(row, 0.0) + float(weight)
     return usage
+
+
+def residual_targets(table: np.ndarray, word_end: int, pieces_of: list[list[int]], kept: np.ndarray) -> np.ndarray:
+    """What each word's gram mean should be so that the back-off (half its kept pieces' mean, half its grams'
+    mean) equals its row: 2 row - pieces' mean; the row itself for a word with no kept piece."""
+    targets = np.array(table[:word_end], dtype=np.float32)
+    keep = set(int(r) for r in kept)
+    for i, rows in enumerate(pieces_of):
+        rows = [r for r in rows if r in keep]
+        if rows:
+            targets[i] = 2 * targets[i] - table[rows].mean(axis=0)
+    return targets
 
 
 def projection(word_rows: np.ndarray, weights: np.ndarray, dim: int) -> np.ndarray:
@@ -185,8 +213,11 @@ def shrink(source: str | Path, out: str | Path, config: ShrinkConfig, overwrite:
     weights = (np.asarray(contexts, dtype=np.float64) if contexts is not None else np.zeros(word_end)) + 1.0
     words = word_order(contexts, min(config.words or word_end, word_end))
     pieces = np.arange(*piece_span) if piece_span else np.zeros(0, dtype=np.int64)
+    pieces_of = (word_piece_rows(model.tokenizer, labels[:word_end])
+                 if (config.pieces is not None and config.pieces < len(pieces)) or config.gram_target == "residual"
+                 else [])
     if config.pieces is not None and config.pieces < len(pieces):
-        usage = piece_usage(model, labels[:word_end], weights)
+        usage = piece_usage(pieces_of, weights)
         ranked = sorted(pieces, key=lambda row: (-usage.get(int(row), 0.0), row))
         pieces = np.sort(np.array(ranked[: config.pieces], dtype=np.int64))
     if config.dim is not None and config.dim < table.shape[1]:
@@ -201,12 +232,16 @@ def shrink(source: str | Path, out: str | Path, config: ShrinkConfig, overwrite:
         require("build", "scipy")
         from swembed.pipeline.grams import fit_grams, gram_matrix
 
-        grams = fit_grams(gram_matrix(labels[:word_end], config.gram_buckets), table[:word_end])
+        targets = (residual_targets(table, word_end, pieces_of, pieces) if config.gram_target == "residual"
+                   else table[:word_end])
+        grams = fit_grams(gram_matrix(labels[:word_end], config.gram_buckets), targets)
     rows = np.concatenate([words, pieces])
     new_table = np.vstack([table[rows], grams]).astype(np.float32)
     new_labels = [labels[i] for i in rows] + [f"<gram {i}>" for i in range(len(grams))]
     new_config = {k: v for k, v in source_config.items() if k not in _DROPPED_KEYS}
     new_config["dim"] = int(new_table.shape[1])
+    if config.oov_weight is not None:
+        new_config["tokenization"] = {**new_config.get("tokenization", {}), "oov_weight": float(config.oov_weight)}
     if len(pieces):
         new_config["pieces"] = {"rows": [len(words), len(rows)]}
     if len(grams):

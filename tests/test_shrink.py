@@ -137,3 +137,16 @@ def test_cli_recipe_flags_and_bad_input(piece_model: Path, tmp_path: Path):
     recipe.write_text('source = "x"\nwordz = 6\n')
     bad = run_cli(["shrink", "--recipe", recipe, "--out", tmp_path / "x"], same_process=True)
     assert bad.returncode == 2 and "wordz" in bad.stderr and str(recipe) in bad.stderr
+
+
+def test_residual_gram_target_makes_the_backoff_recall_dropped_words(piece_model: Path, tmp_path: Path):
+    source = load(piece_model)
+    dropped = ["goodness", "catnap", "dogs", "mats"]
+    recall = {}
+    for target in ("word", "residual"):
+        shrink(piece_model, tmp_path / target, ShrinkConfig(words=8, gram_buckets=4096, gram_target=target,
+                                                            oov_weight=1.0))
+        small = load(tmp_path / target)
+        assert small.tokenizer.rules.oov_weight == 1.0
+        recall[target] = (small.encode(dropped) * source.encode(dropped)).sum(axis=1)
+    assert recall["residual"].min() > 0.95 and recall["residual"].mean() > recall["word"].mean()
