@@ -23,7 +23,6 @@ The folder is written by ``write_model_folder``; its config.json says what was d
 """
 from __future__ import annotations
 
-import tomllib
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
@@ -77,13 +76,10 @@ class ShrinkRecipe:
 
 def load_shrink_recipe(path: str | Path) -> ShrinkRecipe:
     """Read a shrink recipe; a wrong key or type is one line naming the file and the key."""
+    from swembed.pipeline.config import read_recipe_toml
+
     path = Path(path)
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ValueError(f"recipe not found: {path}") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{path}: not a valid TOML recipe ({exc})") from None
+    data = read_recipe_toml(path)
     types = {f.name: (str,) if f.name in ("storage", "gram_target") else (int, type(None))
              for f in fields(ShrinkConfig)}
     types["oov_weight"] = (int, float)
