@@ -7,14 +7,14 @@ In order, each step optional:
    its gram rows), so the gram rows matter most once the vocabulary is cut.
 2. **pieces**: keep the ``pieces`` piece rows that the back-off of the source's words uses most (each use weighs
    the word's sentences + 1); a piece no source word uses goes first.
-3. **dim**: project every row onto the top ``dim`` eigenvectors of the word rows' second-moment matrix, each word
-   weighted by its sentences + 1 (a sentence vector is a mean of frequent words' rows).
-4. **gram_buckets**: fit that many gram rows (``swembed.pipeline.grams``, the build's own ridge fit) to *every*
+3. **gram_buckets**: fit that many gram rows (``swembed.pipeline.grams``, the build's own ridge fit) to *every*
    source word row, kept or dropped, so each dropped word's grams recall it; 0 drops the gram rows. Unset, the
    source's gram rows are kept (projected). ``gram_target = "residual"`` fits each word's gram mean to
    2 row - its kept pieces' mean instead, so the back-off (half pieces, half grams) itself approaches the row.
    ``oov_weight`` sets an unknown word's weight in the mean: a cut vocabulary's unknown words are no longer only
    rare ones.
+4. **dim**: project every row onto the top ``dim`` eigenvectors of the source word rows' second-moment matrix,
+   each word weighted by its sentences + 1 (a sentence vector is a mean of frequent words' rows).
 5. **storage**: float32, float16, int8 (a scale per row), int4 (a scale per row, two values a byte) or codebook
    (``centroids`` shared unit rows from spherical k-means, each row a code and a scale: model2vec's vocabulary
    quantisation). The last two are read by ``swembed.runtime.storage``.
@@ -184,57 +184,84 @@ def folder_bytes(folder: str | Path) -> int:
     return sum(p.stat().st_size for p in Path(folder).iterdir() if p.is_file())
 
 
-def shrink(source: str | Path, out: str | Path, config: ShrinkConfig, overwrite: bool = False) -> dict:
-    """Write a smaller model folder at ``out`` from the built one at ``source``; returns what it kept."""
-    from swembed import load
+class Source:
+    """A built table read once for any number of shrinks (``shrink(..., source=Source(path))``): its float rows,
+    row spans and word weights, and the gram fits made so far (keyed by buckets, target and kept pieces)."""
+
+    def __init__(self, path: str | Path) -> None:
+        from swembed import load
+
+        self.path = Path(path)
+        model = load(path)
+        if model.tokenizers or "ensemble" in model.config:
+            raise ValueError(f"{path}: shrink reads one-language tables (this one has languages or ensemble members)")
+        self.model = model
+        self.table = model.float_rows()
+        self.labels = model.labels
+        self.piece_span = (model.config.get("pieces") or {}).get("rows")
+        self.gram_span = (model.config.get("grams") or {}).get("rows")
+        span = self.piece_span or self.gram_span
+        self.word_end = span[0] if span else len(self.labels)
+        contexts = model.word_contexts
+        self.contexts = contexts if contexts is not None and len(contexts) == self.word_end else None
+        counts = np.asarray(self.contexts, dtype=np.float64) if self.contexts is not None else np.zeros(self.word_end)
+        self.weights = counts + 1.0
+        self._pieces_of: list[list[int]] | None = None
+        self._grams: dict[tuple, np.ndarray] = {}
+
+    @property
+    def pieces_of(self) -> list[list[int]]:
+        if self._pieces_of is None:
+            self._pieces_of = word_piece_rows(self.model.tokenizer, self.labels[: self.word_end])
+        return self._pieces_of
+
+    def grams(self, buckets: int, target: str, pieces: np.ndarray) -> np.ndarray:
+        """Gram rows fitted to every word (at the source's dim; a projection is linear, so it follows them)."""
+        key = (buckets, target, hash(pieces.tobytes()) if target == "residual" else None)
+        if key not in self._grams:
+            from swembed._extras import require
+
+            require("build", "scipy")
+            from swembed.pipeline.grams import fit_grams, gram_matrix
+
+            words = self.table[: self.word_end]
+            targets = residual_targets(self.table, self.word_end, self.pieces_of, pieces) if target == "residual" \
+                else words
+            self._grams[key] = fit_grams(gram_matrix(self.labels[: self.word_end], buckets), targets)
+        return self._grams[key]
+
+
+def shrink(source: str | Path | Source, out: str | Path, config: ShrinkConfig, overwrite: bool = False) -> dict:
+    """Write a smaller model folder at ``out`` from the built one at ``source`` (a folder, or a ``Source`` read
+    already); returns what it kept."""
     from swembed.runtime.folder import TOKENIZER_FILE, check_writable, write_model_folder
 
     config.validate()
     check_writable(Path(out), overwrite)
-    model = load(source)
-    if model.tokenizers or "ensemble" in model.config:
-        raise ValueError(f"{source}: shrink reads one-language tables (this one has languages or ensemble members)")
-    if model.tokenizer.rules.oov_backoff != "pieces" and (config.gram_buckets or config.words):
-        raise ValueError(f"{source}: its unknown words back off by {model.tokenizer.rules.oov_backoff!r}, not through "
-                         "pieces and grams, so a vocabulary cut or gram rows would lose words")
-    table = model.float_rows()
-    labels = model.labels
-    source_config = model.config
-    piece_span = (source_config.get("pieces") or {}).get("rows")
-    gram_span = (source_config.get("grams") or {}).get("rows")
-    word_end = piece_span[0] if piece_span else gram_span[0] if gram_span else len(labels)
-    contexts = model.word_contexts
-    if contexts is not None and len(contexts) != word_end:
-        contexts = None
-    weights = (np.asarray(contexts, dtype=np.float64) if contexts is not None else np.zeros(word_end)) + 1.0
-    words = word_order(contexts, min(config.words or word_end, word_end))
+    src = source if isinstance(source, Source) else Source(source)
+    if src.model.tokenizer.rules.oov_backoff != "pieces" and (config.gram_buckets or config.words):
+        raise ValueError(f"{src.path}: its unknown words back off by {src.model.tokenizer.rules.oov_backoff!r}, not "
+                         "through pieces and grams, so a vocabulary cut or gram rows would lose words")
+    table, word_end, piece_span, gram_span = src.table, src.word_end, src.piece_span, src.gram_span
+    words = word_order(src.contexts, min(config.words or word_end, word_end))
     pieces = np.arange(*piece_span) if piece_span else np.zeros(0, dtype=np.int64)
-    pieces_of = (word_piece_rows(model.tokenizer, labels[:word_end])
-                 if (config.pieces is not None and config.pieces < len(pieces)) or config.gram_target == "residual"
-                 else [])
     if config.pieces is not None and config.pieces < len(pieces):
-        usage = piece_usage(pieces_of, weights)
+        usage = piece_usage(src.pieces_of, src.weights)
         ranked = sorted(pieces, key=lambda row: (-usage.get(int(row), 0.0), row))
         pieces = np.sort(np.array(ranked[: config.pieces], dtype=np.int64))
-    if config.dim is not None and config.dim < table.shape[1]:
-        table = table @ projection(table[:word_end], weights, config.dim)
     if config.gram_buckets is None:
         grams = table[gram_span[0]: gram_span[1]] if gram_span else np.zeros((0, table.shape[1]), np.float32)
     elif config.gram_buckets == 0:
         grams = np.zeros((0, table.shape[1]), np.float32)
     else:
-        from swembed._extras import require
-
-        require("build", "scipy")
-        from swembed.pipeline.grams import fit_grams, gram_matrix
-
-        targets = (residual_targets(table, word_end, pieces_of, pieces) if config.gram_target == "residual"
-                   else table[:word_end])
-        grams = fit_grams(gram_matrix(labels[:word_end], config.gram_buckets), targets)
+        grams = src.grams(config.gram_buckets, config.gram_target, pieces)
     rows = np.concatenate([words, pieces])
     new_table = np.vstack([table[rows], grams]).astype(np.float32)
+    if config.dim is not None and config.dim < table.shape[1]:
+        new_table = new_table @ projection(table[:word_end], src.weights, config.dim)
+    labels = src.labels
     new_labels = [labels[i] for i in rows] + [f"<gram {i}>" for i in range(len(grams))]
-    new_config = {k: v for k, v in source_config.items() if k not in _DROPPED_KEYS}
+    new_config = {k: v for k, v in src.model.config.items() if k not in _DROPPED_KEYS}
     new_config["dim"] = int(new_table.shape[1])
     if config.oov_weight is not None:
         new_config["tokenization"] = {**new_config.get("tokenization", {}), "oov_weight": float(config.oov_weight)}
@@ -246,12 +273,12 @@ def shrink(source: str | Path, out: str | Path, config: ShrinkConfig, overwrite:
     new_config.update(storage_keys)
     kept = {"words": int(len(words)), "pieces": int(len(pieces)), "gram_buckets": int(len(grams)),
             "dim": int(new_table.shape[1])}
-    new_config["shrink"] = {"source": str(source), "settings": asdict(config), "kept": kept,
+    new_config["shrink"] = {"source": str(src.path), "settings": asdict(config), "kept": kept,
                             "source_rows": {"words": int(word_end), "pieces": _span_rows(piece_span),
                                             "gram_buckets": _span_rows(gram_span)}}
-    if contexts is not None:
-        arrays["word_contexts"] = np.asarray(contexts)[words].astype(np.int32)
-    tokenizer_path = Path(source) / TOKENIZER_FILE
+    if src.contexts is not None:
+        arrays["word_contexts"] = np.asarray(src.contexts)[words].astype(np.int32)
+    tokenizer_path = src.path / TOKENIZER_FILE
     tokenizer_json = tokenizer_path.read_text(encoding="utf-8") if tokenizer_path.is_file() else None
     write_model_folder(Path(out), values, new_labels, new_config, tokenizer_json, arrays, overwrite=overwrite)
     return {**kept, "rows": len(new_labels), "storage": config.storage, "bytes": folder_bytes(out)}
