@@ -23,26 +23,29 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from swembed.shrink import ShrinkConfig, folder_bytes, load_shrink_recipe, shrink
+from swembed.shrink import ShrinkConfig, Source, folder_bytes, load_shrink_recipe, shrink
 
 RECIPES = {"edge-16mb": "pipelines/edge-16mb.toml", "edge-4mb": "pipelines/edge-4mb.toml"}
 # The grid the recipes were chosen from (STS-B dev only), and reference points: name -> shrink settings.
 REFERENCE = {"full-int8": {"storage": "int8"}}
-SWEEP = {
-    # <= 16 MB, int8 (the JavaScript runtime reads int8 and float16)
-    "w30k-p8k-g8k-d256-int8": dict(words=30000, pieces=8000, gram_buckets=8192, storage="int8"),
-    "w40k-p8k-g16k-d192-int8": dict(words=40000, pieces=8000, gram_buckets=16384, dim=192, storage="int8"),
-    "w60k-p8k-g16k-d160-int8": dict(words=60000, pieces=8000, gram_buckets=16384, dim=160, storage="int8"),
-    "w80k-p8k-g16k-d128-int8": dict(words=80000, pieces=8000, gram_buckets=16384, dim=128, storage="int8"),
-    "w50k-p8k-g32k-d128-int8": dict(words=50000, pieces=8000, gram_buckets=32768, dim=128, storage="int8"),
-    # <= 4 MB: int4 rows or shared rows
-    "w20k-p4k-g8k-d128-int4": dict(words=20000, pieces=4000, gram_buckets=8192, dim=128, storage="int4"),
-    "w30k-p4k-g4k-d96-int4": dict(words=30000, pieces=4000, gram_buckets=4096, dim=96, storage="int4"),
-    "w12k-p4k-g4k-d192-int4": dict(words=12000, pieces=4000, gram_buckets=4096, dim=192, storage="int4"),
-    "w60k-p8k-g16k-d256-cb2k": dict(words=60000, pieces=8000, gram_buckets=16384, storage="codebook",
-                                    centroids=2048),
-    "w40k-p8k-g16k-d128-cb4k": dict(words=40000, pieces=8000, gram_buckets=16384, dim=128, storage="codebook",
-                                    centroids=4096),
+SWEEP = {  # every point keeps 8,000 pieces and 16,384 gram buckets, so one gram fit serves them all
+    # <= 16 MB, int8 (the JavaScript runtime reads int8 and float16): words against dim
+    "w30k-d256-int8": dict(words=30000, pieces=8000, gram_buckets=16384, gram_target="residual", storage="int8"),
+    "w50k-d192-int8": dict(words=50000, pieces=8000, gram_buckets=16384, gram_target="residual", dim=192,
+                           storage="int8"),
+    "w80k-d128-int8": dict(words=80000, pieces=8000, gram_buckets=16384, gram_target="residual", dim=128,
+                           storage="int8"),
+    # levers at one point: the gram rows fitted to the words themselves; an unknown word weighing 1, not 2
+    "w50k-d192-int8-wordgrams": dict(words=50000, pieces=8000, gram_buckets=16384, dim=192, storage="int8"),
+    "w50k-d192-int8-oov1": dict(words=50000, pieces=8000, gram_buckets=16384, gram_target="residual", dim=192,
+                                oov_weight=1.0, storage="int8"),
+    # <= 4 MB: int4 rows, or shared rows (a k-means codebook of 4,096 rows, float16)
+    "w20k-d128-int4": dict(words=20000, pieces=8000, gram_buckets=16384, gram_target="residual", dim=128,
+                           storage="int4"),
+    "w50k-d256-cb4k": dict(words=50000, pieces=8000, gram_buckets=16384, gram_target="residual",
+                           storage="codebook", centroids=4096),
+    "w80k-d128-cb4k": dict(words=80000, pieces=8000, gram_buckets=16384, gram_target="residual", dim=128,
+                           storage="codebook", centroids=4096),
 }
 PEERS = [  # measured here where the model is installed; else the published figure, with its source
     {"name": "WordLlama l2_supercat 256 (float16)", "spec": "wordllama", "bytes": None},
@@ -149,11 +152,13 @@ def main() -> None:
     results_path = work / "results.json"
     results = json.loads(results_path.read_text()) if results_path.is_file() else {}
     todo = []
+    source = None
     for name in ["full", *names]:
         folder = args.full if name == "full" else str(work / name)
         if name != "full" and not Path(folder).is_dir():
             started = time.time()
-            shrink(args.full, folder, config_of(name))
+            source = source or Source(args.full)
+            shrink(source, folder, config_of(name))
             print(f"{name}: shrunk in {time.time() - started:.0f} s", file=sys.stderr, flush=True)
         if name in results and not args.redo:
             continue

@@ -137,7 +137,7 @@ def projection(word_rows: np.ndarray, weights: np.ndarray, dim: int) -> np.ndarr
     return vectors[:, np.argsort(values)[::-1][:dim]].astype(np.float32)
 
 
-def codebook(table: np.ndarray, centroids: int, seed: int = 0, iterations: int = 20) -> tuple[
+def codebook(table: np.ndarray, centroids: int, seed: int = 0, iterations: int = 10) -> tuple[
         np.ndarray, np.ndarray, np.ndarray]:
     """Shared rows: spherical k-means of the rows' directions into ``centroids`` unit rows; each row keeps its
     nearest centroid and its least-squares scale onto it. (centroids (K, d), codes (V,), scales (V,)); faiss."""
