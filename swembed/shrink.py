@@ -188,10 +188,11 @@ class Source:
     """A built table read once for any number of shrinks (``shrink(..., source=Source(path))``): its float rows,
     row spans and word weights, and the gram fits made so far (keyed by buckets, target and kept pieces)."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, cache_dir: str | Path | None = None) -> None:
         from swembed import load
 
         self.path = Path(path)
+        self.cache_dir = Path(cache_dir) if cache_dir else None  # gram fits saved here, for later runs
         model = load(path)
         if model.tokenizers or "ensemble" in model.config:
             raise ValueError(f"{path}: shrink reads one-language tables (this one has languages or ensemble members)")
@@ -217,7 +218,13 @@ class Source:
 
     def grams(self, buckets: int, target: str, pieces: np.ndarray) -> np.ndarray:
         """Gram rows fitted to every word (at the source's dim; a projection is linear, so it follows them)."""
-        key = (buckets, target, hash(pieces.tobytes()) if target == "residual" else None)
+        import zlib
+
+        key = (buckets, target, zlib.crc32(pieces.tobytes()) if target == "residual" else None)
+        table_id = zlib.crc32(f"{self.path.resolve()} {self.model.config.get('created')}".encode())
+        saved = self.cache_dir / f"grams-{table_id}-{key[0]}-{key[1]}-{key[2]}.npy" if self.cache_dir else None
+        if key not in self._grams and saved is not None and saved.is_file():
+            self._grams[key] = np.load(saved)
         if key not in self._grams:
             from swembed._extras import require
 
@@ -228,6 +235,11 @@ class Source:
             targets = residual_targets(self.table, self.word_end, self.pieces_of, pieces) if target == "residual" \
                 else words
             self._grams[key] = fit_grams(gram_matrix(self.labels[: self.word_end], buckets), targets)
+            if saved is not None:
+                from swembed.runtime.folder import atomic_save_npy
+
+                saved.parent.mkdir(parents=True, exist_ok=True)
+                atomic_save_npy(saved, self._grams[key])
         return self._grams[key]
 
 

@@ -150,3 +150,21 @@ def test_residual_gram_target_makes_the_backoff_recall_dropped_words(piece_model
         assert small.tokenizer.rules.oov_weight == 1.0
         recall[target] = (small.encode(dropped) * source.encode(dropped)).sum(axis=1)
     assert recall["residual"].min() > 0.95 and recall["residual"].mean() > recall["word"].mean()
+
+
+def test_broken_int4_and_codebook_folders_are_refused_in_one_line(piece_model: Path, tmp_path: Path):
+    from swembed.runtime.folder import ModelFolderError
+
+    shrink(piece_model, tmp_path / "int4", ShrinkConfig(storage="int4"))
+    config_path = tmp_path / "int4" / "config.json"
+    config = json.loads(config_path.read_text())
+    config_path.write_text(json.dumps({**config, "dim": config["dim"] + 4}))
+    with pytest.raises(ModelFolderError, match="int4 table"):
+        load(tmp_path / "int4")
+    shrink(piece_model, tmp_path / "book", ShrinkConfig(storage="codebook", centroids=8))
+    np.save(tmp_path / "book" / "codes.npy", np.full(load(tmp_path / "book").rows, 8, dtype=np.uint16))
+    with pytest.raises(ModelFolderError, match="codes.npy"):
+        load(tmp_path / "book")
+    (tmp_path / "book" / "codes.npy").unlink()
+    with pytest.raises(ModelFolderError, match="needs codes.npy"):
+        load(tmp_path / "book")
