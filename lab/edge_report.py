@@ -115,7 +115,9 @@ def shape_of(folder: str) -> dict:
     rows = {name: (config.get(name) or {}).get("rows", [0, 0]) for name in ("pieces", "grams")}
     words = rows["pieces"][0] if config.get("pieces") else rows["grams"][0] if config.get("grams") else \
         config.get("vocab_size")
-    return {"dtype": config.get("dtype"), "words": words, "pieces": rows["pieces"][1] - rows["pieces"][0],
+    kind = (config.get("storage") or {}).get("kind", "dense")
+    storage = config.get("dtype") if kind == "dense" else kind if kind == "int4" else f"{kind} ({config.get('dtype')})"
+    return {"dtype": storage, "words": words, "pieces": rows["pieces"][1] - rows["pieces"][0],
             "grams": rows["grams"][1] - rows["grams"][0], "dim": config.get("dim")}
 
 
