@@ -40,6 +40,7 @@ SWEEP = {  # every point keeps 8,000 pieces and 16,384 gram buckets, so one gram
     "w50k-d192-int8-oov1": dict(words=50000, pieces=8000, gram_buckets=16384, gram_target="residual", dim=192,
                                 oov_weight=1.0, storage="int8"),
     # <= 4 MB: int4 rows, or shared rows (a k-means codebook of 4,096 rows, float16)
+    "w20k-d128-int4-wordgrams": dict(words=20000, pieces=8000, gram_buckets=16384, dim=128, storage="int4"),
     "w50k-d256-cb4k": dict(words=50000, pieces=8000, gram_buckets=16384, gram_target="residual",
                            storage="codebook", centroids=4096),
     "w80k-d128-cb4k": dict(words=80000, pieces=8000, gram_buckets=16384, gram_target="residual", dim=128,
