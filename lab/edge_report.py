@@ -28,23 +28,27 @@ from swembed.shrink import ShrinkConfig, Source, folder_bytes, load_shrink_recip
 RECIPES = {"edge-16mb": "pipelines/edge-16mb.toml", "edge-4mb": "pipelines/edge-4mb.toml"}
 # The grid the recipes were chosen from (STS-B dev only), and reference points: name -> shrink settings.
 REFERENCE = {"full-int8": {"storage": "int8"}}
-# The two recipes are points of this grid too: edge-16mb (50k words, dim 192, int8) and edge-4mb (20k words, dim 128,
-# int4), each with 8,000 pieces and 16,384 gram buckets fitted to the residual.
-SWEEP = {  # every point keeps 8,000 pieces and 16,384 gram buckets, so one gram fit serves them all
+# Chosen on STS-B dev in two steps: words against dim at <= 16 MB (gram rows fitted to the residual the pieces leave),
+# then at the best point the gram target and the unknown-word weight. The recipes are the winners: edge-16mb (50k
+# words, dim 192, int8) and edge-4mb (20k words, dim 128, int4), both with the gram rows fitted to the words.
+SWEEP = {  # every point keeps 8,000 pieces and 16,384 gram buckets, so two gram fits (word, residual) serve them all
     # <= 16 MB, int8 (the JavaScript runtime reads int8 and float16): words against dim
-    "w30k-d256-int8": dict(words=30000, pieces=8000, gram_buckets=16384, gram_target="residual", storage="int8"),
-    "w80k-d128-int8": dict(words=80000, pieces=8000, gram_buckets=16384, gram_target="residual", dim=128,
-                           storage="int8"),
-    # levers at one point: the gram rows fitted to the words themselves; an unknown word weighing 1, not 2
-    "w50k-d192-int8-wordgrams": dict(words=50000, pieces=8000, gram_buckets=16384, dim=192, storage="int8"),
-    "w50k-d192-int8-oov1": dict(words=50000, pieces=8000, gram_buckets=16384, gram_target="residual", dim=192,
-                                oov_weight=1.0, storage="int8"),
+    "w30k-d256-int8-residual": dict(words=30000, pieces=8000, gram_buckets=16384, gram_target="residual",
+                                    storage="int8"),
+    "w50k-d192-int8-residual": dict(words=50000, pieces=8000, gram_buckets=16384, gram_target="residual", dim=192,
+                                    storage="int8"),
+    "w80k-d128-int8-residual": dict(words=80000, pieces=8000, gram_buckets=16384, gram_target="residual", dim=128,
+                                    storage="int8"),
+    # the unknown-word weight at 1, not 2 (the recipe's: chosen for rare words only)
+    "w50k-d192-int8-residual-oov1": dict(words=50000, pieces=8000, gram_buckets=16384, gram_target="residual",
+                                         dim=192, oov_weight=1.0, storage="int8"),
     # <= 4 MB: int4 rows, or shared rows (a k-means codebook of 4,096 rows, float16)
-    "w20k-d128-int4-wordgrams": dict(words=20000, pieces=8000, gram_buckets=16384, dim=128, storage="int4"),
-    "w50k-d256-cb4k": dict(words=50000, pieces=8000, gram_buckets=16384, gram_target="residual",
-                           storage="codebook", centroids=4096),
-    "w80k-d128-cb4k": dict(words=80000, pieces=8000, gram_buckets=16384, gram_target="residual", dim=128,
-                           storage="codebook", centroids=4096),
+    "w20k-d128-int4-residual": dict(words=20000, pieces=8000, gram_buckets=16384, gram_target="residual", dim=128,
+                                    storage="int4"),
+    "w50k-d256-cb4k-residual": dict(words=50000, pieces=8000, gram_buckets=16384, gram_target="residual",
+                                    storage="codebook", centroids=4096),
+    "w80k-d128-cb4k-residual": dict(words=80000, pieces=8000, gram_buckets=16384, gram_target="residual", dim=128,
+                                    storage="codebook", centroids=4096),
 }
 PEERS = [  # measured here where the model is installed; else the published figure, with its source
     {"name": "WordLlama l2_supercat 256 (float16)", "spec": "wordllama", "bytes": None},
@@ -58,12 +62,11 @@ PEERS = [  # measured here where the model is installed; else the published figu
 
 
 def script(name: str) -> Path:
-    """An out-of-vocabulary stand-in script, in lab/ or (before the move) scripts/."""
-    for folder in ("lab", "scripts"):
-        path = Path(folder) / name
-        if path.is_file():
-            return path
-    raise FileNotFoundError(f"{name} is in neither lab/ nor scripts/")
+    """An out-of-vocabulary stand-in script of lab/."""
+    path = Path("lab") / name  # run as a file, so that its `from ood_agreement import ...` finds its neighbour
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found: run from the repository root")
+    return path
 
 
 def wordllama_bytes() -> int:
@@ -123,7 +126,7 @@ def shape_of(folder: str) -> dict:
 
 
 def measure(spec: str, data: Path) -> dict:
-    from swembed.eval.bench import bench, stsb_texts
+    from lab.bench import bench, stsb_texts
     from swembed.eval.suites import evaluate
 
     _, scores = evaluate(spec, "en", data / "eval")
@@ -206,7 +209,7 @@ def markdown(results: dict, args, peer: dict) -> str:
              "against the teacher on Debian package descriptions (`ood_agreement.py`); RD unseen / seen = MRR x100 "
              "of WordNet glosses finding their noun among nouns the full table lacks / has "
              "(`ood_reverse_dictionary.py --vocab-of` the full table). Load s and sent/CPU-s: the Python runtime "
-             "(`swembed bench`'s worker: load in a fresh process, then STS-B test sentences, one process, "
+             "(`lab/bench.py`'s worker: load in a fresh process, then STS-B test sentences, one process, "
              "sentences per CPU-second).", "",
              "| table | MB | storage | words / pieces / grams, dim | avg7 | dev | OOD agree | RD unseen | RD seen | "
              "load s | sent/CPU-s | command |",

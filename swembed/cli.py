@@ -181,7 +181,7 @@ def cmd_dedup(args) -> int:
 def cmd_lens_clusters(args) -> int:
     from swembed._extras import require
 
-    require("build", "torch", "transformers", "sklearn")
+    require("llm", "torch", "transformers", "sklearn")
     from swembed.lens_clusters import example_clusters, vocab_clusters
 
     summary = vocab_clusters(args.model, args.k, Path(args.out), args.seed)
@@ -206,38 +206,6 @@ def cmd_eval(args) -> int:
     return 0
 
 
-def cmd_bench_extract(args) -> int:
-    from swembed.eval.extract_bench import bench_extract_corpus
-
-    print(json.dumps(bench_extract_corpus(args.teacher, args.corpus, args.sentences, args.batch_tokens, args.device,
-                                          args.repeats, args.teacher_dtype)))
-    return 0
-
-
-def cmd_bench(args) -> int:
-    from swembed.eval.bench import bench, format_rows, stsb_texts
-    from swembed.eval.suites import data_dir
-
-    texts = Path(args.texts).read_text(encoding="utf-8").splitlines() if args.texts else stsb_texts(data_dir(args.data))
-    rows = bench(args.models, texts, args.seconds, args.cores)
-    print(f"{len(texts)} texts, {args.cores or 'all'} cores for the all-core column")
-    print(format_rows(rows))
-    if args.json:
-        Path(args.json).write_text(json.dumps({"texts": len(texts), "rows": rows}, indent=2))
-    return 0
-
-
-def cmd_report(args) -> int:
-    from swembed.eval.reports import write_reports
-    from swembed.eval.suites import data_dir
-
-    data = data_dir(args.data, sub=".")
-    written = write_reports(args.only.split(",") if args.only else None, Path(args.out), data,
-                            args.command_line, args.models)
-    print(f"reports written to {args.out}/: {', '.join(written)}")
-    return 0
-
-
 def cmd_export(args) -> int:
     from swembed.integrations.formats import export
 
@@ -253,8 +221,8 @@ def cmd_shrink(args) -> int:
 
     recipe = load_shrink_recipe(args.recipe) if args.recipe else None
     config = recipe.config if recipe else ShrinkConfig()
-    given = {name: getattr(args, name) for name in ("words", "pieces", "dim", "gram_buckets", "gram_target",
-                                                    "oov_weight", "storage", "centroids", "seed") if getattr(args, name) is not None}
+    names = ("words", "pieces", "dim", "gram_buckets", "gram_target", "oov_weight", "storage", "centroids", "seed")
+    given = {name: getattr(args, name) for name in names if getattr(args, name) is not None}
     config = replace(config, **given)
     source = args.model or (recipe.source if recipe else None)
     out = args.out or (recipe.out if recipe else None)
@@ -263,6 +231,15 @@ def cmd_shrink(args) -> int:
     kept = shrink(source, out, config, overwrite=args.overwrite)
     print(f"{source} -> {out}: {kept['words']:,} words, {kept['pieces']:,} pieces, {kept['gram_buckets']:,} gram "
           f"rows, dim {kept['dim']}, {kept['storage']}; {kept['bytes'] / 1e6:.2f} MB")
+    return 0
+
+
+def cmd_conformance(args) -> int:
+    from swembed.integrations.conformance import write_conformance
+
+    extra = Path(args.texts).read_text(encoding="utf-8").splitlines() if args.texts else None
+    record = write_conformance(args.model, args.out, extra, overwrite=args.overwrite)
+    print(f"{len(record['texts'])} texts and their vectors from {args.model} -> {args.out}")
     return 0
 
 
@@ -299,6 +276,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--storage", choices=["float32", "float16", "int8", "int4", "codebook"])
     p.add_argument("--centroids", type=int, help="codebook storage: shared rows (default 4096)")
     p.add_argument("--seed", type=int)
+    p.add_argument("--overwrite", action="store_true")
+    p = sub.add_parser("conformance", help="texts and the Python runtime's vectors, to check another reader "
+                       "(docs/format.md)")
+    p.add_argument("model")
+    p.add_argument("--out", required=True, help="the JSON file to write")
+    p.add_argument("--texts", help="a text file of more texts to include (one per line)")
     p.add_argument("--overwrite", action="store_true")
     p = sub.add_parser("ensemble", help="concatenate tables over their union vocabulary (paper appendix D)")
     p.add_argument("members", nargs="+", help="swembed folders, wordllama, model2vec:<folder>")
@@ -340,27 +323,13 @@ def _parser() -> argparse.ArgumentParser:
                    "no language given)")
     p.add_argument("--json", help="also write the scores here")
     p.add_argument("--device", default="auto")
-    p = sub.add_parser("bench-extract", help="extract-stage throughput vs a bare teacher forward pass")
-    p.add_argument("--teacher", default="minilm")
-    p.add_argument("--corpus", nargs="+", required=True)
-    p.add_argument("--sentences", type=int, default=4000)
-    p.add_argument("--batch-tokens", type=int, default=8192)
-    p.add_argument("--repeats", type=int, default=2)
-    p.add_argument("--device", default="auto")
-    p.add_argument("--teacher-dtype", default="auto", choices=TEACHER_DTYPES)
-    p = sub.add_parser("bench", help="encode throughput, load time and memory, side by side")
-    p.add_argument("models", nargs="+", help="swembed folders, model2vec:<folder>, wordllama, or teachers (minilm)")
-    p.add_argument("--data", help="eval folder: STS-B test sentences are the default texts ($SWEMBED_DATA/eval)")
-    p.add_argument("--texts", help="a text file (one text per line) instead of STS-B")
-    p.add_argument("--seconds", type=float, default=3.0, help="time each measurement at least this long")
-    p.add_argument("--cores", type=int, help="workers for the all-core column (default: every core)")
-    p.add_argument("--json")
-    p = sub.add_parser("report", help="regenerate reports/ (see swembed.eval.reports for the sections)")
-    p.add_argument("--data", help="the shared data folder with eval/ and corpora/ (default $SWEMBED_DATA)")
-    p.add_argument("--models", default="models", help="where the reported builds are (default models/)")
-    p.add_argument("--out", default="reports")
-    p.add_argument("--only", help="comma-separated sections (default: all whose models exist)")
     return parser
+
+
+def subcommands() -> dict[str, argparse.ArgumentParser]:
+    """Each `swembed` sub-command's parser, by name (for docs/cli.md and the checks that commands named exist)."""
+    parser = _parser()
+    return dict(next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -368,14 +337,13 @@ def main(argv: list[str] | None = None) -> int:
 
     argv = sys.argv[1:] if argv is None else [str(arg) for arg in argv]
     args = _parser().parse_args(argv)
-    args.command_line = "swembed " + " ".join(argv)  # what a report says made it
     level = logging.DEBUG if args.verbose else logging.WARNING if getattr(args, "quiet", False) else logging.INFO
     logging.basicConfig(level=level, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
-    handlers = {"build": cmd_build, "encode": cmd_encode, "export": cmd_export, "ensemble": cmd_ensemble,
-                "dedup": cmd_dedup, "shrink": cmd_shrink, "lens-clusters": cmd_lens_clusters, "eval": cmd_eval, "bench": cmd_bench,
-                "bench-extract": cmd_bench_extract, "report": cmd_report}
+    handlers = {"build": cmd_build, "encode": cmd_encode, "export": cmd_export, "conformance": cmd_conformance,
+                "ensemble": cmd_ensemble, "dedup": cmd_dedup, "shrink": cmd_shrink, "lens-clusters": cmd_lens_clusters,
+                "eval": cmd_eval}
     try:
-        if args.command in ("build", "bench-extract"):
+        if args.command == "build":
             from swembed._extras import require
 
             require("build", "torch", "transformers", "blingfire", "tqdm")

@@ -12,6 +12,34 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+GUARD = Path(__file__).resolve().parent / "teacher_guard"
+_UNGUARDED = {"PYTHONPATH": os.environ.get("PYTHONPATH")}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """A test that loads a teacher carries the ``teacher`` marker: without it, resolving one by name fails, from
+    its fixtures on (module-scoped ones included), in this process and in every Python subprocess it starts
+    (tests/teacher_guard/sitecustomize.py)."""
+    import swembed.teachers
+    import swembed.teachers.registry as registry
+    from teacher_guard.sitecustomize import ENV, forbidding
+
+    resolve = _UNGUARDED.setdefault("resolve", registry.resolve_teacher)
+    if item.get_closest_marker("teacher"):
+        registry.resolve_teacher = swembed.teachers.resolve_teacher = resolve
+        os.environ.pop(ENV, None)
+        paths = [_UNGUARDED["PYTHONPATH"]]
+    else:
+        registry.resolve_teacher = swembed.teachers.resolve_teacher = forbidding(resolve, registry)
+        os.environ[ENV] = "1"
+        paths = [str(GUARD), _UNGUARDED["PYTHONPATH"]]
+    if any(paths):
+        os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, paths))
+    else:
+        os.environ.pop("PYTHONPATH", None)
+
+
 NOUNS = ["cat", "dog", "bird", "teacher", "student", "river", "city", "garden", "doctor", "child", "car", "house",
          "ship", "song", "book", "market", "forest", "mountain", "engine", "letter"]
 VERBS = ["sees", "likes", "finds", "paints", "visits", "follows", "builds", "reads", "carries", "remembers"]

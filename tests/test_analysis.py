@@ -2,7 +2,7 @@ import zipfile
 
 import numpy as np
 
-from swembed.eval.analysis import brown_pos, coarse, norm_frequency_spearman, norms_by_pos, pc_extremes
+from lab.analysis import brown_pos, coarse, norm_frequency_spearman, norms_by_pos, pc_extremes
 
 
 def test_coarse_tags():

@@ -359,6 +359,7 @@ def test_torch_not_installed(tmp_path, tiny_corpus, tiny_model, promised):
 @promise("an empty corpus (no usable sentence)", "a clear error: keep",
          "refused after the corpus stage; no model folder, no stage cached as done",
          "the corpus gave no usable sentence (<n> sentences read; <k> shorter than <min> words, <l> longer than <max>)")
+@pytest.mark.teacher
 def test_empty_corpus(tmp_path, promised):
     corpus = tmp_path / "empty.txt"
     corpus.write_text("\n\nToo short.\n")

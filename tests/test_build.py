@@ -25,6 +25,7 @@ def reference_build(tmp_path_factory):
     return corpus, out, result
 
 
+@pytest.mark.teacher
 def test_build_writes_a_loadable_model_with_stage_costs(reference_build):
     _, out, result = reference_build
     model = swembed.load(out)
@@ -47,6 +48,7 @@ def test_build_writes_a_loadable_model_with_stage_costs(reference_build):
 
 
 @pytest.mark.parametrize("stage", ["extract", "distill"])
+@pytest.mark.teacher
 def test_killed_build_resumes_to_the_same_table(reference_build, tmp_path, stage):
     corpus, ref_out, _ = reference_build
     out, work = tmp_path / "model", tmp_path / "work"
@@ -66,6 +68,7 @@ def test_killed_build_resumes_to_the_same_table(reference_build, tmp_path, stage
     np.testing.assert_array_equal(np.load(out / "embeddings.npy"), np.load(ref_out / "embeddings.npy"))
 
 
+@pytest.mark.teacher
 def test_rare_word_pieces_train_the_piece_rows_on_exactly_the_sentences_holding_rare_words(reference_build, tmp_path):
     """Every corpus word has a row, so plain KD never moves a piece row (the reference build); with
     ``rare_word_pieces = 1`` the sentences holding a word seen once are also distilled with it written through
@@ -101,6 +104,7 @@ def test_rare_word_pieces_train_the_piece_rows_on_exactly_the_sentences_holding_
     assert moved and moved <= number_pieces
 
 
+@pytest.mark.teacher
 def test_random_batch_companions_and_shrinkage_after_training(reference_build, tmp_path):
     """``random_batch_weight``: each neighbour-batch KD objective gets a companion on random batches, in the loss
     and in the held-out loss; ``[distill] shrinkage``: every word row with contexts is pulled to its pieces;
@@ -152,6 +156,7 @@ def test_random_batch_companions_and_shrinkage_after_training(reference_build, t
     np.testing.assert_allclose(a.T @ a @ grams + RIDGE * grams, a.T @ targets, atol=2e-3)
 
 
+@pytest.mark.teacher
 def test_a_co_teacher_encodes_the_extract_sentences_in_order_and_kd_aims_at_the_weighted_cosines(reference_build,
                                                                                                   tmp_path):
     """``[distill] co_teacher``: a coteacher stage holds another teacher's vectors of the extract's sentences in
@@ -201,6 +206,7 @@ def test_a_co_teacher_encodes_the_extract_sentences_in_order_and_kd_aims_at_the_
     assert first_loss[0] == pytest.approx(first_loss[1], rel=1e-4)
 
 
+@pytest.mark.teacher
 def test_a_killed_coteacher_stage_resumes_after_its_last_unit(reference_build, tmp_path):
     """The coteacher stage checkpoints each unit of sentences: killed after its second, a rerun reads those two back
     and encodes the rest, to the vectors of a run never killed (MiniLM as its own co-teacher: the extract's
@@ -233,6 +239,7 @@ def test_a_killed_coteacher_stage_resumes_after_its_last_unit(reference_build, t
     np.testing.assert_allclose(np.load(resumed.path / "targets.npy"), np.load(extract / "targets.npy"), atol=1e-5)
 
 
+@pytest.mark.teacher
 def test_plan_states_the_quota_choice_that_extraction_encodes(tmp_path):
     rng = np.random.default_rng(0)
     words = "cat dog bird river stone tree house road lamp chair table cloud rain wind fire snow".split()
@@ -250,6 +257,7 @@ def test_plan_states_the_quota_choice_that_extraction_encodes(tmp_path):
     assert f"{planned:,} of 400 sentences through the teacher" in result.stderr
 
 
+@pytest.mark.teacher
 def test_rerun_reuses_cached_stages_and_overwrites_only_when_asked(reference_build, tmp_path):
     corpus, out, _ = reference_build
     before = (out / "embeddings.npy").stat().st_mtime_ns
@@ -266,6 +274,7 @@ def test_rerun_reuses_cached_stages_and_overwrites_only_when_asked(reference_bui
     assert "en: extract cached" in result.stderr
 
 
+@pytest.mark.teacher
 def test_a_new_seed_reuses_an_extract_of_every_sentence_but_not_a_quota(reference_build, tmp_path):
     """The seed cannot change an extract of every sentence, so a seed study re-runs only PCA and distillation;
     the quota's choice depends on the seed, so its extract is not shared."""
@@ -289,6 +298,7 @@ def test_a_new_seed_reuses_an_extract_of_every_sentence_but_not_a_quota(referenc
     assert not stages("quota1", "1", *quota)["extract"]["cached"]
 
 
+@pytest.mark.teacher
 def test_bad_input_fails_clearly_and_leaves_nothing(tmp_path, tiny_corpus):
     """More in test_bad_input.py (a missing or empty corpus, an unknown teacher, --dim 0, ...)."""
     out = tmp_path / "model"
@@ -309,6 +319,7 @@ def test_bad_input_fails_clearly_and_leaves_nothing(tmp_path, tiny_corpus):
         assert not out.exists()
 
 
+@pytest.mark.teacher
 def test_cased_recipe_keeps_capitalised_words_and_their_contexts(tmp_path):
     """One rule set: a case-sensitive recipe gives cased vocabulary words that are credited in extraction (not
     encoded alone) and a model that reads case."""
@@ -358,11 +369,14 @@ def test_a_recipe_starts_from_its_base_and_replaces_only_the_keys_it_sets(tmp_pa
     child = load_recipe(tmp_path / "sub" / "child.toml")
     settings = (child.teacher, child.out, child.pca.dim, child.distill.tau, child.distill.lr)
     assert settings == ("minilm", "b", 32, 0.2, 0.5)
-    configs = {path.stem: load_recipe(path) for path in Path("pipelines").glob("*.toml")}
+    root = Path(__file__).resolve().parents[1]
+    menu = {path.stem for path in (root / "pipelines").glob("*.toml")}
+    configs = {path.stem: load_recipe(path) for folder in ("pipelines", "lab/pipelines")
+               for path in (root / folder).glob("*.toml")}
     for config in configs.values():
-        config.validate()  # every shipped recipe loads and is consistent
+        config.validate()  # every recipe, the menu's and the lab's, loads and is consistent
     recipes = {name: asdict(config) for name, config in configs.items()}
-    assert len(recipes) >= 10
+    assert len(recipes) >= 14 and {"default", "minilm-256-shared", "mpnet-me5-256", "me5-multi"} <= menu
     assert configs["mpnet-gemma-256"].distill.co_teachers() == [("me5-small", 0.33), ("embeddinggemma", 0.33)]
     plain, co = recipes["mpnet-256-all"], recipes["mpnet-me5-256"]
     assert {k for k in plain if plain[k] != co[k]} == {"out", "distill"}
@@ -463,6 +477,7 @@ def test_device_monitor_tells_a_busy_gpu_from_an_idle_one():
 
 
 @needs_cuda
+@pytest.mark.teacher
 def test_a_cuda_build_trains_on_the_gpu_and_reports_its_utilisation(tmp_path):
     from conftest import make_sentences
 

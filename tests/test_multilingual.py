@@ -106,6 +106,7 @@ def parallel_pairs(n, seed):
     return pairs
 
 
+@pytest.mark.teacher
 def test_small_bilingual_build_end_to_end(tmp_path):
     """MiniLM stands in for a multilingual teacher (its WordPiece has CJK characters): en words + zh teacher
     tokens, cross-lingual PCA with silhouettes, contrastive refinement, a table that encodes either language."""

@@ -1,13 +1,7 @@
-"""scripts/ood_agreement.py: which package descriptions it takes, and how it pairs them (no teacher needed)."""
-import importlib.util
-from pathlib import Path
-
+"""lab/ood_agreement.py: which package descriptions it takes, and how it pairs them (no teacher needed)."""
 import numpy as np
 
-_spec = importlib.util.spec_from_file_location("ood_agreement",
-                                               Path(__file__).parents[1] / "scripts" / "ood_agreement.py")
-ood = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(ood)
+from lab import ood_agreement as ood
 
 DUMP = """Package: a
 Section: science

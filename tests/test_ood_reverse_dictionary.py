@@ -1,14 +1,8 @@
-"""scripts/ood_reverse_dictionary.py: which WordNet synsets it keeps, and how it scores a ranking."""
-import importlib.util
-from pathlib import Path
-
+"""lab/ood_reverse_dictionary.py: which WordNet synsets it keeps, and how it scores a ranking."""
 import numpy as np
 import pytest
 
-_spec = importlib.util.spec_from_file_location(
-    "ood_reverse_dictionary", Path(__file__).parents[1] / "scripts" / "ood_reverse_dictionary.py")
-revdict = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(revdict)
+from lab import ood_reverse_dictionary as revdict
 
 DATA_NOUN = """  1 This software and database is being provided to you, the LICENSEE, by
   2 Princeton University under the following license.

@@ -1,13 +1,17 @@
-"""`swembed eval`, `swembed bench` and `swembed report` as a user runs them, on a hand-made evaluation folder in
+"""`swembed eval`, `python -m lab.bench` and `python -m lab.report` as a user runs them, on a hand-made evaluation folder in
 the shared data's layout and a real (tiny) MiniLM build."""
 import json
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 import swembed
 from conftest import make_sentences, run_cli, small_build_args
+from lab import report
 from swembed.eval.sts import EN_SETS, evaluate_sts, load_pair_set, score_pair_set
 
 pytestmark = pytest.mark.teacher
@@ -64,8 +68,9 @@ def test_eval_prints_each_set_and_their_mean(workspace, tmp_path):
 
 def test_bench_times_every_model_on_the_sts_b_sentences(workspace):
     root, model = workspace
-    result = run_cli(["bench", model, "model2vec:/nonexistent", "--data", root / "data" / "eval",
-                      "--seconds", "0.2", "--cores", "1"])
+    args = [model, "model2vec:/nonexistent", "--data", root / "data" / "eval", "--seconds", "0.2", "--cores", "1"]
+    result = subprocess.run([sys.executable, "-m", "lab.bench", *map(str, args)], capture_output=True, text=True,
+                            cwd=Path(__file__).resolve().parents[1])
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("24 texts")  # 12 pairs of STS-B test
     ours = next(line for line in result.stdout.splitlines() if line.startswith(str(model)[:40]))
@@ -76,12 +81,12 @@ def test_bench_times_every_model_on_the_sts_b_sentences(workspace):
 def test_report_writes_the_english_and_robust_tables_from_the_builds(workspace, tmp_path):
     root, model = workspace
     out = tmp_path / "reports"
-    result = run_cli(["report", "--only", "english,robust", "--data", root / "data", "--models", root / "models",
-                      "--out", out], same_process=True)
-    assert result.returncode == 0, result.stderr
-    assert "english.md" in result.stdout and "robust.md" in result.stdout
+    code = report.main(["--only", "english,robust", "--data", root / "data", "--models", root / "models",
+                        "--out", out])
+    assert code == 0 and sorted(p.name for p in out.glob("*.md")) == ["english.md", "robust.md"]
     english = (out / "english.md").read_text()
-    assert "swembed report --only english,robust" in english  # each report names its command
+    assert "<!-- generated: python -m lab.report --only english,robust" in english  # each report names its command
+    assert report.check(out) == 0  # and --check finds it above each table
     row = next(line for line in english.splitlines() if line.startswith("| **swembed** minilm-256-shared"))
     cells = [c.strip().strip("*") for c in row.split("|")[2:11]]
     encode = swembed.load(model).encode

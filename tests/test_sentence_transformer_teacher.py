@@ -1,5 +1,6 @@
 """The sentence-transformers teacher gives what ``SentenceTransformer.encode`` gives: pooling, prompt and linear Dense
 modules read from the folder itself."""
+import importlib
 import json
 from pathlib import Path
 
@@ -14,6 +15,7 @@ TEXTS = ["A man is playing a guitar.", "The quick brown fox jumps over the lazy 
          "North Korea's nuclear test sparks worry in Seoul and Tokyo, officials said on Tuesday."]
 
 
+@pytest.mark.teacher
 def test_minilm_sentence_vectors_equal_sentence_transformers_encode():
     from sentence_transformers import SentenceTransformer
 
@@ -29,7 +31,10 @@ def dense_folder(tmp_path: Path, bias: bool = False, activation=None, safetensor
     from sentence_transformers import SentenceTransformer, models
     from transformers import AutoTokenizer, BertConfig, BertModel
 
-    minilm = load_teacher("minilm", device="cpu").folder
+    from swembed.teachers import TEACHERS
+
+    # MiniLM's tokenizer files from its offline package, without loading (or resolving) the teacher itself
+    minilm = Path(importlib.import_module(TEACHERS["minilm"].offline_package).get_model_path())
     torch.manual_seed(0)
     base = tmp_path / "base"
     BertModel(BertConfig(vocab_size=30522, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
@@ -81,6 +86,7 @@ GEMMA = CACHE / "embeddinggemma"
 
 @pytest.mark.skipif(not (CACHE / "mpnet" / "config.json").is_file(),
                     reason="mpnet's offline copy is 440 MB from PyPI; `swembed build --teacher mpnet` fetches it once")
+@pytest.mark.teacher
 def test_mpnet_offline_copy_equals_sentence_transformers_encode():
     from sentence_transformers import SentenceTransformer
 
@@ -92,6 +98,7 @@ def test_mpnet_offline_copy_equals_sentence_transformers_encode():
 @pytest.mark.skipif(not (GEMMA / "config.json").is_file(),
                     reason="EmbeddingGemma's offline copy is 1.15 GB from PyPI; run `swembed build --teacher "
                            "embeddinggemma` (or resolve it) once to fetch it")
+@pytest.mark.teacher
 def test_embeddinggemma_offline_copy_equals_sentence_transformers_encode():
     from sentence_transformers import SentenceTransformer
 

@@ -9,7 +9,7 @@ import torch
 
 from swembed.teachers import TeacherError, load_teacher
 
-pytestmark = pytest.mark.llm
+pytestmark = [pytest.mark.llm, pytest.mark.teacher]  # the real SmolLM2 checkpoint
 TEXTS = ["It's 2024: Fellini's naïve rock'n'roll, don't  stop.", "A happy bird sings.",
          "The quick brown fox jumps over the lazy dog near the riverbank in 1987 with fellini."]
 

@@ -1,0 +1,8 @@
+/** swembed.js: read a swembed table folder and encode text exactly as the Python runtime (docs/format.md). */
+export { StaticEmbedder, FORMAT_NAME, FORMAT_VERSION } from './embedder.js';
+export { loadModel, folderReader } from './load.js';
+export { WordTokenizer, charGramBuckets, tokenizationRules, FormatError } from './tokenizer.js';
+export { WordPiece, UnsupportedTokenizerError } from './wordpiece.js';
+export { parseNpy, NpyError } from './npy.js';
+export { crc32 } from './crc32.js';
+export { compareConformance } from './conformance.js';
