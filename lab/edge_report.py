@@ -50,6 +50,14 @@ SWEEP = {  # every point keeps 8,000 pieces and 16,384 gram buckets, so two gram
     "w80k-d128-cb4k-residual": dict(words=80000, pieces=8000, gram_buckets=16384, gram_target="residual", dim=128,
                                     storage="codebook", centroids=4096),
 }
+LEVERS = [  # (point a, point b, what differs)
+    ("edge-16mb", "w50k-d192-int8-residual", "gram rows fitted to the words, not to the residual the pieces leave"),
+    ("edge-4mb", "w20k-d128-int4-residual", "the same at 4 MB"),
+    ("w50k-d192-int8-residual-oov1", "w50k-d192-int8-residual", "an unknown word weighing 1, not the full table's 2"),
+    ("w50k-d192-int8-residual", "w30k-d256-int8-residual", "50k words at dim 192, not 30k at dim 256 (<= 16 MB)"),
+    ("w80k-d128-int8-residual", "w50k-d192-int8-residual", "80k words at dim 128, not 50k at dim 192 (<= 16 MB)"),
+    ("w50k-d256-cb4k-residual", "w20k-d128-int4-residual", "50k words sharing 4,096 rows, not 20k int4 rows (<= 4 MB)"),
+]
 PEERS = [  # measured here where the model is installed; else the published figure, with its source
     {"name": "WordLlama l2_supercat 256 (float16)", "spec": "wordllama", "bytes": None},
     {"name": "model2vec distill(all-MiniLM-L6-v2, pca_dims=256)", "published": {
@@ -239,6 +247,13 @@ def markdown(results: dict, args, peer: dict) -> str:
             best = max(fits, key=lambda n: results[n]["dev"])
             lines.append(f"- <= {limit} MB{' (int8/float16, for the JavaScript runtime)' if kinds else ''}: `{best}` "
                          f"(dev {results[best]['dev']:.2f}, of {len(fits)} points)")
+    lines += ["", "Levers, one changed at a time (a - b: dev, avg7, RD unseen; the test columns are reported, not "
+              "chosen on):"]
+    for a, b, what in LEVERS:
+        if a in results and b in results:
+            deltas = ", ".join(f"{key} {results[a][key] - results[b][key]:+.2f}" for key in ("dev", "avg7", "unseen MRR")
+                               if results[a].get(key) is not None and results[b].get(key) is not None)
+            lines.append(f"- {what}: `{a}` - `{b}`: {deltas}")
     lines += ["", "Acceptance (issue 50): a table <= 16 MB with avg7 >= 74.0, and one <= 4 MB with avg7 >= 72.0."]
     for name, (limit, target) in {"edge-16mb": (16, 74.0), "edge-4mb": (4, 72.0)}.items():
         row = results.get(name)
