@@ -214,6 +214,26 @@ def cmd_export(args) -> int:
     return 0
 
 
+def cmd_shrink(args) -> int:
+    from dataclasses import replace
+
+    from swembed.shrink import ShrinkConfig, load_shrink_recipe, shrink
+
+    recipe = load_shrink_recipe(args.recipe) if args.recipe else None
+    config = recipe.config if recipe else ShrinkConfig()
+    names = ("words", "pieces", "dim", "gram_buckets", "gram_target", "oov_weight", "storage", "centroids", "seed")
+    given = {name: getattr(args, name) for name in names if getattr(args, name) is not None}
+    config = replace(config, **given)
+    source = args.model or (recipe.source if recipe else None)
+    out = args.out or (recipe.out if recipe else None)
+    if not source or not out:
+        raise ValueError("shrink needs a MODEL and --out (or a --recipe that names source and out)")
+    kept = shrink(source, out, config, overwrite=args.overwrite)
+    print(f"{source} -> {out}: {kept['words']:,} words, {kept['pieces']:,} pieces, {kept['gram_buckets']:,} gram "
+          f"rows, dim {kept['dim']}, {kept['storage']}; {kept['bytes'] / 1e6:.2f} MB")
+    return 0
+
+
 def cmd_conformance(args) -> int:
     from swembed.integrations.conformance import write_conformance
 
@@ -240,6 +260,22 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=["npy", "st", "model2vec"], default="npy")
     p.add_argument("--dtype", choices=["float32", "float16", "int8"], default="float32", help="int8: npy only")
     p.add_argument("--out", required=True)
+    p.add_argument("--overwrite", action="store_true")
+    p = sub.add_parser("shrink", help="a smaller table from a built one: fewer words, pieces and gram rows, lower "
+                       "dim, int8/int4/codebook rows (swembed.shrink)")
+    p.add_argument("model", nargs="?", help="the built model folder (default: the recipe's source)")
+    p.add_argument("--recipe", help="a shrink recipe, pipelines/edge-*.toml (flags given override it)")
+    p.add_argument("--out", help="model folder to write (default: the recipe's out)")
+    p.add_argument("--words", type=int, help="keep the words seen in the most sentences")
+    p.add_argument("--pieces", type=int, help="keep the piece rows the words' back-off uses most")
+    p.add_argument("--dim", type=int, help="project onto the table's top principal directions")
+    p.add_argument("--gram-buckets", type=int, help="refit that many gram rows to every source word (0: none)")
+    p.add_argument("--gram-target", choices=["word", "residual"], help="fit the gram rows to each word's row "
+                   "(default), or to what the back-off's gram half must add to its pieces' half")
+    p.add_argument("--oov-weight", type=float, help="an unknown word's weight in the mean (default: the source's)")
+    p.add_argument("--storage", choices=["float32", "float16", "int8", "int4", "codebook"])
+    p.add_argument("--centroids", type=int, help="codebook storage: shared rows (default 4096)")
+    p.add_argument("--seed", type=int)
     p.add_argument("--overwrite", action="store_true")
     p = sub.add_parser("conformance", help="texts and the Python runtime's vectors, to check another reader "
                        "(docs/format.md)")
@@ -304,7 +340,8 @@ def main(argv: list[str] | None = None) -> int:
     level = logging.DEBUG if args.verbose else logging.WARNING if getattr(args, "quiet", False) else logging.INFO
     logging.basicConfig(level=level, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
     handlers = {"build": cmd_build, "encode": cmd_encode, "export": cmd_export, "conformance": cmd_conformance,
-                "ensemble": cmd_ensemble, "dedup": cmd_dedup, "lens-clusters": cmd_lens_clusters, "eval": cmd_eval}
+                "ensemble": cmd_ensemble, "dedup": cmd_dedup, "shrink": cmd_shrink, "lens-clusters": cmd_lens_clusters,
+                "eval": cmd_eval}
     try:
         if args.command == "build":
             from swembed._extras import require

@@ -34,16 +34,16 @@ def with_hidden_words(model: StaticEmbedder, fraction: float) -> StaticEmbedder:
 
     tokenizers = {lang: hide(tokenizer) for lang, tokenizer in model.tokenizers.items()}
     tokenizer = hide(model.tokenizer)
-    table, scales = model.table, model.scales
+    table, scales, codes = model.table, model.scales, model.codes
     if tokenizer.gram_rows and fraction > 0:
         from swembed.integrations.formats import float_table
         from swembed.pipeline.grams import fit_grams, gram_matrix
 
         known = {word: row for t in (tokenizers.values() or [tokenizer]) for word, row in t.vocab.items()}
         start, end = tokenizer.gram_rows
-        table, scales = float_table(model).copy(), None
+        table, scales, codes = float_table(model).copy(), None, None
         table[start:end] = fit_grams(gram_matrix(list(known), end - start), table[list(known.values())])
-    hidden = StaticEmbedder(table, tokenizer, model.config, scales, tokenizers)
+    hidden = StaticEmbedder(table, tokenizer, model.config, scales, tokenizers, codes=codes)
     if tokenizers:
         hidden._language_identifier = model.language_identifier
     return hidden

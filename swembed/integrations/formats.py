@@ -39,8 +39,7 @@ def quantize_int8(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def float_table(model: StaticEmbedder) -> np.ndarray:
-    table = np.asarray(model.table, dtype=np.float32)
-    return table * model.scales[:, None] if model.scales is not None else table
+    return model.float_rows()
 
 
 def export_npy(model: StaticEmbedder, out: Path, dtype: str, overwrite: bool = False) -> Path:

@@ -304,16 +304,21 @@ def apply_settings(config: BuildConfig, settings: dict, source: str) -> BuildCon
     return config
 
 
-def load_recipe(path: str | Path, _seen: tuple[Path, ...] = ()) -> BuildConfig:
-    """A build from a TOML recipe in ``pipelines/``. ``base = "other.toml"`` (a path from the recipe's folder)
-    starts from that recipe; this one's keys then replace its keys, one by one within a section."""
-    path = Path(path)
+def read_recipe_toml(path: Path) -> dict:
+    """A recipe file's TOML table; a missing or malformed file is one line naming it (``BuildError``)."""
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        return tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise BuildError(f"recipe not found: {path}") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise BuildError(f"{path}: not a valid TOML recipe ({exc})") from None
+
+
+def load_recipe(path: str | Path, _seen: tuple[Path, ...] = ()) -> BuildConfig:
+    """A build from a TOML recipe in ``pipelines/``. ``base = "other.toml"`` (a path from the recipe's folder)
+    starts from that recipe; this one's keys then replace its keys, one by one within a section."""
+    path = Path(path)
+    data = read_recipe_toml(path)
     base = data.pop("base", None)
     _check_types(str(path), "", {"base": "str | None"}, {"base": base})
     if base is None:

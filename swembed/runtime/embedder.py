@@ -25,14 +25,15 @@ class StaticEmbedder:
 
     def __init__(self, table: np.ndarray, tokenizer: WordTokenizer, config: dict | None = None,
                  scales: np.ndarray | None = None, tokenizers: dict[str, WordTokenizer] | None = None,
-                 word_contexts: np.ndarray | None = None) -> None:
+                 word_contexts: np.ndarray | None = None, codes: np.ndarray | None = None) -> None:
         if table.ndim != 2:
             raise ValueError(f"table must be 2-D, got shape {table.shape}")
-        if (table.dtype == np.int8) != (scales is not None):
-            raise ValueError("an int8 table needs per-row scales, and only an int8 table takes them")
+        if (table.dtype == np.int8 or codes is not None) != (scales is not None):
+            raise ValueError("an int8 or codebook table needs per-row scales, and only such a table takes them")
         self.table = table
         self._table = np.asarray(table)  # a plain ndarray view: memmap subclass indexing is slower
         self.scales = scales
+        self.codes = None if codes is None else np.asarray(codes, dtype=np.int64)
         self.tokenizer = tokenizer
         self.tokenizers = dict(tokenizers or {})
         self.config = dict(config or {})
@@ -45,13 +46,25 @@ class StaticEmbedder:
         return int(self.table.shape[1])
 
     @property
+    def rows(self) -> int:
+        """Table rows (words, pieces, grams): a codebook table's coded rows, not its shared rows."""
+        return len(self.codes) if self.codes is not None else int(self.table.shape[0])
+
+    def float_rows(self) -> np.ndarray:
+        """Every row as float32, de-quantised (int8/int4 scales) and de-shared (a codebook's codes)."""
+        table = np.asarray(self.table, dtype=np.float32)
+        if self.codes is not None:
+            table = table[self.codes]
+        return table * self.scales[:, None] if self.scales is not None else table
+
+    @property
     def labels(self) -> list[str]:
         """The label of every table row, in row order (words, then the teacher pieces of a table that has them)."""
         if self._labels is None:
             rows = {i: w for tok in (self.tokenizers.values() or [self.tokenizer]) for w, i in tok.vocab.items()}
             for token_id, row in self.tokenizer.piece_rows.items():
                 rows[row] = self.tokenizer.pieces.id_to_token(token_id)
-            self._labels = [rows.get(i, "") for i in range(self.table.shape[0])]
+            self._labels = [rows.get(i, "") for i in range(self.rows)]
         return self._labels
 
     @property
@@ -101,12 +114,13 @@ class StaticEmbedder:
         contexts = np.asarray(contexts) if contexts is not None else None
         if not languages:
             model = cls(table, WordTokenizer(vocab, rules, subword, piece_rows, grams), config, folder.scales,
-                        word_contexts=contexts)
+                        word_contexts=contexts, codes=folder.codes)
         else:
             tokenizers = {lang: WordTokenizer({words[i]: i for i in range(start, end)}, lang_rules, subword,
                                               piece_rows, grams)
                           for lang, ((start, end), lang_rules) in languages.items()}
-            model = cls(table, next(iter(tokenizers.values())), config, folder.scales, tokenizers, contexts)
+            model = cls(table, next(iter(tokenizers.values())), config, folder.scales, tokenizers, contexts,
+                        folder.codes)
         model._labels = words
         return model
 
@@ -136,7 +150,7 @@ class StaticEmbedder:
                 b = min(a + step, hi)
                 positions = sorted_starts[a:b, None] + np.arange(n_rows)
                 ids = flat[positions]
-                rows = self._table[ids]
+                rows = self._table[ids if self.codes is None else self.codes[ids]]
                 if self.scales is not None:
                     rows = rows * self.scales[ids][..., None]
                 sums = rows.sum(axis=1, dtype=accumulate)

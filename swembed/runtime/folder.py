@@ -6,6 +6,7 @@ vocab.txt        one word per line (UTF-8)
 tokenizer.json   the teacher's sub-word tokenizer, used only for OOV back-off
 config.json      format version, teacher, dims, tokenisation rules, build stats
 scales.npy       (V,) float32, only for int8 tables: row_float = row_int8 * scale
+codes.npy        (V,) only for codebook tables (int4 and codebook storage: swembed.runtime.storage)
 ```
 """
 from __future__ import annotations
@@ -20,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from swembed.runtime.storage import CODES_FILE, STORAGE_KINDS, storage_kind, unpack_int4
 
 FORMAT_NAME = "swe-static"
 FORMAT_VERSION = 1
@@ -122,6 +125,7 @@ class ModelFolder:
     subword_tokenizer: object | None
     scales: np.ndarray | None
     arrays: dict[str, np.ndarray]  # the folder's other .npy files (pca_mean, word_contexts, ...), memory-mapped
+    codes: np.ndarray | None = None  # a codebook table's shared row of each row (``swembed.runtime.storage``)
 
 
 def _load_array(path: Path, mmap: bool) -> np.ndarray:
@@ -142,21 +146,21 @@ def read_model_folder(folder: Path, mmap: bool = True) -> ModelFolder:
     table = _load_array(folder / EMBEDDINGS_FILE, mmap) if (folder / EMBEDDINGS_FILE).is_file() else None
     if table is None:
         raise ModelFolderError(f"{folder}: {EMBEDDINGS_FILE} is missing")
-    if table.ndim != 2 or table.dtype not in TABLE_DTYPES:
-        raise ModelFolderError(f"{folder / EMBEDDINGS_FILE}: expected a 2-D table of {'/'.join(TABLE_DTYPES)}, "
-                               f"got shape {table.shape} {table.dtype}")
+    table, codes = _decode_storage(folder, config, table, mmap)
     if not (folder / VOCAB_FILE).is_file():
         raise ModelFolderError(f"{folder}: {VOCAB_FILE} is missing")
     try:
         words = read_vocab(folder / VOCAB_FILE)
     except UnicodeDecodeError as exc:
         raise ModelFolderError(f"{folder / VOCAB_FILE}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
-    if len(words) != table.shape[0]:
-        raise ModelFolderError(f"{folder}: {len(words)} words in {VOCAB_FILE} but {table.shape[0]} table rows")
+    rows = len(codes) if codes is not None else table.shape[0]
+    if len(words) != rows:
+        raise ModelFolderError(f"{folder}: {len(words)} words in {VOCAB_FILE} but {rows} table rows")
     scales = _load_array(folder / SCALES_FILE, False) if (folder / SCALES_FILE).is_file() else None
-    if (table.dtype == np.int8) != (scales is not None) or (scales is not None and scales.shape != (len(words),)):
-        raise ModelFolderError(f"{folder}: an int8 table needs {SCALES_FILE} with one scale per row, and only an int8 "
-                               "table has one")
+    scaled = table.dtype == np.int8 or codes is not None
+    if scaled != (scales is not None) or (scales is not None and scales.shape != (len(words),)):
+        raise ModelFolderError(f"{folder}: an int8, int4 or codebook table needs {SCALES_FILE} with one scale per "
+                               "row, and only such a table has one")
     declared = config.get("tokenizer", TOKENIZER_FILE)
     subword = None
     if (folder / TOKENIZER_FILE).is_file():
@@ -178,8 +182,38 @@ def read_model_folder(folder: Path, mmap: bool = True) -> ModelFolder:
                 raise ModelFolderError(f"{folder / CONFIG_FILE}: {name} rows {spec.get('rows')} outside the "
                                        f"{len(words)} table rows")
     arrays = {p.stem: _load_array(p, True) for p in sorted(folder.glob("*.npy"))
-              if p.name not in (EMBEDDINGS_FILE, SCALES_FILE)}
-    return ModelFolder(config, table, words, subword, scales, arrays)
+              if p.name not in (EMBEDDINGS_FILE, SCALES_FILE, CODES_FILE)}
+    return ModelFolder(config, table, words, subword, scales, arrays, codes)
+
+
+def _decode_storage(folder: Path, config: dict, table: np.ndarray, mmap: bool) -> tuple[np.ndarray, np.ndarray | None]:
+    """(the table as the runtime indexes it, the codebook's row codes or None), checked against the storage that
+    config.json declares (``swembed.runtime.storage``): an int4 table unpacks to int8 values (scaled as int8 rows
+    are), a codebook table is its shared rows plus ``codes.npy``."""
+    kind = storage_kind(config)
+    where = folder / EMBEDDINGS_FILE
+    if kind not in STORAGE_KINDS:
+        raise ModelFolderError(f"{folder / CONFIG_FILE}: storage kind must be one of {STORAGE_KINDS}, got {kind!r}")
+    if kind == "int4":
+        dim = config.get("dim")
+        if (table.ndim != 2 or table.dtype != np.uint8 or not isinstance(dim, int)
+                or table.shape[1] != (dim + 1) // 2):
+            raise ModelFolderError(f"{where}: an int4 table is (rows, ceil(dim/2)) uint8 with the dim in config.json, "
+                                   f"got shape {table.shape} {table.dtype}, dim {json.dumps(dim)}")
+        return unpack_int4(table, dim), None
+    if table.ndim != 2 or table.dtype not in TABLE_DTYPES:
+        raise ModelFolderError(f"{where}: expected a 2-D table of {'/'.join(TABLE_DTYPES)}, "
+                               f"got shape {table.shape} {table.dtype}")
+    if kind == "dense":
+        return table, None
+    if not (folder / CODES_FILE).is_file():
+        raise ModelFolderError(f"{folder}: a codebook table needs {CODES_FILE}")
+    codes = _load_array(folder / CODES_FILE, mmap)
+    if codes.ndim != 1 or codes.dtype.kind not in "iu" or (len(codes) and not 0 <= codes.min() <= codes.max() <
+                                                               table.shape[0]):
+        raise ModelFolderError(f"{folder / CODES_FILE}: expected one integer code per row below the "
+                               f"{table.shape[0]} shared rows, got shape {codes.shape} {codes.dtype}")
+    return table, codes
 
 
 @contextmanager
@@ -214,7 +248,8 @@ def write_model_folder(
     overwrite: bool = False,
 ) -> Path:
     """Write a complete model folder atomically: built in a temp folder beside ``out``, then renamed."""
-    if table.ndim != 2 or table.shape[0] != len(words):
+    codes = (extra_arrays or {}).get("codes")  # a codebook table: its rows are codes into shared rows
+    if table.ndim != 2 or (table.shape[0] if codes is None else len(codes)) != len(words):
         raise ModelFolderError(f"table shape {table.shape} does not match {len(words)} words")
     bad = [w for w in words if not w or "\n" in w]
     if bad:
