@@ -205,7 +205,7 @@ def _cell(row: dict, key: str, fmt: str = "{:.2f}") -> str:
 
 
 def markdown(results: dict, args, peer: dict) -> str:
-    command = ("PYTHONPATH=. python -m lab.edge_report " + " ".join(
+    command = ("python -m lab.edge_report " + " ".join(
         f"--{k.replace('_', '-')} {v}" for k, v in (("full", args.full), ("data", args.data), ("work", args.work),
                                                      ("points", args.points))))
     lines = ["# Edge tables: quality per megabyte", "",
@@ -218,7 +218,9 @@ def markdown(results: dict, args, peer: dict) -> str:
              "of WordNet glosses finding their noun among nouns the full table lacks / has "
              "(`ood_reverse_dictionary.py --vocab-of` the full table). Load s and sent/CPU-s: the Python runtime "
              "(`lab/bench.py`'s worker: load in a fresh process, then STS-B test sentences, one process, "
-             "sentences per CPU-second).", "",
+             "sentences per CPU-second). The same tables outside Python (the JavaScript runtime, conformance, the "
+             "browser demo): [edge-js.md](edge-js.md).", "",
+             f"<!-- generated: {command} -->", "",
              "| table | MB | storage | words / pieces / grams, dim | avg7 | dev | OOD agree | RD unseen | RD seen | "
              "load s | sent/CPU-s | command |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
