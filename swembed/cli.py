@@ -4,12 +4,17 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
+import tempfile
+import traceback
 from pathlib import Path
 
 from swembed.teachers.base import TEACHER_DTYPES
 
+EXIT_BUG = 1
 EXIT_BAD_INPUT = 2
+EXIT_INTERRUPTED = 130
 
 # `swembed build` flags: (flag, where in BuildConfig, argparse options). One table serves every build, one
 # language or several, so every flag works on every path (or BuildConfig.validate rejects it there).
@@ -194,15 +199,19 @@ def cmd_lens_clusters(args) -> int:
 
 def cmd_eval(args) -> int:
     from swembed.eval.suites import data_dir, evaluate
+    from swembed.runtime.outputs import atomic_file, check_writable
 
+    if args.json:
+        check_writable(Path(args.json), args.overwrite, [args.model], folder=False)  # before any scoring
     kind, scores = evaluate(args.model, args.suite, data_dir(args.data), args.device,
                             Path(args.bucc) if args.bucc else None, args.give_lang)
     print(f"{args.model} ({kind})")
     for name, value in scores.items():
         print(f"  {name:<34}{value:7.2f}")
     if args.json:
-        Path(args.json).write_text(json.dumps({"model": args.model, "kind": kind, "suite": args.suite,
-                                               "scores": scores}, indent=2))
+        with atomic_file(Path(args.json), args.overwrite, [args.model]) as tmp:
+            tmp.write_text(json.dumps({"model": args.model, "kind": kind, "suite": args.suite, "scores": scores},
+                                      indent=2))
     return 0
 
 
@@ -303,6 +312,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--give-lang", action="store_true", help="name each text's language (default: as users do, "
                    "no language given)")
     p.add_argument("--json", help="also write the scores here")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --json file")
     p.add_argument("--device", default="auto")
     p = sub.add_parser("bench-extract", help="extract-stage throughput vs a bare teacher forward pass")
     p.add_argument("--teacher", default="minilm")
@@ -329,6 +339,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     from swembed._extras import MissingExtraError
+    from swembed.runtime.outputs import terminate_raises
 
     argv = sys.argv[1:] if argv is None else [str(arg) for arg in argv]
     args = _parser().parse_args(argv)
@@ -339,14 +350,33 @@ def main(argv: list[str] | None = None) -> int:
                 "dedup": cmd_dedup, "lens-clusters": cmd_lens_clusters, "eval": cmd_eval, "bench": cmd_bench,
                 "bench-extract": cmd_bench_extract, "report": cmd_report}
     try:
-        if args.command in ("build", "bench-extract"):
-            from swembed._extras import require
+        with terminate_raises():  # SIGTERM unwinds like Ctrl-C: temp outputs are removed on the way out
+            if args.command in ("build", "bench-extract"):
+                from swembed._extras import require
 
-            require("build", "torch", "transformers", "blingfire", "tqdm")
-        return handlers[args.command](args)
-    except (ValueError, MissingExtraError, OSError, UnicodeDecodeError) as exc:
-        print(f"swembed {args.command}: error: {exc}", file=sys.stderr)
+                require("build", "torch", "transformers", "blingfire", "tqdm")
+            return handlers[args.command](args)
+    except (ValueError, MissingExtraError, OSError) as exc:  # bad input, a missing extra, a file problem
+        print(f"swembed {args.command}: error: {str(exc).replace(chr(10), ' ') or type(exc).__name__}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print(f"swembed {args.command}: interrupted; nothing was written", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as exc:  # noqa: BLE001 - the boundary: anything else is a bug, reported in one line
+        print(f"swembed {args.command}: internal error (a bug in swembed, please report it): {type(exc).__name__}: "
+              f"{str(exc).replace(chr(10), ' ')[:300]}; traceback written to {_write_traceback(args.command_line)}",
+              file=sys.stderr)
+        if args.verbose:
+            traceback.print_exc()
+        return EXIT_BUG
+
+
+def _write_traceback(command_line: str) -> str:
+    """The current exception's traceback in a new file of the temp folder; returns its path."""
+    fd, path = tempfile.mkstemp(prefix="swembed-traceback-", suffix=".txt")
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(command_line + "\n\n" + traceback.format_exc())
+    return path
 
 
 if __name__ == "__main__":

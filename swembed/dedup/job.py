@@ -181,10 +181,11 @@ def dedup(inputs: list[str | Path], model_path: str | Path, out: str | Path,
     config = config or DedupConfig()
     config.validate()
     require("dedup", "scipy", *(["faiss"] if config.method == "ann" else []))
-    check_writable(Path(out), overwrite)
+    read = [*map(str, inputs), str(model_path)]
+    check_writable(Path(out), overwrite, read)
     files = check_inputs(inputs, config.text_column)
     model = load(model_path)
-    with atomic_directory(Path(out), overwrite) as tmp:
+    with atomic_directory(Path(out), overwrite, "dedup", read) as tmp:
         first = first_pass(files, model, config, tmp / ".vectors.f16")
         result = cluster(first, config)
         write_seconds = write_outputs(files, config, result, tmp)
