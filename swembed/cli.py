@@ -161,7 +161,8 @@ def cmd_dedup(args) -> int:
 
     config = DedupConfig(threshold=args.threshold, text_column=args.text_column, keep=args.keep,
                          target_size=args.target_size, target_fraction=args.target_fraction, k=args.k,
-                         method=args.search, batch_size=args.batch_size, progress=not args.quiet)
+                         method=args.search, batch_size=args.batch_size, progress=not args.quiet,
+                         clusters=args.clusters)
     if args.engine == "spark":
         from swembed._extras import require
 
@@ -286,6 +287,9 @@ def _parser() -> argparse.ArgumentParser:
                    "the lowest similarity searched, default 0.5)")
     p.add_argument("--text-column", default="text", help="the text field of .jsonl/.parquet records")
     p.add_argument("--keep", choices=["first", "longest"], default="first", help="which record a cluster keeps")
+    p.add_argument("--clusters", choices=["star", "components"], default="star",
+                   help="star (default): each removed record is a near duplicate of the one that keeps it; "
+                   "components: transitive groups (a~b~c chains merge); --target-* always merges so")
     p.add_argument("--target-size", type=int, help="merge the most similar first until this many records remain")
     p.add_argument("--target-fraction", type=float, help="as --target-size, as a fraction of the records")
     p.add_argument("--k", type=int, default=16, help="neighbours searched per distinct text")
