@@ -204,7 +204,7 @@ def test_sigterm_at_a_random_point_then_a_rerun_leaves_no_temp(tmp_path, tiny_mo
     """Kill the command at a random moment of its run (seeded), re-run it to the end: no temp file anywhere."""
     rng = random.Random(f"{command}-{os.getpid()}")
     big = tmp_path / "big.txt"
-    big.write_text("\n".join(f"{line} {i % 997}" for i, line in enumerate(tiny_corpus.read_text().splitlines() * 50))
+    big.write_text("\n".join(f"{line} {i % 997}" for i, line in enumerate(tiny_corpus.read_text().splitlines() * 5))
                    + "\n")
     out = tmp_path / "out"
     args = {"dedup": ["dedup", big, "--model", tiny_model, "--out", out, "--quiet"],
