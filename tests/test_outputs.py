@@ -215,10 +215,10 @@ def test_sigterm_at_a_random_point_then_a_rerun_leaves_no_temp(tmp_path, tiny_mo
     assert subprocess.run(args, capture_output=True).returncode == 0  # how long a whole run takes here
     whole = time.perf_counter() - start
     codes = []
-    for _ in range(2):  # two kills at random points, each followed by a full re-run with --overwrite
+    while len(codes) < 3 and set(codes) <= {0}:  # until a kill lands mid-run (at most 3 tries), each re-run after
         again = args + ["--overwrite"] + (["--force"] if command == "build" else [])  # build: redo every stage
         proc = subprocess.Popen(again, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        time.sleep(rng.uniform(0.2, 0.9) * whole)
+        time.sleep(rng.uniform(0.2, 0.8) * whole)
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=120)
         codes.append(proc.returncode)
