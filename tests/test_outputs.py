@@ -12,8 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from conftest import run_cli, small_build_args, snapshot, tiny_corpus, write_tiny_model  # noqa: F401
+from conftest import run_cli, small_build_args, snapshot, write_tiny_model
 
 from swembed.runtime.outputs import MARKER_FILE, atomic_directory, atomic_file, temp_name
 
@@ -203,11 +202,8 @@ def test_a_signal_mid_write_removes_the_temp(tmp_path, kind, sig):
 def test_sigterm_at_a_random_point_then_a_rerun_leaves_no_temp(tmp_path, tiny_model, tiny_corpus, command):
     """Kill the command at a random moment of its run (seeded), re-run it to the end: no temp file anywhere."""
     rng = random.Random(f"{command}-{os.getpid()}")
-    big = tmp_path / "big.txt"
-    big.write_text("\n".join(f"{line} {i % 997}" for i, line in enumerate(tiny_corpus.read_text().splitlines() * 5))
-                   + "\n")
     out = tmp_path / "out"
-    args = {"dedup": ["dedup", big, "--model", tiny_model, "--out", out, "--quiet"],
+    args = {"dedup": ["dedup", tiny_corpus, "--model", tiny_model, "--out", out, "--quiet"],
             "export": ["export", tiny_model, "--out", out, "--dtype", "int8"],
             "build": small_build_args(tiny_corpus, out)}[command]
     args = [sys.executable, "-m", "swembed.cli", *map(str, args)]

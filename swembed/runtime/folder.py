@@ -17,8 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from swembed.runtime.outputs import (MARKER_FILE, OutputExistsError, atomic_directory, atomic_file,  # noqa: F401
-                                     check_writable)
+from swembed.runtime.outputs import MARKER_FILE, OutputExistsError, atomic_directory, atomic_file, check_writable
 
 FORMAT_NAME = "swe-static"
 FORMAT_VERSION = 1
@@ -153,7 +152,7 @@ def read_model_folder(folder: Path, mmap: bool = True) -> ModelFolder:
 
         try:
             subword = Tokenizer.from_file(str(folder / TOKENIZER_FILE))
-        except Exception as exc:  # noqa: BLE001 - the tokenizers library raises plain Exceptions
+        except Exception as exc:
             raise ModelFolderError(f"{folder / TOKENIZER_FILE}: not a tokenizers file ({exc})") from None
         subword.no_padding()
         subword.no_truncation()

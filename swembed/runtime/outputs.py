@@ -147,7 +147,7 @@ def signals_deferred() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, _DEFERRED)
 
 
-def _exit_on_sigterm(signum, frame):  # noqa: ARG001 - the signal module's handler signature
+def _exit_on_sigterm(signum, frame):
     raise SystemExit(128 + signum)
 
 
