@@ -152,7 +152,7 @@ def read_model_folder(folder: Path, mmap: bool = True) -> ModelFolder:
 
         try:
             subword = Tokenizer.from_file(str(folder / TOKENIZER_FILE))
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - the tokenizers library raises plain Exceptions
             raise ModelFolderError(f"{folder / TOKENIZER_FILE}: not a tokenizers file ({exc})") from None
         subword.no_padding()
         subword.no_truncation()

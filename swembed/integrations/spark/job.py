@@ -23,13 +23,8 @@ from swembed.dedup.clusters import preference_rank, text_hashes
 from swembed.dedup.clusters import star_representatives as stars
 from swembed.dedup.job import DedupConfig
 from swembed.integrations.spark.components import connected_roots
-from swembed.integrations.spark.model import (
-    broadcast_model,
-    require_columns,
-    vectors_from_bytes,
-    vectors_to_bytes,
-    worker_model,
-)
+from swembed.integrations.spark.model import broadcast_model, require_columns, vectors_from_bytes, vectors_to_bytes, \
+    worker_model
 from swembed.integrations.spark.search import CellSearch, candidate_pairs
 
 REASONS = ("kept", "exact", "near")
