@@ -127,6 +127,7 @@ def cluster_distinct(vectors: np.ndarray, lengths: np.ndarray, n_records: int, c
     threshold = config.threshold if config.threshold is not None else (0.5 if target else 0.9)
     vectors = np.asarray(vectors, dtype=np.float32)
     a, b, sims = near_pairs(vectors, threshold, config.k, config.method, config.nprobe)
+    grouping = time.process_time()
     if target is not None:  # merging down to a size is single linkage: its groups are transitive
         roots, threshold = merge_to_target(n_unique, a, b, sims, target)
         rep = representatives(roots, lengths, config.keep)
@@ -134,11 +135,13 @@ def cluster_distinct(vectors: np.ndarray, lengths: np.ndarray, n_records: int, c
         rep = representatives(connected_roots(n_unique, a, b), lengths, config.keep)
     else:
         rep = star_representatives(n_unique, a, b, sims, preference_rank(np.arange(n_unique), lengths, config.keep))
+    grouping = time.process_time() - grouping
     similarity = np.concatenate([np.einsum("ij,ij->i", vectors[i : i + 65_536], vectors[rep[i : i + 65_536]])
                                  for i in range(0, n_unique, 65_536)] or [np.zeros(0, np.float32)])
     np.clip(similarity, -1.0, 1.0, out=similarity)  # float16 storage can overshoot 1 by 1e-4
     similarity[rep == np.arange(n_unique)] = 1.0
-    return {"rep_unique": rep, "similarity": similarity, "pairs": len(a), "threshold": threshold, "target": target}
+    return {"rep_unique": rep, "similarity": similarity, "pairs": len(a), "threshold": threshold, "target": target,
+            "grouping_cpu_s": grouping}
 
 
 def cluster(first: FirstPass, config: DedupConfig) -> dict:
@@ -205,7 +208,8 @@ def dedup(inputs: list[str | Path], model_path: str | Path, out: str | Path,
             "distinct_texts": int(len(first.first_record)), "pairs_found": int(result["pairs"]),
             "threshold": float(result["threshold"]), "target": result["target"],
             "seconds": {"pass1_hash_encode": round(first.seconds, 2), "pass2_search_cluster":
-                        round(result["seconds"], 2), "pass3_write": round(write_seconds, 2)},
+                        round(result["seconds"], 2), "pass3_write": round(write_seconds, 2),
+                        "grouping_cpu": round(result["grouping_cpu_s"], 3)},
             "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
             "config": asdict(config),
         }
