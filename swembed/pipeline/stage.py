@@ -152,6 +152,7 @@ def run_stage(
     work_dir.mkdir(parents=True, exist_ok=True)
     found = None if force else cached_stage(name, work_dir, config, inputs)
     if found is not None:
+        shutil.rmtree(found.path.with_name(found.path.name + ".partial"), ignore_errors=True)  # a killed --force run's
         logger.info("%s: cached (%s)", name, found.path)
         return found
     key = fingerprint({"stage": name, "config": config, "inputs": [i.key for i in inputs]})
