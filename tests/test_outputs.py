@@ -95,10 +95,25 @@ def test_overwrite_never_replaces_a_folder_holding_an_input(tmp_path, tiny_model
                        "dedup")
         assert f"it holds {inside}, an input of this command" in line
         assert snapshot(out) == before
+    line = refused(run_cli(["dedup", records.name, "--model", tiny_model, "--out", ".", "--overwrite"],
+                           cwd=tmp_path), "dedup")  # --out . holds the input (and much else)
+    assert "it holds records.txt, an input of this command" in line
     model_inside = write_tiny_model(out / "kept" / "model")  # a model the user put inside: not listed, and an input
     line = refused(run_cli(["dedup", records, "--model", model_inside, "--out", out, "--overwrite"]), "dedup")
     assert f"it holds {model_inside}, an input of this command" in line
     assert (model_inside / "embeddings.npy").is_file() and not leftovers(tmp_path)
+
+
+def test_a_folder_output_never_replaces_a_file_or_a_link(tmp_path, tiny_model, records):
+    target = tmp_path / "target"
+    target.mkdir()
+    (tmp_path / "file").write_text("a user's file\n")
+    (tmp_path / "link").symlink_to(target, target_is_directory=True)
+    for out, reason in ((tmp_path / "file", "it is a file, and this command writes a folder"),
+                        (tmp_path / "link", "it is a symbolic link")):
+        before = snapshot(tmp_path)
+        line = refused(run_cli(["dedup", records, "--model", tiny_model, "--out", out, "--overwrite"]), "dedup")
+        assert reason in line and snapshot(tmp_path) == before and not leftovers(tmp_path)
 
 
 def test_overwrite_replaces_what_swembed_wrote(tmp_path, tiny_model, records):

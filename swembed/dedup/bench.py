@@ -159,7 +159,9 @@ other. Threshold {threshold}; model `{model_path}`; search `auto` (exact below 5
 `similarity`, 4 decimals) is below the threshold. "exact"/"near" count records; an exact copy of a text removed as
 a near duplicate counts as near, so the split moves by a record or two with the clustering. Speed: CPU seconds of
 the whole `swembed dedup` run (this process: hashing, encoding, search, grouping, writing) and of the grouping
-step alone (stars or components, `summary.json` `seconds.grouping_cpu`); the search is the same for both. Wall
+step alone (stars or components, `summary.json` `seconds.grouping_cpu`; the first components run of the process also
+pays scipy's import); the pair search, which dominates, is the same for both, and so is the ANN recall that
+`python -m swembed.dedup.bench recall` measures (it checks pairs, not clusters). Wall
 seconds are of one run on a shared 2-core machine under heavy load from other jobs, so they are not comparable
 between rows; CPU seconds are.
 """
