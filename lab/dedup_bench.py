@@ -62,13 +62,113 @@ def make(corpus: list[str], n: int, out: Path, seed: int = 0, splice: bool = Fal
     while splice and len(base) < int(n * 0.7):  # a corpus too small for n: texts of two sentences' halves
         base.append(_splice(rng.choice(sentences), rng.choice(sentences)))
     lines = list(base)
+    source_of = list(range(len(base)))  # each line's base text (a base line is its own)
     while len(lines) < n:
-        source = rng.choice(base)
-        lines.append(_edit(source, rng) if rng.random() < 0.8 else source)
-    rng.shuffle(lines)
+        source = rng.randrange(len(base))
+        lines.append(_edit(base[source], rng) if rng.random() < 0.8 else base[source])
+        source_of.append(source)
+    order = list(range(len(lines)))
+    rng.shuffle(order)
+    lines, source_of = [lines[i] for i in order], [source_of[i] for i in order]
     spliced = max(0, len(base) - len(sentences))
     out.write_text("".join(line.replace("\n", " ") + "\n" for line in lines), encoding="utf-8")
-    return {"lines": len(lines), "corpus_sentences": len(base) - spliced, "spliced": spliced, "out": str(out)}
+    first_line = {}
+    for number, source in enumerate(source_of):
+        first_line.setdefault(source, number)
+    planted = [(first_line[source], number) for number, source in enumerate(source_of) if first_line[source] != number]
+    Path(f"{out}.planted.json").write_text(json.dumps(planted))  # (base line, copy line) of every planted copy
+    return {"lines": len(lines), "corpus_sentences": len(base) - spliced, "spliced": spliced, "out": str(out),
+            "planted_pairs": len(planted)}
+
+
+def clustering_figures(path: Path, model_path: str, clusters: str, threshold: float, out: Path) -> dict:
+    """``swembed dedup`` on ``path`` with one clustering: wall time, what it removed, and the removed records whose
+    cosine to their representative is below the threshold (the chained ones)."""
+    from swembed.dedup import DedupConfig, dedup
+
+    start, cpu = time.perf_counter(), time.process_time()
+    summary = dedup([path], model_path, out, DedupConfig(threshold=threshold, clusters=clusters, progress=False),
+                    overwrite=True)
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+    rows = [line.split("\t") for line in (out / "mapping.tsv").read_text(encoding="utf-8").split("\n")[1:-1]]
+    representative = [int(row[3]) for row in rows]
+    near = [float(row[4]) for row in rows if row[5] == "near"]
+    sizes: dict[int, int] = {}
+    for rep in representative:
+        sizes[rep] = sizes.get(rep, 0) + 1
+    return {"clusters": clusters, "seconds": round(seconds, 1), "cpu_s": round(cpu, 1),
+            "grouping_cpu_s": summary["seconds"]["grouping_cpu"], "records": summary["records"], "kept": summary["kept"],
+            "exact": summary["exact_duplicates"], "near": summary["near_duplicates"],
+            "near_below_threshold": sum(s < threshold for s in near), "lowest_near_similarity": min(near, default=None),
+            "multi_record_clusters": sum(size > 1 for size in sizes.values()), "representative": representative}
+
+
+def planted_recall(path: Path, figures: dict) -> float:
+    """Share of the planted (base, copy) pairs that end in one cluster."""
+    planted = json.loads(Path(f"{path}.planted.json").read_text())
+    rep = figures["representative"]
+    return sum(rep[a] == rep[b] for a, b in planted) / max(len(planted), 1)
+
+
+def report(model_path: str, corpus: list[str], n: int, real: list[str], real_lines: int, threshold: float,
+           work: Path, out: Path, command: str) -> str:
+    """reports/dedup.md: stars (the default) against connected components on a planted benchmark and real text."""
+    from swembed.pipeline.sources import expand_sources, read_source
+
+    work.mkdir(parents=True, exist_ok=True)
+    planted_path = work / "planted.txt"
+    made = make(corpus, n, planted_path)
+    real_path = work / "real.txt"
+    texts = []
+    for source in expand_sources(real):
+        texts.extend(t.replace("\n", " ").strip() for t in read_source(source) if t.strip())
+        if len(texts) >= real_lines:
+            break
+    real_path.write_text("".join(t + "\n" for t in texts[:real_lines]), encoding="utf-8")
+    rows = []
+    for name, path in (("planted", planted_path), ("real text", real_path)):
+        for clusters in ("star", "components"):
+            figures = clustering_figures(path, model_path, clusters, threshold, work / f"{name[:4]}-{clusters}")
+            recall = f"{100 * planted_recall(path, figures):.2f}%" if name == "planted" else "-"
+            lowest = figures["lowest_near_similarity"]
+            rows.append(f"| {name} | {clusters}{' (default)' if clusters == 'star' else ''} | {figures['records']:,} | "
+                        f"{figures['kept']:,} | {figures['exact']:,} | {figures['near']:,} | "
+                        f"{figures['near_below_threshold']:,} | {'-' if lowest is None else f'{lowest:.4f}'} | "
+                        f"{figures['multi_record_clusters']:,} | {recall} | {figures['cpu_s']} | "
+                        f"{figures['grouping_cpu_s']} | {figures['seconds']} |")
+    text = f"""# Dedup clusters: stars (default) against connected components
+
+Generated by `{command}`.
+
+`swembed dedup --clusters star` (the default) keeps a text only when none of its near-duplicate partners
+(cosine >= threshold) is kept already, visiting texts in keep order, and every other text joins its most similar
+kept partner, so each removed record is a near duplicate of the record that keeps it. `--clusters components`
+joins connected components (single linkage): chains a ~ b ~ c merge texts that are not near duplicates of each
+other. Threshold {threshold}; model `{model_path}`; search `auto` (exact below 50,000 distinct texts, k = 16).
+
+- planted: {made['lines']:,} lines from `{' '.join(corpus)}` (`python -m lab.dedup_bench make`): 70% corpus
+  sentences, the rest copies of them, 80% of those with one edit; {made['planted_pairs']:,} planted (base, copy)
+  pairs. Recall: planted pairs that end in one cluster.
+- real text: the first {len(texts[:real_lines]):,} non-empty lines of `{' '.join(real)}`.
+
+<!-- generated: {command} -->
+
+| data | clusters | records | kept | exact | near | near below threshold | lowest near cosine | multi-record clusters | planted recall | CPU s | of which grouping CPU s | wall s |
+|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|
+""" + "\n".join(rows) + """
+
+"near below threshold": removed near duplicates whose cosine to their representative (the mapping's
+`similarity`, 4 decimals) is below the threshold. "exact"/"near" count records; an exact copy of a text removed as
+a near duplicate counts as near, so the split moves by a record or two with the clustering. Speed: CPU seconds of
+the whole `swembed dedup` run (this process: hashing, encoding, search, grouping, writing) and of the grouping
+step alone (stars or components, `summary.json` `seconds.grouping_cpu`; the first components run of the process also
+pays scipy's import); the pair search, which dominates, is the same for both, and so is the ANN recall that
+`python -m lab.dedup_bench recall` measures (it checks pairs, not clusters). Wall
+seconds are of one run on a shared 2-core machine under heavy load from other jobs, so they are not comparable
+between rows; CPU seconds are.
+"""
+    out.write_text(text, encoding="utf-8")
+    return text
 
 
 def recall(path: Path, model_path: str, threshold: float, sample: int, k: int, nprobe: int, seed: int) -> dict:
@@ -120,6 +220,15 @@ def main() -> None:
     p.add_argument("--n", type=int, default=1_000_000)
     p.add_argument("--out", required=True)
     p.add_argument("--splice", action="store_true", help="make texts from halves of two sentences when short")
+    p = sub.add_parser("report", help="reports/dedup.md: stars against connected components")
+    p.add_argument("--model", required=True)
+    p.add_argument("--corpus", nargs="+", required=True, help="sources of the planted benchmark")
+    p.add_argument("--n", type=int, default=10_000)
+    p.add_argument("--real", nargs="+", required=True, help="sources of the real-text run")
+    p.add_argument("--real-lines", type=int, default=20_000)
+    p.add_argument("--threshold", type=float, default=0.9)
+    p.add_argument("--work", default="/tmp/swembed-dedup-report")
+    p.add_argument("--out", default="reports/dedup.md")
     p = sub.add_parser("recall")
     p.add_argument("input")
     p.add_argument("--model", required=True)
@@ -131,6 +240,13 @@ def main() -> None:
     args = parser.parse_args()
     if args.command == "make":
         print(json.dumps(make(args.corpus, args.n, Path(args.out), splice=args.splice), indent=2))
+    elif args.command == "report":
+        import shlex
+        import sys
+
+        command = "python -m lab.dedup_bench " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+        print(report(args.model, args.corpus, args.n, args.real, args.real_lines, args.threshold, Path(args.work),
+                     Path(args.out), command))
     else:
         print(json.dumps(recall(Path(args.input), args.model, args.threshold, args.sample, args.k, args.nprobe,
                                 args.seed), indent=2))

@@ -4,12 +4,17 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
+import tempfile
+import traceback
 from pathlib import Path
 
 from swembed.teachers.base import TEACHER_DTYPES
 
+EXIT_BUG = 1
 EXIT_BAD_INPUT = 2
+EXIT_INTERRUPTED = 130
 
 # `swembed build` flags: (flag, where in BuildConfig, argparse options). One table serves every build, one
 # language or several, so every flag works on every path (or BuildConfig.validate rejects it there).
@@ -156,7 +161,8 @@ def cmd_dedup(args) -> int:
 
     config = DedupConfig(threshold=args.threshold, text_column=args.text_column, keep=args.keep,
                          target_size=args.target_size, target_fraction=args.target_fraction, k=args.k,
-                         method=args.search, batch_size=args.batch_size, progress=not args.quiet)
+                         method=args.search, batch_size=args.batch_size, progress=not args.quiet,
+                         clusters=args.clusters)
     if args.engine == "spark":
         from swembed._extras import require
 
@@ -194,15 +200,19 @@ def cmd_lens_clusters(args) -> int:
 
 def cmd_eval(args) -> int:
     from swembed.eval.suites import data_dir, evaluate
+    from swembed.runtime.outputs import atomic_file, check_writable
 
+    if args.json:
+        check_writable(Path(args.json), args.overwrite, [args.model], folder=False)  # before any scoring
     kind, scores = evaluate(args.model, args.suite, data_dir(args.data), args.device,
                             Path(args.bucc) if args.bucc else None, args.give_lang)
     print(f"{args.model} ({kind})")
     for name, value in scores.items():
         print(f"  {name:<34}{value:7.2f}")
     if args.json:
-        Path(args.json).write_text(json.dumps({"model": args.model, "kind": kind, "suite": args.suite,
-                                               "scores": scores}, indent=2))
+        with atomic_file(Path(args.json), args.overwrite, [args.model]) as tmp:
+            tmp.write_text(json.dumps({"model": args.model, "kind": kind, "suite": args.suite, "scores": scores},
+                                      indent=2))
     return 0
 
 
@@ -296,6 +306,9 @@ def _parser() -> argparse.ArgumentParser:
                    "the lowest similarity searched, default 0.5)")
     p.add_argument("--text-column", default="text", help="the text field of .jsonl/.parquet records")
     p.add_argument("--keep", choices=["first", "longest"], default="first", help="which record a cluster keeps")
+    p.add_argument("--clusters", choices=["star", "components"], default="star",
+                   help="star (default): each removed record is a near duplicate of the one that keeps it; "
+                   "components: transitive groups (a~b~c chains merge); --target-* always merges so")
     p.add_argument("--target-size", type=int, help="merge the most similar first until this many records remain")
     p.add_argument("--target-fraction", type=float, help="as --target-size, as a fraction of the records")
     p.add_argument("--k", type=int, default=16, help="neighbours searched per distinct text")
@@ -322,6 +335,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--give-lang", action="store_true", help="name each text's language (default: as users do, "
                    "no language given)")
     p.add_argument("--json", help="also write the scores here")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --json file")
     p.add_argument("--device", default="auto")
     return parser
 
@@ -334,23 +348,44 @@ def subcommands() -> dict[str, argparse.ArgumentParser]:
 
 def main(argv: list[str] | None = None) -> int:
     from swembed._extras import MissingExtraError
+    from swembed.runtime.outputs import terminate_raises
 
     argv = sys.argv[1:] if argv is None else [str(arg) for arg in argv]
     args = _parser().parse_args(argv)
+    args.command_line = "swembed " + " ".join(argv)  # for the traceback file of an internal error
     level = logging.DEBUG if args.verbose else logging.WARNING if getattr(args, "quiet", False) else logging.INFO
     logging.basicConfig(level=level, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
     handlers = {"build": cmd_build, "encode": cmd_encode, "export": cmd_export, "conformance": cmd_conformance,
                 "ensemble": cmd_ensemble, "dedup": cmd_dedup, "shrink": cmd_shrink, "lens-clusters": cmd_lens_clusters,
                 "eval": cmd_eval}
     try:
-        if args.command == "build":
-            from swembed._extras import require
+        with terminate_raises():  # SIGTERM unwinds like Ctrl-C: temp outputs are removed on the way out
+            if args.command == "build":
+                from swembed._extras import require
 
-            require("build", "torch", "transformers", "blingfire", "tqdm")
-        return handlers[args.command](args)
-    except (ValueError, MissingExtraError, OSError, UnicodeDecodeError) as exc:
-        print(f"swembed {args.command}: error: {exc}", file=sys.stderr)
+                require("build", "torch", "transformers", "blingfire", "tqdm")
+            return handlers[args.command](args)
+    except (ValueError, MissingExtraError, OSError) as exc:  # bad input, a missing extra, a file problem
+        print(f"swembed {args.command}: error: {str(exc).replace(chr(10), ' ') or type(exc).__name__}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print(f"swembed {args.command}: interrupted; nothing was written", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as exc:  # noqa: BLE001 - the boundary: anything else is a bug, reported in one line
+        print(f"swembed {args.command}: internal error (a bug in swembed, please report it): {type(exc).__name__}: "
+              f"{str(exc).replace(chr(10), ' ')[:300]}; traceback written to {_write_traceback(args.command_line)}",
+              file=sys.stderr)
+        if args.verbose:
+            traceback.print_exc()
+        return EXIT_BUG
+
+
+def _write_traceback(command_line: str) -> str:
+    """The current exception's traceback in a new file of the temp folder; returns its path."""
+    fd, path = tempfile.mkstemp(prefix="swembed-traceback-", suffix=".txt")
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(command_line + "\n\n" + traceback.format_exc())
+    return path
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ from typing import Callable
 
 import numpy as np
 
-from swembed.runtime.folder import write_model_folder
+from swembed.runtime.folder import check_writable, write_model_folder
 from swembed.runtime.tokenizer import TokenizationRules
 
 
@@ -89,6 +89,7 @@ def load_member(spec: str, rules: TokenizationRules) -> Member:
 def build_ensemble(specs: list[str], out: str | Path, weights: list[float] | None = None,
                    batch_size: int = 8192, overwrite: bool = False) -> Path:
     """Write an ensemble model folder of ``specs`` (weights default to 1 each)."""
+    check_writable(Path(out), overwrite, specs)  # before any member is read
     if len(specs) < 2:
         raise ValueError("an ensemble needs at least two members")
     weights = [1.0] * len(specs) if weights is None else [float(w) for w in weights]
@@ -113,4 +114,4 @@ def build_ensemble(specs: list[str], out: str | Path, weights: list[float] | Non
     config = {"ensemble": {"subspaces": subspaces, "members": specs},
               "tokenization": rules.to_dict()}
     return write_model_folder(Path(out), np.hstack(blocks), words, config,
-                              first_swe.tokenizer_json if first_swe else None, overwrite=overwrite)
+                              first_swe.tokenizer_json if first_swe else None, overwrite=overwrite, inputs=specs)

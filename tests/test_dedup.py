@@ -49,6 +49,22 @@ def reference_clusters(vectors: np.ndarray, threshold: float) -> list[int]:
     return root
 
 
+def reference_stars(vectors: np.ndarray, threshold: float, lengths: list[int] | None = None) -> list[int]:
+    """Brute force of the default clusters: texts visited first-first (or longest-first); one with no kept
+    partner (cosine >= threshold) is kept; every other joins its most similar kept partner (ties: kept first)."""
+    n = len(vectors)
+    sims = vectors @ vectors.T
+    np.fill_diagonal(sims, -np.inf)
+    order = sorted(range(n), key=lambda i: (-lengths[i], i) if lengths else i)
+    rank = {node: place for place, node in enumerate(order)}
+    kept = set()
+    for i in order:
+        if not any(j in kept for j in np.flatnonzero(sims[i] >= threshold)):
+            kept.add(i)
+    return [i if i in kept else max((j for j in kept if sims[i, j] >= threshold), key=lambda j: (sims[i, j], -rank[j]))
+            for i in range(n)]
+
+
 def test_every_line_accounted_for_on_hostile_text(model_dir, tmp_path):
     lines = [b"The cat sat on the mat.", b"the  CAT sat on\tthe mat.", b"", b"A dog ran in the park.",
              b"The cat sat on a mat.", b"\xff\xfe not utf-8 \xc3", b"", b"Der Hund und die Katze.",
@@ -72,9 +88,10 @@ def test_every_line_accounted_for_on_hostile_text(model_dir, tmp_path):
     model = swembed.load(model_dir)
     texts = [line.decode("utf-8", "replace") for line in lines]
     distinct = [i for i, r in enumerate(rows) if r["reason"] != "exact"]
-    roots = reference_clusters(stored(model.encode([texts[i] for i in distinct])), 0.8)
-    assert [int(rows[i]["representative"]) for i in distinct] == [distinct[r] for r in roots]
+    stars = reference_stars(stored(model.encode([texts[i] for i in distinct])), 0.8)
+    assert [int(rows[i]["representative"]) for i in distinct] == [distinct[r] for r in stars]
     assert any(r["reason"] == "near" for r in rows)
+    assert all(float(r["similarity"]) >= 0.8 for r in rows if r["reason"] == "near")
 
 
 @pytest.mark.parametrize("method", ["exact", "ann"])
@@ -83,12 +100,44 @@ def test_search_methods_agree_with_brute_force(model_dir, tmp_path, method):
     texts = [" ".join(rng.choice(WORDS, size=rng.integers(3, 8))) for _ in range(300)]
     texts += [t + " today" for t in texts[:100]]  # near duplicates
     (tmp_path / "in.txt").write_text("\n".join(texts) + "\n", encoding="utf-8")
-    config = DedupConfig(threshold=0.8, method=method, k=400, nprobe=10_000, progress=False)  # ann: all lists
-    dedup([tmp_path / "in.txt"], model_dir, tmp_path / "out", config)
-    rows = read_mapping(tmp_path / "out")
-    distinct = [i for i, r in enumerate(rows) if r["reason"] != "exact"]
-    roots = reference_clusters(stored(swembed.load(model_dir).encode([texts[i] for i in distinct])), 0.8)
-    assert [int(rows[i]["representative"]) for i in distinct] == [distinct[r] for r in roots]
+    for clusters, reference in (("star", reference_stars), ("components", reference_clusters)):
+        config = DedupConfig(threshold=0.8, method=method, k=400, nprobe=10_000, progress=False,  # ann: all lists
+                             clusters=clusters)
+        dedup([tmp_path / "in.txt"], model_dir, tmp_path / clusters, config)
+        rows = read_mapping(tmp_path / clusters)
+        distinct = [i for i, r in enumerate(rows) if r["reason"] != "exact"]
+        roots = reference(stored(swembed.load(model_dir).encode([texts[i] for i in distinct])), 0.8)
+        assert [int(rows[i]["representative"]) for i in distinct] == [distinct[r] for r in roots]
+    assert read_mapping(tmp_path / "star") != read_mapping(tmp_path / "components")  # the data has chains
+
+
+def test_default_clusters_never_chain(model_dir, tmp_path):
+    """a ~ b and b ~ c but a !~ c: components put c under a (cosine below the threshold); stars keep c, and every
+    removed record is a near duplicate of its keeper."""
+    model = swembed.load(model_dir)
+    rng = np.random.default_rng(2)
+    texts = [" ".join(rng.choice(WORDS, size=rng.integers(3, 8))) for _ in range(400)]
+    vectors = stored(model.encode(texts))
+    sims = vectors @ vectors.T
+    a, b, c = next((a, b, c) for a in range(len(texts)) for b in np.flatnonzero(sims[a] >= 0.8)
+                   for c in np.flatnonzero(sims[b] >= 0.8) if a < b < c and sims[a, c] < 0.8)
+    (tmp_path / "in.txt").write_text("\n".join([texts[a], texts[b], texts[c]]) + "\n", encoding="utf-8")
+    for clusters, reps in (("components", ["0", "0", "0"]), ("star", ["0", "0", "2"])):
+        dedup([tmp_path / "in.txt"], model_dir, tmp_path / clusters,
+              DedupConfig(threshold=0.8, clusters=clusters, progress=False))
+        rows = read_mapping(tmp_path / clusters)
+        assert [r["representative"] for r in rows] == reps
+    assert float(read_mapping(tmp_path / "components")[2]["similarity"]) < 0.8
+
+
+@pytest.mark.parametrize("records", [1, 2, 4, 40])
+def test_ann_search_on_tiny_inputs(model_dir, tmp_path, records):
+    texts = ["the cat sat on the mat", "the cat sat on a mat", "a dog ran in the park", "market prices rose"] * 10
+    (tmp_path / "in.txt").write_text("\n".join(f"{t} {i % 7}" for i, t in enumerate(texts[:records])) + "\n")
+    exact = dedup([tmp_path / "in.txt"], model_dir, tmp_path / "exact", DedupConfig(method="exact", progress=False))
+    ann = dedup([tmp_path / "in.txt"], model_dir, tmp_path / "ann", DedupConfig(method="ann", progress=False))
+    assert ann["records"] == records and read_mapping(tmp_path / "ann") == read_mapping(tmp_path / "exact")
+    assert exact["kept"] == ann["kept"]
 
 
 def test_target_size_and_keep_longest(model_dir, tmp_path):

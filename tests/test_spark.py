@@ -19,7 +19,7 @@ pytest.importorskip("faiss")
 pyspark = pytest.importorskip("pyspark", reason="pyspark not installed (the spark extra)")
 pytestmark = pytest.mark.spark
 from conftest import snapshot  # noqa: E402
-from test_dedup import WORDS, read_mapping, reference_clusters, stored  # noqa: E402
+from test_dedup import WORDS, read_mapping, reference_clusters, reference_stars, stored  # noqa: E402
 
 from swembed.integrations.spark.search import blocks_per_cell, task_keys  # noqa: E402
 
@@ -84,25 +84,36 @@ def test_spark_dedup_equals_single_machine_and_brute_force(spark, model, tmp_pat
     df = spark.createDataFrame(list(enumerate(texts)), "id long, text string").repartition(3)
     # two cells, each searched for every text and split into three blocks: every pair meets in a task, so the
     # clusters are those of exact search with unbounded k (swembed dedup --search exact --k 400), and of brute force
-    config = DedupConfig(threshold=0.8, keep="longest", k=400, method="exact", progress=False)
-    summary = dedup([tmp_path / "in.txt"], model, tmp_path / "longest", config)
-    local = read_mapping(tmp_path / "longest")
-    assert blocks_per_cell(np.array([summary["distinct_texts"]]), 130)[0] == 3  # each cell holds them all: split
     search = CellSearch(cells=2, cells_per_text=2, max_task_rows=130, max_sample=40)  # cells from 40 of ~190
-    assert search.sample_size(summary["distinct_texts"]) == 40 and CellSearch().sample_size(10**9) == 65_536
-    rows = sorted(spark_dedup(df, model, "id", config=config, search=search).collect(), key=lambda r: r["id"])
-    assert [(r["id"], r["text"]) for r in rows] == list(enumerate(texts))
-    assert [(r["representative"], r["reason"]) for r in rows] == [(int(m["representative"]), m["reason"])
-                                                                  for m in local]
-    np.testing.assert_allclose([r["similarity"] for r in rows], [float(m["similarity"]) for m in local], atol=1e-4)
-    assert {m["reason"] for m in local} == {"kept", "exact", "near"}
-    distinct = [i for i, m in enumerate(local) if m["reason"] != "exact"]
-    roots = reference_clusters(stored(swembed.load(model).encode([texts[i] for i in distinct])), 0.8)
-    clusters = {}
-    for i, root in zip(distinct, roots):
-        clusters.setdefault(rows[i]["representative"], set()).add(distinct[root])
-    assert all(len(members) == 1 for members in clusters.values())  # one brute-force component per cluster
-    assert len(clusters) == len(set(roots))
+    assert CellSearch().sample_size(10**9) == 65_536
+    mappings = {}
+    for clusters, keep in (("star", "longest"), ("components", "longest")):  # keep first: the test below
+        config = DedupConfig(threshold=0.8, keep=keep, k=400, method="exact", progress=False, clusters=clusters)
+        summary = dedup([tmp_path / "in.txt"], model, tmp_path / f"{clusters}-{keep}", config)
+        local = mappings[clusters, keep] = read_mapping(tmp_path / f"{clusters}-{keep}")
+        assert blocks_per_cell(np.array([summary["distinct_texts"]]), 130)[0] == 3  # each cell holds them all: split
+        assert search.sample_size(summary["distinct_texts"]) == 40
+        rows = sorted(spark_dedup(df, model, "id", config=config, search=search).collect(), key=lambda r: r["id"])
+        assert [(r["id"], r["text"]) for r in rows] == list(enumerate(texts))
+        assert [(r["representative"], r["reason"]) for r in rows] == [(int(m["representative"]), m["reason"])
+                                                                      for m in local]
+        np.testing.assert_allclose([r["similarity"] for r in rows], [float(m["similarity"]) for m in local],
+                                   atol=1e-4)
+        assert {m["reason"] for m in local} == {"kept", "exact", "near"}
+        distinct = [i for i, m in enumerate(local) if m["reason"] != "exact"]
+        vectors = stored(swembed.load(model).encode([texts[i] for i in distinct]))
+        if clusters == "star":  # the brute-force stars, and no removed record below the threshold to its keeper
+            reference = reference_stars(vectors, 0.8, [len(texts[i]) for i in distinct] if keep == "longest" else None)
+            assert [int(local[i]["representative"]) for i in distinct] == [
+                int(local[distinct[r]]["representative"]) for r in reference]
+            assert min(r["similarity"] for r in rows if r["reason"] == "near") >= 0.8
+            continue
+        roots = reference_clusters(vectors, 0.8)
+        groups = {}
+        for i, root in zip(distinct, roots):
+            groups.setdefault(rows[i]["representative"], set()).add(distinct[root])
+        assert all(len(members) == 1 for members in groups.values())  # one brute-force component per cluster
+        assert len(groups) == len(set(roots))
     with pytest.raises(ValueError, match="id column 'id' is not unique: 7 occurs 2 times"):
         spark_dedup(df.union(df.filter("id = 7")), model, "id", config=config)
     vectors = encode(spark.createDataFrame([(0, "the cat sat")], "id long, text string"), model).collect()

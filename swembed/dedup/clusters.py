@@ -1,5 +1,6 @@
 """The dedup core, shared by the one-machine command and the Spark integration: exact-duplicate keys,
-near-duplicate pairs (ANN or exact blockwise search), union-find clusters and representatives."""
+near-duplicate pairs (ANN or exact blockwise search), clusters (stars that cannot chain by default, or connected
+components) and representatives."""
 from __future__ import annotations
 
 import hashlib
@@ -60,7 +61,10 @@ def ann_search_pairs(vectors: np.ndarray, threshold: float, k: int, nprobe: int 
 
     x = np.ascontiguousarray(vectors, dtype=np.float32)
     n, dim = x.shape
-    nlist = int(max(16, min(65_536, 4 * np.sqrt(n))))
+    if n < 2:
+        return _unique_pairs([], [], [])
+    # ~4 sqrt(N) lists, but never more than the points can train (faiss wants 39 per list; a tiny input: one list)
+    nlist = int(max(1, min(65_536, max(16, 4 * np.sqrt(n)), n // 39)))
     quantizer = faiss.IndexFlatIP(dim)
     index = faiss.IndexIVFFlat(quantizer, dim, nlist, faiss.METRIC_INNER_PRODUCT)
     sample = np.random.default_rng(seed).choice(n, size=min(n, 64 * nlist), replace=False)
@@ -107,6 +111,48 @@ def connected_roots(n: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     smallest = np.full(labels.max(initial=-1) + 1, n, dtype=np.int64)
     np.minimum.at(smallest, labels, np.arange(n))
     return smallest[labels]
+
+
+CLUSTERINGS = ("star", "components")
+
+
+def preference_rank(ids: np.ndarray, lengths: np.ndarray, keep: str) -> np.ndarray:
+    """Each text's place in the order in which texts are kept: by ``ids`` (first occurrence) for ``keep="first"``,
+    longest first (ties: the first) for ``"longest"``. Depends only on the texts' relative order, so a subset
+    (one Spark component) ranks its texts as the whole collection does."""
+    if keep not in ("first", "longest"):
+        raise ValueError(f"--keep must be first or longest, got {keep!r}")
+    ids = np.asarray(ids, dtype=np.int64)
+    order = np.argsort(ids, kind="stable") if keep == "first" else np.lexsort((ids, -np.asarray(lengths)))
+    rank = np.empty(len(ids), dtype=np.int64)
+    rank[order] = np.arange(len(ids))
+    return rank
+
+
+def star_representatives(n: int, a: np.ndarray, b: np.ndarray, sims: np.ndarray, rank: np.ndarray) -> np.ndarray:
+    """Clusters that cannot chain: the representative of each of ``n`` texts under the near-duplicate pairs
+    (a, b, sims), every non-representative joined *directly* to its representative (cosine >= the search
+    threshold). Texts are visited in ``rank`` order; one none of whose pair partners is already a
+    representative becomes one (semhash's leader rule, so the kept texts are themselves never near duplicates
+    of each other); every other text joins its most similar representative partner (ties: the one kept first)."""
+    rep = np.arange(n)
+    if len(a) == 0:
+        return rep
+    src, dst = np.r_[a, b], np.r_[b, a]
+    edge_sims = np.r_[sims, sims]
+    by_src = np.argsort(src, kind="stable")
+    src, dst, edge_sims = src[by_src], dst[by_src], edge_sims[by_src]
+    starts = np.searchsorted(src, np.arange(n + 1))
+    leader = np.zeros(n, dtype=bool)
+    linked = np.flatnonzero(starts[1:] > starts[:-1])
+    for node in linked[np.argsort(rank[linked], kind="stable")].tolist():
+        leader[node] = not leader[dst[starts[node]:starts[node + 1]]].any()
+    join = ~leader[src] & leader[dst]  # (member, its leader partner) edges
+    member, partner, score = src[join], dst[join], edge_sims[join]
+    best = np.lexsort((rank[partner], -score, member))  # per member: most similar, then the one kept first
+    first = np.r_[True, member[best][1:] != member[best][:-1]]
+    rep[member[best][first]] = partner[best][first]
+    return rep
 
 
 def merge_to_target(n: int, a: np.ndarray, b: np.ndarray, sims: np.ndarray, target: int

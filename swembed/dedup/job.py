@@ -3,7 +3,9 @@
 Pass 1 streams the inputs once: normalised-text hashes find exact duplicates, and only the first
 occurrence of each text is encoded (vectors go to a float16 file on disk). Pass 2 searches
 near-duplicate pairs among those vectors (exact blockwise below ``EXACT_SEARCH_BELOW`` texts, faiss
-IVF above) and joins them into clusters. Pass 3 streams the inputs again and writes the kept records
+IVF above) and groups them: by default stars that cannot chain (``clusters.star_representatives``: every
+removed text has cosine >= threshold to the text that keeps it), or connected components (``--clusters
+components``, transitive groups; ``--target-*`` always merges so). Pass 3 streams the inputs again and writes the kept records
 (in each input's own format) and ``mapping.tsv``: every record, its cluster representative, their
 cosine and why it was kept or dropped. Memory grows with the number of distinct texts (hash table,
 vectors, index), not with the input's size.
@@ -19,7 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from swembed.dedup.clusters import connected_roots, merge_to_target, near_pairs, representatives, text_hashes
+from swembed.dedup.clusters import (CLUSTERINGS, connected_roots, merge_to_target, near_pairs, preference_rank,
+                                    representatives, star_representatives, text_hashes)
 from swembed.dedup.records import KeptWriter, check_inputs, read_batches
 from swembed.runtime.folder import atomic_directory
 
@@ -38,6 +41,7 @@ class DedupConfig:
     nprobe: int = 16
     batch_size: int = 8192
     progress: bool = True
+    clusters: str = "star"  # star: each removed text is a near duplicate of its keeper; components: transitive
 
     def validate(self) -> None:
         if self.keep not in ("first", "longest"):
@@ -52,6 +56,8 @@ class DedupConfig:
             raise ValueError(f"--threshold is a cosine in [-1, 1], got {self.threshold}")
         if self.k < 1:
             raise ValueError(f"--k must be at least 1, got {self.k}")
+        if self.clusters not in CLUSTERINGS:
+            raise ValueError(f"--clusters must be one of {', '.join(CLUSTERINGS)}, got {self.clusters!r}")
 
 
 @dataclass
@@ -121,16 +127,21 @@ def cluster_distinct(vectors: np.ndarray, lengths: np.ndarray, n_records: int, c
     threshold = config.threshold if config.threshold is not None else (0.5 if target else 0.9)
     vectors = np.asarray(vectors, dtype=np.float32)
     a, b, sims = near_pairs(vectors, threshold, config.k, config.method, config.nprobe)
-    if target is not None:
+    grouping = time.process_time()
+    if target is not None:  # merging down to a size is single linkage: its groups are transitive
         roots, threshold = merge_to_target(n_unique, a, b, sims, target)
+        rep = representatives(roots, lengths, config.keep)
+    elif config.clusters == "components":
+        rep = representatives(connected_roots(n_unique, a, b), lengths, config.keep)
     else:
-        roots = connected_roots(n_unique, a, b)
-    rep = representatives(roots, lengths, config.keep)
+        rep = star_representatives(n_unique, a, b, sims, preference_rank(np.arange(n_unique), lengths, config.keep))
+    grouping = time.process_time() - grouping
     similarity = np.concatenate([np.einsum("ij,ij->i", vectors[i : i + 65_536], vectors[rep[i : i + 65_536]])
                                  for i in range(0, n_unique, 65_536)] or [np.zeros(0, np.float32)])
     np.clip(similarity, -1.0, 1.0, out=similarity)  # float16 storage can overshoot 1 by 1e-4
     similarity[rep == np.arange(n_unique)] = 1.0
-    return {"rep_unique": rep, "similarity": similarity, "pairs": len(a), "threshold": threshold, "target": target}
+    return {"rep_unique": rep, "similarity": similarity, "pairs": len(a), "threshold": threshold, "target": target,
+            "grouping_cpu_s": grouping}
 
 
 def cluster(first: FirstPass, config: DedupConfig) -> dict:
@@ -181,10 +192,11 @@ def dedup(inputs: list[str | Path], model_path: str | Path, out: str | Path,
     config = config or DedupConfig()
     config.validate()
     require("dedup", "scipy", *(["faiss"] if config.method == "ann" else []))
-    check_writable(Path(out), overwrite)
+    read = [*map(str, inputs), str(model_path)]
+    check_writable(Path(out), overwrite, read)
     files = check_inputs(inputs, config.text_column)
     model = load(model_path)
-    with atomic_directory(Path(out), overwrite) as tmp:
+    with atomic_directory(Path(out), overwrite, "dedup", read) as tmp:
         first = first_pass(files, model, config, tmp / ".vectors.f16")
         result = cluster(first, config)
         write_seconds = write_outputs(files, config, result, tmp)
@@ -196,7 +208,8 @@ def dedup(inputs: list[str | Path], model_path: str | Path, out: str | Path,
             "distinct_texts": int(len(first.first_record)), "pairs_found": int(result["pairs"]),
             "threshold": float(result["threshold"]), "target": result["target"],
             "seconds": {"pass1_hash_encode": round(first.seconds, 2), "pass2_search_cluster":
-                        round(result["seconds"], 2), "pass3_write": round(write_seconds, 2)},
+                        round(result["seconds"], 2), "pass3_write": round(write_seconds, 2),
+                        "grouping_cpu": round(result["grouping_cpu_s"], 3)},
             "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
             "config": asdict(config),
         }

@@ -24,7 +24,7 @@ from typing import Callable
 import numpy as np
 
 from swembed.runtime import StaticEmbedder
-from swembed.runtime.folder import atomic_directory, write_model_folder
+from swembed.runtime.folder import atomic_directory, check_writable, write_model_folder
 
 FORMATS = ("npy", "st", "model2vec")
 DTYPES = ("float32", "float16", "int8")
@@ -139,7 +139,7 @@ def export_sentence_transformers(model: StaticEmbedder, out: Path, dtype: str, o
     tokenizer, table = wordpiece_export(model, "float32")
     weights = torch.from_numpy(table)
     static = StaticEmbedding(tokenizer, embedding_weights=weights.to(getattr(torch, dtype)))
-    with atomic_directory(out, overwrite) as tmp:
+    with atomic_directory(out, overwrite, "export-st") as tmp:
         SentenceTransformer(modules=[static, Normalize()], device="cpu").save(str(tmp))
     return out
 
@@ -149,7 +149,7 @@ def export_model2vec(model: StaticEmbedder, out: Path, dtype: str, overwrite: bo
 
     tokenizer, table = wordpiece_export(model, dtype)
     teacher = model.config.get("teacher", {}).get("hub_id")
-    with atomic_directory(out, overwrite) as tmp:
+    with atomic_directory(out, overwrite, "export-model2vec") as tmp:
         StaticModel(table, tokenizer, normalize=True,
                     base_model_name=teacher).save_pretrained(str(tmp))
     return out
@@ -164,7 +164,8 @@ def export(model_path: str | Path, fmt: str, out: str | Path, dtype: str = "floa
         raise ValueError(f"--dtype must be one of {DTYPES}, got {dtype!r}")
     if fmt != "npy" and dtype == "int8":
         raise ValueError("int8 is an npy-format option; st and model2vec take float32 or float16")
-    model = load(model_path)
+    check_writable(Path(out), overwrite, [model_path])  # before loading: never the model itself, nor a folder
+    model = load(model_path)                             # swembed did not write
     if fmt != "npy" and "ensemble" in model.config:
         raise ValueError("an ensemble normalises each member's sub-space, which st and model2vec cannot express; "
                          "export it as npy")

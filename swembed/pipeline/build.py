@@ -181,7 +181,7 @@ def _build(config: BuildConfig, teacher, monitor: DeviceMonitor, started: float,
         extra.update(pca_mean=mean, pca_components=kept)
     write_model_folder(Path(config.out), table.astype(config.dtype), labels,
                        {**report, "created": time.strftime("%Y-%m-%dT%H:%M:%S")}, tokenizer_json, extra,
-                       overwrite=overwrite)
+                       overwrite=overwrite, inputs=config.input_paths())
     report["build"]["stages"]["export"] = {"wall_s": round(time.time() - export_start, 2), "cached": False,
                                            **({"stats": {f"variant rows {k}": n for k, n in added.items()}}
                                               if added else {})}

@@ -246,6 +246,13 @@ class BuildConfig:
             raise BuildError(f"co_teacher_weight must be above 0 and sum to below 1 (the teacher keeps the rest), got "
                              f"{self.distill.co_teacher_weight}")
 
+    def input_paths(self) -> list[str]:
+        """What the build reads (teacher, corpora, word lists, stage cache): an ``--out`` holding one is never
+        replaced."""
+        sources = [s for lang in self.langs for s in self.corpus_for(lang).sources]
+        return [str(self.teacher), *map(str, sources), *map(str, self.exclude), *map(str, self.vocab.word_lists),
+                str(self.work_path)]
+
     def check_before_work(self, overwrite: bool = False) -> None:
         """What a build can check before loading the teacher (and before importing torch): the settings, the
         output folder, and that every corpus source (and word list) exists and starts like text."""
@@ -253,7 +260,7 @@ class BuildConfig:
         from swembed.runtime.folder import check_writable
 
         self.validate()
-        check_writable(Path(self.out), overwrite)
+        check_writable(Path(self.out), overwrite, self.input_paths())
         for lang in self.langs:
             check_sources(self.corpus_for(lang).sources)
         check_sources(self.exclude)

@@ -35,6 +35,7 @@ from swembed.pipeline import files
 from swembed.pipeline.config import ExtractConfig
 from swembed.pipeline.stage import StageResult, StageRun, run_stage
 from swembed.pipeline.vocab import read_vocab
+from swembed.runtime.outputs import atomic_file
 from swembed.runtime.tokenizer import TokenizationRules, WordTokenizer, word_splitter
 from swembed.teachers.base import Pinnable, pinned, token_budget_batches
 
@@ -220,9 +221,8 @@ class Accumulator:
                 for name in ("word_sums", "word_counts", "piece_sums", "piece_counts")}
 
     def save(self, path: Path, units_done: int) -> None:
-        tmp = path.with_name(f".{path.name}.tmp.npz")
-        np.savez(tmp, units_done=units_done, **self.state())
-        os.replace(tmp, path)
+        with atomic_file(path, checked=False) as tmp, open(tmp, "wb") as handle:  # no half file, even on SIGTERM
+            np.savez(handle, units_done=units_done, **self.state())
 
     def load(self, path: Path) -> int:
         with np.load(path) as state:

@@ -130,11 +130,13 @@ def stage_dir(work_dir: Path, name: str, key: str) -> Path:
 
 
 def cached_stage(name: str, work_dir: Path, config: dict, inputs: list[StageResult]) -> StageResult | None:
-    """The finished artifact of this stage, config and inputs, when the work directory holds one."""
+    """The finished artifact of this stage, config and inputs, when the work directory holds one (and then a
+    checkpoint folder of the same key, left by a killed ``--force`` run, is obsolete and removed)."""
     key = fingerprint({"stage": name, "config": config, "inputs": [i.key for i in inputs]})
     final = stage_dir(work_dir, name, key)
     if not (final / MANIFEST).is_file():
         return None
+    shutil.rmtree(final.with_name(final.name + ".partial"), ignore_errors=True)
     return StageResult(name, key, final, json.loads((final / MANIFEST).read_text()), cached=True)
 
 

@@ -17,7 +17,6 @@ every ``checkpoint_seconds``), so a killed run resumes to the identical table. R
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from swembed.runtime.outputs import atomic_file
 from swembed.runtime.tokenizer import TokenIds
 
 logger = logging.getLogger(__name__)
@@ -272,9 +272,8 @@ class RowAdam:
 
 
 def _save_state(path: Path, state: dict) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    torch.save(state, tmp)
-    os.replace(tmp, path)
+    with atomic_file(path, checked=False) as tmp:  # no half file, even on SIGTERM
+        torch.save(state, tmp)
 
 
 @dataclass

@@ -12,16 +12,13 @@ codes.npy        (V,) only for codebook tables (int4 and codebook storage: swemb
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from swembed.runtime.outputs import MARKER_FILE, OutputExistsError, atomic_directory, atomic_file, check_writable
 from swembed.runtime.storage import CODES_FILE, STORAGE_KINDS, storage_kind, unpack_int4
 
 FORMAT_NAME = "swe-static"
@@ -36,16 +33,6 @@ TABLE_DTYPES = ("float32", "float16", "int8")
 
 class ModelFolderError(ValueError):
     """A model folder is missing or malformed."""
-
-
-class OutputExistsError(ValueError):
-    """An output folder exists and overwriting it was not asked for."""
-
-
-def check_writable(out: Path, overwrite: bool) -> None:
-    """Refuse an existing output unless ``overwrite`` (checked before any work, and again when committing)."""
-    if Path(out).exists() and not overwrite:
-        raise OutputExistsError(f"{out} already exists; pass --overwrite to replace it")
 
 
 def read_vocab(path: Path) -> list[str]:
@@ -216,28 +203,6 @@ def _decode_storage(folder: Path, config: dict, table: np.ndarray, mmap: bool) -
     return table, codes
 
 
-@contextmanager
-def atomic_directory(out: Path, overwrite: bool = False) -> Iterator[Path]:
-    """Yield a temp folder beside ``out``; on success it replaces ``out`` (an existing one only when
-    ``overwrite``), on error it is removed."""
-    out = Path(out)
-    check_writable(out, overwrite)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
-        yield tmp
-        if out.exists():
-            old = out.with_name(f".{out.name}.old-{os.getpid()}")
-            os.replace(out, old)
-            os.replace(tmp, out)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-
-
 def write_model_folder(
     out: Path,
     table: np.ndarray,
@@ -246,15 +211,17 @@ def write_model_folder(
     tokenizer_json: str | None,
     extra_arrays: dict[str, np.ndarray] | None = None,
     overwrite: bool = False,
+    inputs: Iterable[str | Path] = (),
 ) -> Path:
-    """Write a complete model folder atomically: built in a temp folder beside ``out``, then renamed."""
+    """Write a complete model folder atomically: built in a temp folder beside ``out``, then renamed (an existing
+    ``out`` only when ``overwrite`` and swembed owns it; never one that holds ``inputs``)."""
     codes = (extra_arrays or {}).get("codes")  # a codebook table: its rows are codes into shared rows
     if table.ndim != 2 or (table.shape[0] if codes is None else len(codes)) != len(words):
         raise ModelFolderError(f"table shape {table.shape} does not match {len(words)} words")
     bad = [w for w in words if not w or "\n" in w]
     if bad:
         raise ModelFolderError(f"vocabulary has {len(bad)} empty or multi-line words, e.g. {bad[:3]!r}")
-    with atomic_directory(out, overwrite) as tmp:
+    with atomic_directory(out, overwrite, "model", inputs) as tmp:
         np.save(tmp / EMBEDDINGS_FILE, table)
         (tmp / VOCAB_FILE).write_text("".join(w + "\n" for w in words), encoding="utf-8")
         if tokenizer_json is not None:
@@ -272,10 +239,8 @@ def write_model_folder(
 
 def atomic_save_npy(path: Path, array: np.ndarray) -> None:
     """np.save to a temp file beside ``path``, then rename."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}.npy")
-    np.save(tmp, array)
-    os.replace(tmp, path)
+    with atomic_file(path, checked=False) as tmp, open(tmp, "wb") as handle:
+        np.save(handle, array)
 
 
 def update_config(folder: Path, patch: dict) -> None:
@@ -283,6 +248,5 @@ def update_config(folder: Path, patch: dict) -> None:
     config = read_config(Path(folder))
     config.update(patch)
     path = Path(folder) / CONFIG_FILE
-    tmp = path.with_name(f".{CONFIG_FILE}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    with atomic_file(path, checked=False) as tmp:
+        tmp.write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

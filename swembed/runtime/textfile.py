@@ -37,12 +37,14 @@ def encode_file(model_path: str, input_path: str, output: str, errors: str = "re
                 overwrite: bool = False) -> str:
     """Encode every line of ``input_path`` into ``output`` (.npy, float32, written atomically); returns a summary."""
     from swembed.runtime.embedder import load
-    from swembed.runtime.folder import atomic_save_npy, check_writable
+    from swembed.runtime.outputs import atomic_file, check_writable
 
-    check_writable(Path(output), overwrite)
+    read = [input_path, model_path]
+    check_writable(Path(output), overwrite, read, folder=False)
     model = load(model_path)
     texts, bad = read_texts(input_path, errors)
     vectors = model.encode(texts)
-    atomic_save_npy(Path(output), vectors.astype(np.float32))
+    with atomic_file(Path(output), overwrite, read) as tmp, open(tmp, "wb") as handle:
+        np.save(handle, vectors.astype(np.float32))
     note = f"; {len(bad)} lines not UTF-8 ({'skipped' if errors == 'skip' else 'decoded with U+FFFD'})" if bad else ""
     return f"{len(texts)} texts -> {output} {vectors.shape}{note}"

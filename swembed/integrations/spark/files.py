@@ -146,12 +146,13 @@ def dedup_files(inputs: list[str | Path], model_path: str | Path, out: str | Pat
     search.validate()
     threshold_of(config)  # --target-* is refused before any work
     out = Path(out)
-    check_writable(out, overwrite)
+    read = [*map(str, inputs), str(model_path)]
+    check_writable(out, overwrite, read)
     files = check_inputs(inputs, config.text_column)
     read_model_folder(Path(model_path))  # a bad model folder fails here in one line, not on an executor
     spark, owned = spark_session(master, conf or {}, config.progress)
     try:
-        with atomic_directory(out, overwrite) as tmp:
+        with atomic_directory(out, overwrite, "dedup-spark", read) as tmp:
             start = time.perf_counter()
             frames, texts, index = read_inputs(spark, files, config.text_column)
             result = run(texts, model_path, config, search)

@@ -5,8 +5,10 @@ grows with the collection gathered on the driver.
    record (the distinct text's id) and longest record; only first records are encoded (float16, stored on
    the executors' disks).
 2. ``search.candidate_pairs``: near-duplicate pairs among the distinct texts (cells of a coarse quantiser).
-3. ``components.connected_roots``: the pairs' connected components; the representative is the component's
-   first distinct text (``keep="first"``) or its longest (ties: the first), as ``clusters.representatives``.
+3. ``components.connected_roots``: the pairs' connected components. By default each component's pairs go to
+   one task that makes stars that cannot chain (``clusters.star_representatives``, as ``swembed dedup``);
+   with ``clusters="components"`` the representative is the component's first distinct text
+   (``keep="first"``) or its longest (ties: the first), as ``clusters.representatives``.
 4. Each record: its representative's record, the cosine of their texts and the reason (kept, exact, near).
 
 The driver holds the k-means sample, one number per cell and a few counts.
@@ -17,7 +19,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from swembed.dedup.clusters import text_hashes
+from swembed.dedup.clusters import preference_rank, text_hashes
+from swembed.dedup.clusters import star_representatives as stars
 from swembed.dedup.job import DedupConfig
 from swembed.integrations.spark.components import connected_roots
 from swembed.integrations.spark.model import broadcast_model, require_columns, vectors_from_bytes, vectors_to_bytes, \
@@ -137,6 +140,38 @@ def representatives(vectors, roots, keep: str):
                          F.col("_best.record").alias("representative"))
 
 
+def star_representatives(vectors, pairs, roots, keep: str):
+    """(_first, _rep_first, representative) as ``representatives``, with clusters that cannot chain: each
+    connected component's pairs go to one task, which runs ``swembed dedup``'s own
+    ``clusters.star_representatives`` on them (the rule only looks along pairs, so per component it gives what
+    it gives on the whole collection)."""
+    from pyspark.sql import functions as F
+
+    def assign(frame):
+        import pandas as pd
+
+        ends = np.r_[frame["a"].to_numpy(np.int64), frame["b"].to_numpy(np.int64)]
+        nodes, inverse = np.unique(ends, return_inverse=True)
+        lengths = np.zeros(len(nodes), np.int64)
+        lengths[inverse] = np.r_[frame["length_a"].to_numpy(np.int64), frame["length_b"].to_numpy(np.int64)]
+        ia, ib = inverse[: len(frame)], inverse[len(frame):]
+        rep = stars(len(nodes), ia, ib, frame["similarity"].to_numpy(np.float32),
+                    preference_rank(nodes, lengths, keep))
+        return pd.DataFrame({"_first": nodes, "_rep_first": nodes[rep]})
+
+    light = vectors.select("_first", "_longest", "_longest_length")
+    length_of = {end: light.select(F.col("_first").alias(end), F.col("_longest_length").alias(f"length_{end}"))
+                 for end in ("a", "b")}
+    edges = (pairs.join(roots.withColumnRenamed("node", "a"), "a")
+             .join(length_of["a"], "a").join(length_of["b"], "b"))
+    assigned = edges.groupBy("root").applyInPandas(assign, "_first long, _rep_first long")
+    members = light.join(assigned, "_first", "left").withColumn("_rep_first", F.coalesce("_rep_first", "_first"))
+    if keep == "first":
+        return members.select("_first", "_rep_first", F.col("_rep_first").alias("representative"))
+    chosen = light.select(F.col("_first").alias("_rep_first"), F.col("_longest").alias("representative"))
+    return members.select("_first", "_rep_first").join(chosen, "_rep_first")
+
+
 def run(texts, model_path, config: DedupConfig | None = None, search: CellSearch | None = None) -> SparkDedup:
     """Dedup ``texts`` (columns _id: unique integer, ordering the records; _text: string)."""
     from pyspark.sql import functions as F
@@ -156,7 +191,8 @@ def run(texts, model_path, config: DedupConfig | None = None, search: CellSearch
     pairs, links, stats = candidate_pairs(vectors.select(F.col("_first").alias("_id"), "_vector"), n_distinct,
                                           dim, threshold, config, search)
     roots, rounds = connected_roots(links)
-    chosen = representatives(vectors, roots, config.keep)
+    chosen = (star_representatives(vectors, pairs, roots, config.keep) if config.clusters == "star"
+              else representatives(vectors, roots, config.keep))
     scored = cosine_to_representative(chosen, vectors, dim)
     distinct_map = chosen.join(scored, "_first", "left").fillna(1.0, ["similarity"])
     reason = (F.when(F.col("_id") == F.col("representative"), REASONS[0])

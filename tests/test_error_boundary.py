@@ -1,0 +1,34 @@
+"""The CLI's one error boundary: an error a user can cause is one line naming the input, rc 2; anything else is
+one line saying it is a bug and where its traceback was written, rc 1."""
+import re
+from pathlib import Path
+
+from conftest import run_cli
+
+
+def test_a_user_error_is_one_line_rc_2(tmp_path, tiny_model):
+    result = run_cli(["encode", tiny_model, "--input", tmp_path / "missing.txt", "--output", tmp_path / "v.npy"])
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and "missing.txt" in result.stderr
+
+
+def test_a_bug_is_one_line_naming_the_traceback_file_rc_1(tmp_path, tiny_model, monkeypatch):
+    import swembed.runtime.textfile
+
+    def broken(*args, **kwargs):
+        return 1 / 0  # a bug inside a command, which no input explains
+
+    monkeypatch.setattr(swembed.runtime.textfile, "encode_file", broken)
+    (tmp_path / "in.txt").write_text("the cat\n")
+    result = run_cli(["encode", tiny_model, "--input", tmp_path / "in.txt", "--output", tmp_path / "v.npy"],
+                     same_process=True)
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in lines[0], result.stderr
+    found = re.fullmatch(r"swembed encode: internal error \(a bug in swembed, please report it\): "
+                         r"ZeroDivisionError: division by zero; traceback written to (.+)", lines[0])
+    assert found, lines[0]
+    written = Path(found.group(1)).read_text()
+    assert written.startswith("swembed encode ") and "ZeroDivisionError" in written and "def broken" not in lines[0]
+    assert "in broken" in written
+    Path(found.group(1)).unlink()

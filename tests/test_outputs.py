@@ -1,0 +1,241 @@
+"""Outputs swembed owns: `--overwrite` replaces only a folder swembed wrote (its `.swembed-output.json` lists
+everything in it) that holds no input of the command; files are written atomically; no temp is left behind
+after an error, Ctrl-C or SIGTERM, and one left by a killed run is swept by the next."""
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import run_cli, small_build_args, snapshot, write_tiny_model
+
+from swembed.runtime.outputs import MARKER_FILE, atomic_directory, atomic_file, temp_name
+
+RECORDS = "the cat sat\nthe cat sat\na dog\nthe dog sat on the mat\n"
+
+
+def user_folder(path: Path) -> Path:
+    """A folder of a user's own files, hidden and nested ones too."""
+    (path / "sub").mkdir(parents=True)
+    (path / "notes.txt").write_text("my notes\n")
+    (path / ".hidden").write_bytes(b"\x00secret")
+    (path / "sub" / "data.csv").write_text("a,b\n1,2\n")
+    return path
+
+
+def leftovers(root: Path) -> list[str]:
+    """Temps, old copies and partial stages anywhere under ``root``."""
+    marks = (".swembed-", ".tmp", ".old-", ".partial")
+    return sorted(str(p.relative_to(root)) for p in Path(root).rglob("*")
+                  if p.name != MARKER_FILE and any(m in p.name for m in marks))
+
+
+def refused(result, command: str) -> str:
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    assert lines[0].startswith(f"swembed {command}: error: ")
+    return lines[0]
+
+
+@pytest.fixture
+def records(tmp_path) -> Path:
+    path = tmp_path / "records.txt"
+    path.write_text(RECORDS)
+    return path
+
+
+def commands(tmp_path: Path, model: Path, records: Path, out: Path) -> dict[str, list]:
+    """Each command that writes a folder, writing ``out``."""
+    other = write_tiny_model(tmp_path / "other-model") if not (tmp_path / "other-model").exists() else \
+        tmp_path / "other-model"
+    return {"dedup": ["dedup", records, "--model", model, "--out", out, "--quiet"],
+            "dedup-spark": ["dedup", records, "--model", model, "--out", out, "--quiet", "--engine", "spark"],
+            "export": ["export", model, "--out", out],
+            "ensemble": ["ensemble", model, other, "--out", out],
+            "build": small_build_args(records, out)}
+
+
+@pytest.mark.parametrize("command", ["dedup", pytest.param("dedup-spark", marks=pytest.mark.spark), "export", "ensemble", "build"])
+def test_overwrite_never_replaces_a_folder_swembed_did_not_write(tmp_path, tiny_model, records, command):
+    victim = user_folder(tmp_path / "victim")
+    before = snapshot(victim)
+    args = commands(tmp_path, tiny_model, records, victim)[command]
+    line = refused(run_cli(args + ["--overwrite"]), args[0])
+    assert f"{victim} exists and --overwrite will not replace it: it has no {MARKER_FILE}" in line
+    assert snapshot(victim) == before and not leftovers(tmp_path)
+    # the same folder with a marker that does not list the user's files: still refused
+    (victim / MARKER_FILE).write_text(json.dumps({"kind": "dedup", "files": ["notes.txt"]}))
+    line = refused(run_cli(args + ["--overwrite"]), args[0])
+    assert "it holds 3 entries swembed did not write (e.g. .hidden)" in line
+    assert snapshot(victim) == {**before, MARKER_FILE: (victim / MARKER_FILE).read_bytes()}
+
+
+@pytest.mark.parametrize("command", ["dedup", "export"])
+def test_overwrite_never_replaces_the_model(tmp_path, tiny_model, records, command):
+    before = snapshot(tiny_model)
+    args = commands(tmp_path, tiny_model, records, tiny_model)[command]
+    line = refused(run_cli(args + ["--overwrite"]), command)
+    assert f"it is {tiny_model}, an input of this command" in line
+    assert snapshot(tiny_model) == before and not leftovers(tmp_path)
+
+
+def test_overwrite_never_replaces_a_folder_holding_an_input(tmp_path, tiny_model, records):
+    out = tmp_path / "out"
+    args = ["dedup", records, "--model", tiny_model, "--out", out, "--quiet"]
+    assert run_cli(args).returncode == 0
+    for inside in (out / "mapping.tsv", out / "kept" / "records.txt"):  # files swembed wrote, now an input
+        before = snapshot(out)
+        line = refused(run_cli(["dedup", inside, "--model", tiny_model, "--out", out, "--overwrite", "--quiet"]),
+                       "dedup")
+        assert f"it holds {inside}, an input of this command" in line
+        assert snapshot(out) == before
+    line = refused(run_cli(["dedup", records.name, "--model", tiny_model, "--out", ".", "--overwrite"],
+                           cwd=tmp_path), "dedup")  # --out . holds the input (and much else)
+    assert "it holds records.txt, an input of this command" in line
+    model_inside = write_tiny_model(out / "kept" / "model")  # a model the user put inside: not listed, and an input
+    line = refused(run_cli(["dedup", records, "--model", model_inside, "--out", out, "--overwrite"]), "dedup")
+    assert f"it holds {model_inside}, an input of this command" in line
+    assert (model_inside / "embeddings.npy").is_file() and not leftovers(tmp_path)
+
+
+def test_a_folder_output_never_replaces_a_file_or_a_link(tmp_path, tiny_model, records):
+    target = tmp_path / "target"
+    target.mkdir()
+    (tmp_path / "file").write_text("a user's file\n")
+    (tmp_path / "link").symlink_to(target, target_is_directory=True)
+    for out, reason in ((tmp_path / "file", "it is a file, and this command writes a folder"),
+                        (tmp_path / "link", "it is a symbolic link")):
+        before = snapshot(tmp_path)
+        line = refused(run_cli(["dedup", records, "--model", tiny_model, "--out", out, "--overwrite"]), "dedup")
+        assert reason in line and snapshot(tmp_path) == before and not leftovers(tmp_path)
+
+
+def test_overwrite_replaces_what_swembed_wrote(tmp_path, tiny_model, records):
+    out = tmp_path / "out"
+    args = ["dedup", records, "--model", tiny_model, "--out", out, "--quiet"]
+    assert run_cli(args).returncode == 0
+    marker = json.loads((out / MARKER_FILE).read_text())
+    assert marker["kind"] == "dedup" and set(marker["files"]) == {"kept", "kept/records.txt", "mapping.tsv",
+                                                                  "summary.json"}
+    (out / "mapping.tsv").write_text("edited by hand\n")  # a file swembed wrote, edited: still its own
+    assert run_cli(args + ["--overwrite", "--threshold", "0.5"]).returncode == 0
+    assert json.loads((out / "summary.json").read_text())["threshold"] == 0.5
+    assert (out / "mapping.tsv").read_text().startswith("record\t") and not leftovers(tmp_path)
+    exported = tmp_path / "exported"
+    for _ in range(2):  # a model folder swembed wrote is replaced by another export
+        assert run_cli(["export", tiny_model, "--out", exported, "--overwrite"]).returncode == 0
+    assert json.loads((exported / MARKER_FILE).read_text())["kind"] == "model" and not leftovers(tmp_path)
+
+
+def test_file_outputs_are_refused_unless_overwrite_and_never_an_input_a_folder_or_a_link(tmp_path, tiny_model,
+                                                                                         records):
+    vectors = tmp_path / "vectors.npy"
+    vectors.write_bytes(b"an earlier result")
+    assert "already exists; pass --overwrite" in refused(
+        run_cli(["encode", tiny_model, "--input", records, "--output", vectors]), "encode")
+    assert vectors.read_bytes() == b"an earlier result"
+    assert run_cli(["encode", tiny_model, "--input", records, "--output", vectors, "--overwrite"]).returncode == 0
+    assert np.load(vectors).shape == (4, 8)
+    folder = user_folder(tmp_path / "folder")
+    link = tmp_path / "link.npy"
+    link.symlink_to(records)
+    for output, reason in ((folder, "it is a folder; give a file name"), (records, "an input of this command"),
+                           (link, "it is a symbolic link")):
+        before = snapshot(tmp_path)
+        line = refused(run_cli(["encode", tiny_model, "--input", records, "--output", output, "--overwrite"]),
+                       "encode")
+        assert reason in line and snapshot(tmp_path) == before
+    scores = tmp_path / "scores.json"
+    scores.write_text("{}")
+    line = refused(run_cli(["eval", tiny_model, "--json", scores, "--data", tmp_path / "nowhere"]), "eval")
+    assert line.endswith(f"{scores} already exists; pass --overwrite to replace it") and scores.read_text() == "{}"
+    assert not leftovers(tmp_path)
+
+
+def test_atomic_writes_leave_nothing_on_error(tmp_path):
+    out, target = tmp_path / "out", tmp_path / "scores.json"
+    with pytest.raises(RuntimeError), atomic_directory(out) as tmp:
+        (tmp / "part").write_text("half")
+        raise RuntimeError("failed mid-way")
+    with pytest.raises(RuntimeError), atomic_file(target) as tmp:
+        tmp.write_text("half")
+        raise RuntimeError("failed mid-way")
+    assert not out.exists() and not target.exists() and not leftovers(tmp_path)
+    with atomic_file(target) as tmp:
+        tmp.write_text('{"a": 1}')
+    assert target.read_text() == '{"a": 1}' and not leftovers(tmp_path)
+
+
+def test_a_dead_runs_temps_are_swept_and_a_live_ones_kept(tmp_path, tiny_model, records):
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    pid = int(dead.stdout)
+    out = tmp_path / "out"
+    live = temp_name(out)  # this test's own pid: alive
+    stale = Path(str(temp_name(out)).replace(f"-{os.getpid()}-", f"-{pid}-"))
+    for folder in (live, stale):
+        folder.mkdir()
+        (folder / ".vectors.f16").write_bytes(b"\x00" * 1024)
+    stale_file = Path(str(temp_name(out, ".npy")).replace(f"-{os.getpid()}-", f"-{pid}-"))
+    stale_file.write_bytes(b"x")
+    assert run_cli(["dedup", records, "--model", tiny_model, "--out", out, "--quiet"]).returncode == 0
+    assert live.exists() and not stale.exists() and not stale_file.exists()
+
+
+SLOW_WRITER = """
+import sys, time
+from pathlib import Path
+from swembed.runtime.outputs import atomic_directory, atomic_file
+target = Path(sys.argv[1])
+writer = atomic_directory if sys.argv[2] == "folder" else atomic_file
+with writer(target) as tmp:
+    (tmp / "part.bin" if sys.argv[2] == "folder" else tmp).write_bytes(b"x" * 1000)
+    print("writing", flush=True)
+    time.sleep(60)
+"""
+
+
+@pytest.mark.parametrize("kind", ["folder", "file"])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_mid_write_removes_the_temp(tmp_path, kind, sig):
+    target = tmp_path / ("out" if kind == "folder" else "out.npy")
+    proc = subprocess.Popen([sys.executable, "-c", SLOW_WRITER, str(target), kind], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline() == "writing\n"
+    assert leftovers(tmp_path)  # the temp is there while it writes
+    proc.send_signal(sig)
+    proc.wait(timeout=30)
+    assert proc.returncode != 0 and not target.exists() and not leftovers(tmp_path)
+
+
+@pytest.mark.parametrize("command", ["dedup", "export", pytest.param("build", marks=pytest.mark.teacher)])
+def test_sigterm_at_a_random_point_then_a_rerun_leaves_no_temp(tmp_path, tiny_model, tiny_corpus, command):
+    """Kill the command at a random moment of its run (seeded), re-run it to the end: no temp file anywhere."""
+    rng = random.Random(f"{command}-{os.getpid()}")
+    out = tmp_path / "out"
+    args = {"dedup": ["dedup", tiny_corpus, "--model", tiny_model, "--out", out, "--quiet"],
+            "export": ["export", tiny_model, "--out", out, "--dtype", "int8"],
+            "build": small_build_args(tiny_corpus, out)}[command]
+    args = [sys.executable, "-m", "swembed.cli", *map(str, args)]
+    start = time.perf_counter()
+    assert subprocess.run(args, capture_output=True).returncode == 0  # how long a whole run takes here
+    whole = time.perf_counter() - start
+    codes = []
+    while len(codes) < 3 and set(codes) <= {0}:  # until a kill lands mid-run (at most 3 tries), each re-run after
+        again = args + ["--overwrite"] + (["--force"] if command == "build" else [])  # build: redo every stage
+        proc = subprocess.Popen(again, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        time.sleep(rng.uniform(0.2, 0.8) * whole)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+        codes.append(proc.returncode)
+        assert b"Traceback" not in err, err.decode()
+        rerun = subprocess.run(args + ["--overwrite"], capture_output=True, text=True)
+        assert rerun.returncode == 0, rerun.stderr
+        assert not leftovers(tmp_path), leftovers(tmp_path)
+    # 143: swembed's handler unwound the run; -15: killed before it was installed (while importing); 0: finished
+    assert set(codes) <= {0, 128 + signal.SIGTERM, -signal.SIGTERM} and set(codes) != {0}, codes
