@@ -72,11 +72,11 @@ def build_plan(config: BuildConfig, teacher, selections: dict[str, Selection | N
         lines.append(f"  {lang}: {encode:,} of {selection.corpus_sentences:,} sentences through the teacher "
                      f"({selection.padded_tokens / 1e6:,.2f}M padded tokens, ~{seconds / 60:.1f} min at the rate "
                      f"measured here), {vocab:,} words")
-    if config.distill_enabled and config.distill.alone_shrinkage:
-        lines.append(f"  then every word row read alone through the teacher ([distill] alone_shrinkage; one word per "
+    if config.distill_enabled and config.alone.k:
+        lines.append(f"  then every word row read alone through the teacher ([alone] k; one word per "
                      f"sentence, {sum(vocab_sizes.values()):,} short sentences; cached after the first build)")
-    for name, _ in config.distill.co_teachers() if config.distill_enabled else []:
-        lines.append(f"  then every encoded sentence through the co-teacher {name} ([distill] co_teacher; timed "
+    for name, _ in config.coteacher.pairs() if config.distill_enabled else []:
+        lines.append(f"  then every encoded sentence through the co-teacher {name} ([coteacher] teachers; timed "
                      f"when it is loaded, cached after the first build)")
     peak += rss_bytes()  # the teacher, the texts and the selection, loaded now
     numbers["estimated_extract_s"] = round(total_s)
