@@ -384,10 +384,11 @@ def key_label(key: str) -> str:
     return f"[{section}] {name}" if section else name
 
 
-def check_option(key: str, value: object, source: str = "") -> None:
-    """Refuse ``value`` for setting ``key`` unless it lies in ``RANGES[key]`` (a key without a range is free)."""
+def check_option(key: str, value: object, source: str = "", name: str | None = None) -> None:
+    """Refuse ``value`` for setting ``key`` (written ``name`` where it was given) unless it lies in ``RANGES[key]``
+    (a key without a range is free)."""
     if key in RANGES and not RANGES[key].holds(value):
-        raise OptionError(key, value, source)
+        raise OptionError(key, value, source, name)
 
 
 _TYPES = {"str": str, "int": int, "float": (int, float), "bool": bool, "None": type(None), "list": list, "dict": dict}
@@ -414,6 +415,7 @@ def _with_sections(settings: dict, source: str) -> dict:
             table = settings.setdefault(section, {})
             if not isinstance(table, dict) or name in table:
                 raise BuildError(f"{source}: [distill] {old} and [{section}] {name} are the same setting; give one")
+            check_option(f"{section}.{name}", distill[old], source, f"[distill] {old}")
             settings[section] = {**table, name: settings["distill"].pop(old)}
     return settings
 
