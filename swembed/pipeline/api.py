@@ -47,7 +47,7 @@ def settings_from(overrides: dict) -> dict:
     return settings
 
 
-def make_config(teacher: str | None = None, corpus: str | Path | list | None = None, dim: int | None = None,
+def make_config(teacher: str | None = None, corpus: str | Path | list | dict | None = None, dim: int | None = None,
                 out: str | Path | None = None, recipe: str | Path | BuildConfig | None = None,
                 **overrides) -> BuildConfig:
     """The ``BuildConfig`` that ``build`` runs: the recipe's (or the defaults), then the arguments on top, every
@@ -60,7 +60,9 @@ def make_config(teacher: str | None = None, corpus: str | Path | list | None = N
         config = load_recipe(recipe) if recipe is not None else BuildConfig()
     given = {"teacher": teacher, "out": None if out is None else str(out)}
     settings = {key: value for key, value in given.items() if value is not None}
-    if corpus is not None:
+    if isinstance(corpus, dict):  # the [corpus] section itself
+        settings["corpus"] = dict(corpus)
+    elif corpus is not None:
         sources = [corpus] if isinstance(corpus, (str, Path)) else list(corpus)
         settings["corpus"] = {"sources": [str(source) for source in sources]}
     if dim is not None:
@@ -75,7 +77,7 @@ def make_config(teacher: str | None = None, corpus: str | Path | list | None = N
     return config
 
 
-def build(teacher: str | None = None, corpus: str | Path | list | None = None, dim: int | None = None,
+def build(teacher: str | None = None, corpus: str | Path | list | dict | None = None, dim: int | None = None,
           out: str | Path | None = None, recipe: str | Path | BuildConfig | None = None, *, overwrite: bool = False,
           force: bool = False, quiet: bool = True, **overrides) -> StaticEmbedder:
     """Build a static table and return it (see ``swembed.build``)."""
