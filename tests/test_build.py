@@ -47,6 +47,48 @@ def test_build_writes_a_loadable_model_with_stage_costs(reference_build):
     assert a @ b > a @ c
 
 
+def _folder_bytes(folder) -> dict:
+    """Each file of a model folder by name (hidden files, such as an output marker, apart), its bytes."""
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if not p.name.startswith(".")}
+
+
+def test_swembed_build_writes_the_cli_table_and_save_round_trips_byte_for_byte(reference_build, tmp_path):
+    """``swembed.build`` with the settings of ``small_build_args``, in its own work folder, writes the files the CLI
+    wrote, byte for byte, except config.json, whose build record differs only in the output and work paths and in
+    times, memory and cache states; ``load(p).save(q)`` writes p's files to q, byte for byte."""
+    from swembed.runtime.folder import OutputExistsError
+
+    corpus, ref_out, _ = reference_build
+    out = tmp_path / "api"
+    model = swembed.build(teacher="minilm", corpus=corpus, dim=32, out=out, checkpoint_seconds=0,
+                          pca={"sentences": 300}, distill={"max_steps": 60, "eval_every": 20},
+                          extract={"batch_tokens": 512, "unit_sentences": 64}, vocab={"teacher_words": False})
+    assert isinstance(model, swembed.StaticEmbedder) and model.dim == 32
+    api, cli = _folder_bytes(out), _folder_bytes(ref_out)
+    assert set(api) == set(cli) and {name for name in api if api[name] != cli[name]} == {"config.json"}
+    api_config, cli_config = (json.loads(files["config.json"]) for files in (api, cli))
+    for config in (api_config, cli_config):
+        assert config.pop("created") and config["build"]["stages"]
+        for volatile in ("stages", "device", "total_wall_s"):
+            config["build"].pop(volatile)
+        for path in ("out", "work_dir"):
+            config["build"]["config"].pop(path)
+        for numbers in config["build"]["plan"].values():
+            if isinstance(numbers, dict):
+                numbers.pop("estimated_extract_s")
+        [config["build"]["plan"].pop(key) for key in ("estimated_extract_s", "estimated_peak_mb")]
+    assert api_config == cli_config
+    np.testing.assert_array_equal(model.encode(["the small cat sees the dog"]),
+                                  swembed.load(ref_out).encode(["the small cat sees the dog"]))
+
+    for source in (ref_out, out):
+        copy = tmp_path / f"copy-of-{source.name}"
+        assert swembed.load(source).save(copy) == copy
+        assert _folder_bytes(copy) == _folder_bytes(source)
+    with pytest.raises(OutputExistsError):
+        model.save(tmp_path / "copy-of-api")
+
+
 @pytest.mark.parametrize("stage", ["extract", "distill"])
 def test_killed_build_resumes_to_the_same_table(reference_build, tmp_path, stage):
     corpus, ref_out, _ = reference_build

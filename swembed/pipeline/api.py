@@ -80,18 +80,17 @@ def make_config(teacher: str | None = None, corpus: str | Path | list | dict | N
 def build(teacher: str | None = None, corpus: str | Path | list | dict | None = None, dim: int | None = None,
           out: str | Path | None = None, recipe: str | Path | BuildConfig | None = None, *, overwrite: bool = False,
           force: bool = False, quiet: bool = True, **overrides) -> StaticEmbedder:
-    """Build a static table and return it (see ``swembed.build``)."""
-    if out is not None:
-        config = make_config(teacher, corpus, dim, out, recipe, **overrides)
-        from swembed.pipeline.build import build as run_build
+    """Build a static table and return it (see ``swembed.build``). ``out=None``: built in a temporary folder
+    (the stage cache too, unless the recipe names a ``work_dir``), removed once the model is in memory."""
+    config = make_config(teacher, corpus, dim, out, recipe, **overrides)  # bad settings fail before any work
+    from swembed.pipeline.build import build as run_build
 
+    if out is not None:
         run_build(config, force=force, quiet=quiet, overwrite=overwrite)
         return StaticEmbedder.load(config.out)
     scratch = Path(tempfile.mkdtemp(prefix="swembed-build-"))
     try:
-        config = make_config(teacher, corpus, dim, scratch / "model", recipe, **overrides)
-        from swembed.pipeline.build import build as run_build
-
+        config.out = str(scratch / "model")
         run_build(config, force=force, quiet=quiet)
         return StaticEmbedder.load(config.out, mmap=False)
     finally:
