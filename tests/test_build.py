@@ -259,7 +259,8 @@ def test_a_killed_coteacher_stage_resumes_after_its_last_unit(reference_build, t
     manifest = json.loads((extract / "manifest.json").read_text())
     stage = StageResult("extract", manifest["key"], extract, manifest)
     script = ("import json, sys\nfrom pathlib import Path\nfrom swembed.pipeline.coteacher import run_coteacher\n"
-              "from swembed.pipeline.stage import StageContext, StageResult\nfrom swembed.teachers import load_teacher\n"
+              "from swembed.pipeline.stage import StageContext, StageResult\n"
+              "from swembed.teachers import load_teacher\n"
               "extract = Path(sys.argv[1])\nmanifest = json.loads((extract / 'manifest.json').read_text())\n"
               "stage = StageResult('extract', manifest['key'], extract, manifest)\n"
               "run_coteacher(StageContext(Path(sys.argv[2]), quiet=True), stage, load_teacher('minilm'), unit=64)\n")

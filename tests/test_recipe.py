@@ -7,7 +7,6 @@ import math
 import re
 import subprocess
 import sys
-import typing
 from dataclasses import fields
 
 import pytest
@@ -82,7 +81,8 @@ def test_every_numeric_setting_has_a_range_and_the_defaults_lie_in_it():
                if _numeric(str(f.type)) and not (prefix == "coteacher")}  # co-teacher weights: BuildConfig.validate
     assert numeric == set(RANGES)
     config.validate()
-    types = {f"{prefix}.{f.name}".lstrip("."): str(f.type) for prefix, holder in holders.items() for f in fields(holder)}
+    types = {f"{prefix}.{f.name}".lstrip("."): str(f.type)
+             for prefix, holder in holders.items() for f in fields(holder)}
     for key, allowed in RANGES.items():
         bad = [int(allowed.low) - 1]
         if "float" in types[key]:
@@ -136,4 +136,3 @@ def test_swembed_build_takes_sections_top_level_settings_and_unambiguous_fields(
         make_config(max_stepz=10)
     with pytest.raises(BuildError, match=re.escape("swembed.build(): [pca] dim must be int, got '8'")):
         make_config(dim="8")
-    assert typing.get_type_hints(swembed.build)["return"] is swembed.StaticEmbedder

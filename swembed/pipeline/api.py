@@ -16,7 +16,7 @@ SOURCE = "swembed.build()"
 def _section_fields() -> dict[str, list[str]]:
     """Each field name of a section -> the sections that have it."""
     owners: dict[str, list[str]] = {}
-    for section, kind in SECTIONS.items():
+    for section in SECTIONS:
         for f in fields(getattr(BuildConfig(), section)):
             owners.setdefault(f.name, []).append(section)
     return owners
