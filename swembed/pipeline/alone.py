@@ -57,6 +57,11 @@ def _refine(table: np.ndarray, config: AloneConfig, trained: Trained) -> dict:
                                                      config.k)}
 
 
+def _plan(config: AloneConfig, words: int) -> list[str]:
+    return [f"every word row read alone through the teacher ([alone] k; one word per sentence, {words:,} short "
+            "sentences; cached after the first build)"]
+
+
 ALONE = PostTraining("alone", enabled=lambda config: bool(config.k), prepare=_prepare,
                      identity=lambda config: {"alone_shrinkage": config.k},  # its [distill] key before the section
-                     refine=_refine)
+                     refine=_refine, plan=_plan)

@@ -109,7 +109,11 @@ def _build(ctx: StageContext, config: BuildConfig, teacher, monitor: DeviceMonit
         cached_extracts[lang] = ctx.cached("extract", identity, inputs)
         selections[lang] = None if cached_extracts[lang] else Selection.make(
             config.extract, rules[lang], corpora[lang], vocabs[lang], teacher, config.seed)
-    plan = build_plan(config, teacher, selections, {lang: vocabs[lang].stats["vocab_size"] for lang in config.langs})
+    vocab_sizes = {lang: vocabs[lang].stats["vocab_size"] for lang in config.langs}
+    post = post_training(config)
+    later = [line for step, section in post if step.plan and config.distill_enabled
+             for line in step.plan(section, sum(vocab_sizes.values()))]
+    plan = build_plan(config, teacher, selections, vocab_sizes, tuple(later))
     print(plan["text"], file=sys.stderr, flush=True)
     monitor.phase("corpus, vocab, plan")
     extracts = {}
@@ -127,7 +131,6 @@ def _build(ctx: StageContext, config: BuildConfig, teacher, monitor: DeviceMonit
     stages += [("compose", compose), ("pca", pca)]
     monitor.phase("compose, pca")
     final = pca
-    post = post_training(config)
     if config.distill_enabled:
         score = config.distill.min_teacher_similarity is not None
         pair_stages = {(config.langs[0], lang): run_pairs(ctx, lang, paths, config.exclude, teacher, score,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import tomllib
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
 
 from swembed._extras import require
@@ -287,9 +287,8 @@ class BuildConfig:
         check_sources(self.vocab.word_lists)  # a binary word list fails here too
 
 
-SECTIONS = {f.name: f.type for f in fields(BuildConfig) if f.name in
-            ("corpus", "tokenization", "vocab", "extract", "compose", "pca", "distill", "coteacher", "shrinkage",
-             "alone", "grams")}
+# the sections: every field of BuildConfig that is itself a dataclass (a recipe's tables)
+SECTIONS = {f.name: f.type for f in fields(BuildConfig) if is_dataclass(getattr(BuildConfig(), f.name))}
 # recipe keys of the post-training stages from before they had sections: [distill] key -> (section, field)
 LEGACY_DISTILL_KEYS = {"co_teacher": ("coteacher", "teachers"), "co_teacher_weight": ("coteacher", "weights"),
                        "shrinkage": ("shrinkage", "k"), "alone_shrinkage": ("alone", "k"),

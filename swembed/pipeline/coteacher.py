@@ -81,9 +81,15 @@ def _prepare(ctx: StageContext, config: CoTeacherConfig, sources: PrepareSources
     return [item for lang in sources.extracts for item in made if item[1] == lang]
 
 
+def _plan(config: CoTeacherConfig, words: int) -> list[str]:
+    return [f"every encoded sentence through the co-teacher {name} ([coteacher] teachers; timed when it is loaded, "
+            "cached after the first build)" for name, _ in config.pairs()]
+
+
 COTEACHER = PostTraining("coteacher", enabled=lambda config: bool(config.pairs()), prepare=_prepare,
                          # its [distill] keys before the section
-                         identity=lambda config: {"co_teacher": config.teachers, "co_teacher_weight": config.weights})
+                         identity=lambda config: {"co_teacher": config.teachers, "co_teacher_weight": config.weights},
+                         plan=_plan)
 
 
 def joint_targets(own: np.ndarray, co: list[np.ndarray], weights: list[float], pairs: int = 20_000) -> np.ndarray:

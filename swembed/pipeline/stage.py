@@ -230,7 +230,9 @@ class PostTraining:
     * ``refine(table, section, trained)``: changes the trained table in place (``trained``: a ``Trained``), in
       registration order, inside the distill stage; returns statistics;
     * ``rows(ctx, section, table_stage, compose)``: (its stage, rows, their labels): rows that follow the table's
-      rows in the model folder, declared in config.json as ``{section: {"rows": [start, end]}}``.
+      rows in the model folder, declared in config.json as ``{section: {"rows": [start, end]}}``;
+    * ``plan(section, words)``: lines for the build's plan, saying what its ``prepare`` runs through a teacher
+      (``words``: the vocabulary size of all languages).
     """
 
     section: str
@@ -239,6 +241,7 @@ class PostTraining:
     identity: Callable[[object], dict] | None = None
     refine: Callable[..., dict] | None = None
     rows: Callable[..., tuple[StageResult, object, list[str]]] | None = None
+    plan: Callable[[object, int], list[str]] | None = None
 
 
 @dataclass
