@@ -87,10 +87,11 @@ def _add_build(sub) -> None:
 
 
 def build_config(args):
-    """The BuildConfig of a recipe (if any) with the flags given on top."""
+    """The BuildConfig of a recipe (if any) with the flags given on top, validated (a value out of its range is
+    refused naming its flag)."""
     from dataclasses import replace
 
-    from swembed.pipeline.config import BuildConfig, BuildError, load_recipe
+    from swembed.pipeline.config import BuildConfig, BuildError, OptionError, load_recipe
 
     config = load_recipe(args.recipe) if args.recipe else BuildConfig()
     if args.langs:
@@ -115,6 +116,11 @@ def build_config(args):
             setattr(config, section, replace(getattr(config, section), **{name: value}))
         else:
             setattr(config, dest, value)
+    try:
+        config.validate()
+    except OptionError as exc:
+        flag = next((flag for flag, dest, _ in BUILD_FLAGS if dest == exc.key), None)
+        raise exc.named(flag) if flag and not exc.source else exc from None
     return config
 
 

@@ -8,7 +8,7 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 from swembed.pipeline import files
 from swembed.pipeline.compose import Layout, run_compose
 from swembed.pipeline.config import ComposeConfig
-from swembed.pipeline.stage import StageResult
+from swembed.pipeline.stage import StageContext, StageResult
 from swembed.runtime.tokenizer import TokenizationRules
 
 PIECES = ["[UNK]", "[CLS]", "good", "##ness", "cat", "hund", "##e", "the"]
@@ -35,7 +35,7 @@ def artifact(tmp_path, name, words, counts, vectors, contexts, piece_vectors, pi
 
 
 def compose(tmp_path, config, languages):
-    result = run_compose(config, languages, teacher_tokenizer().to_str(), tmp_path / "work", quiet=True)
+    result = run_compose(StageContext(tmp_path / "work", quiet=True), config, languages, teacher_tokenizer().to_str())
     return np.load(result.path / files.TABLE), Layout.read(result.path), result
 
 
@@ -80,10 +80,10 @@ def test_merged_languages_share_one_row_per_surface_form(tmp_path, english):
 
 
 def test_shrinkage_after_training_pulls_rare_words_towards_their_trained_pieces(tmp_path, english):
-    """``[distill] shrinkage``: a word row seen in n sentences becomes (n v + k u) / (n + k), u what the inference
+    """``[shrinkage] k``: a word row seen in n sentences becomes (n v + k u) / (n + k), u what the inference
     tokeniser gives the word were it unknown (its piece rows, weighted as unknown words are); piece rows and words
     without contexts keep their rows."""
-    from swembed.pipeline.distill import shrink_to_backoff
+    from swembed.pipeline.shrinkage import shrink_to_backoff
 
     vocab, extract = english
     contexts = np.array([0, 1, 2])  # "the": a teacher word encoded alone, then "goodness" 1 and "cat" 2 sentences

@@ -168,3 +168,12 @@ def test_broken_int4_and_codebook_folders_are_refused_in_one_line(piece_model: P
     (tmp_path / "book" / "codes.npy").unlink()
     with pytest.raises(ModelFolderError, match="needs codes.npy"):
         load(tmp_path / "book")
+
+
+def test_the_committed_edge_recipes_load():
+    from swembed.shrink import load_shrink_recipe
+
+    root = Path(__file__).resolve().parents[1]
+    for name in ("edge-16mb", "edge-4mb"):
+        recipe = load_shrink_recipe(root / "pipelines" / f"{name}.toml")
+        assert recipe.source.endswith("minilm-256-shared") and recipe.out.endswith(name)

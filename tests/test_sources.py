@@ -96,17 +96,18 @@ def test_a_copied_or_remounted_corpus_keeps_its_cache_and_an_edited_one_does_not
     import shutil
 
     from swembed.pipeline.corpus import run_corpus
+    from swembed.pipeline.stage import StageContext
     from swembed.pipeline.sources import content_digest
 
     text = "".join(f"Sentence number {i} has a few words in it.\n" for i in range(50))
     path = tmp_path / "a.txt"
     path.write_text(text)
     config = CorpusConfig(sources=[str(path)])
-    first = run_corpus(config, "NFKC", tmp_path / "work", quiet=True)
+    first = run_corpus(StageContext(tmp_path / "work", quiet=True), config, "NFKC")
     os.utime(path, (1, 1))  # what a re-mount or a copy without -p does
-    assert run_corpus(config, "NFKC", tmp_path / "work", quiet=True).cached
+    assert run_corpus(StageContext(tmp_path / "work", quiet=True), config, "NFKC").cached
     path.write_text(text.replace("few", "new"))  # same size, other content
-    assert not run_corpus(config, "NFKC", tmp_path / "work", quiet=True).cached
+    assert not run_corpus(StageContext(tmp_path / "work", quiet=True), config, "NFKC").cached
     big = tmp_path / "big.bin"
     big.write_bytes(os.urandom(1 << 20))
     shutil.copy(big, tmp_path / "copy.bin")
@@ -114,7 +115,7 @@ def test_a_copied_or_remounted_corpus_keeps_its_cache_and_an_edited_one_does_not
     with open(big, "r+b") as handle:  # sampled above whole_below: the first block is always read
         handle.write(b"x")
     assert content_digest(big, whole_below=1 << 16) != content_digest(tmp_path / "copy.bin", whole_below=1 << 16)
-    assert first.key != run_corpus(config, "NFKC", tmp_path / "work", quiet=True).key
+    assert first.key != run_corpus(StageContext(tmp_path / "work", quiet=True), config, "NFKC").key
 
 
 def test_held_out_texts_never_enter_the_corpus(tmp_path):
@@ -122,6 +123,7 @@ def test_held_out_texts_never_enter_the_corpus(tmp_path):
     case, spacing or punctuation, whole or behind a leading label such as ``Speaker: ``) is dropped and counted;
     a build without exclusions keeps its cache key."""
     from swembed.pipeline.corpus import run_corpus
+    from swembed.pipeline.stage import StageContext
 
     corpus = tmp_path / "c.txt"
     corpus.write_text("".join(f"Sentence number {i} has a few words.\n" for i in range(20)) +
@@ -131,9 +133,9 @@ def test_held_out_texts_never_enter_the_corpus(tmp_path):
     evals.mkdir(parents=True)
     (evals / "pairs.tsv").write_text("4.2\ta man is playing a guitar .\tA woman plays the flute.\n")
     config = CorpusConfig(sources=[str(corpus)])
-    plain = run_corpus(config, "NFKC", tmp_path / "work", quiet=True)
-    assert run_corpus(config, "NFKC", tmp_path / "work", quiet=True, exclude=[]).key == plain.key
-    held = run_corpus(config, "NFKC", tmp_path / "work", quiet=True, exclude=[str(tmp_path / "eval")])
+    plain = run_corpus(StageContext(tmp_path / "work", quiet=True), config, "NFKC")
+    assert run_corpus(StageContext(tmp_path / "work", quiet=True), config, "NFKC", exclude=[]).key == plain.key
+    held = run_corpus(StageContext(tmp_path / "work", quiet=True), config, "NFKC", exclude=[str(tmp_path / "eval")])
     assert held.key != plain.key
     kept = (held.path / "sentences.txt").read_text().splitlines()
     # A held-out text behind a leading label goes too; a short remainder ("4.2", a field of the file) is no text.

@@ -4,23 +4,23 @@ pooled and L2-normalised as the teacher pools any sentence), and the prior it gi
 A word's corpus mean is noisy when it is seen in one or two sentences; the teacher reading the word alone
 knows it from pre-training. After distillation a ridge map from these vectors to the trained rows of frequent
 words carries every word's alone vector into the table, and a word seen in n sentences becomes
-``(n v + k a) / (n + k)`` (``[distill] alone_shrinkage`` = k). Artifact: ``alone.npy`` (word rows, H').
+``(n v + k a) / (n + k)`` (``[alone] k``; ``ALONE``, registered in ``swembed.pipeline.build``).
+Artifact: ``alone.npy`` (word rows, H').
 """
 from __future__ import annotations
-
-from pathlib import Path
 
 import numpy as np
 
 from swembed.pipeline import files
 from swembed.pipeline.compose import shrink
-from swembed.pipeline.stage import StageResult, StageRun, run_stage
+from swembed.pipeline.config import AloneConfig
+from swembed.pipeline.stage import PostTraining, Prepared, PrepareSources, StageContext, StageResult, StageRun, Trained
 
 FIT_CONTEXTS = 20  # the map is fitted on the words seen in at least this many sentences
 RIDGE = 1.0
 
 
-def run_alone(compose: StageResult, teacher, work_dir: Path, force: bool = False, quiet: bool = False) -> StageResult:
+def run_alone(ctx: StageContext, compose: StageResult, teacher) -> StageResult:
     """Encode each word row of the ``compose`` artifact alone with ``teacher``."""
     identity = {"teacher": {k: v for k, v in teacher.describe().items() if k != "path"}}
 
@@ -29,7 +29,7 @@ def run_alone(compose: StageResult, teacher, work_dir: Path, force: bool = False
         np.save(run.out / files.ALONE, teacher.encode(words).astype(np.float32))
         return {"words": len(words)}
 
-    return run_stage("alone", work_dir, identity, [compose], compute, force=force, quiet=quiet)
+    return ctx.run("alone", identity, [compose], compute)
 
 
 def shrink_to_alone(table: np.ndarray, alone: np.ndarray, contexts: np.ndarray, k: float) -> int:
@@ -45,3 +45,23 @@ def shrink_to_alone(table: np.ndarray, alone: np.ndarray, contexts: np.ndarray, 
     alone_only = contexts == 0
     words[alone_only] = mapped[alone_only]
     return moved + int(alone_only.sum())
+
+
+def _prepare(ctx: StageContext, config: AloneConfig, sources: PrepareSources) -> Prepared:
+    return [("alone", None, run_alone(ctx, sources.compose, sources.teacher))]
+
+
+def _refine(table: np.ndarray, config: AloneConfig, trained: Trained) -> dict:
+    (_, _, stage), = trained.prepared["alone"]
+    return {"words pulled to alone": shrink_to_alone(table, np.load(stage.path / files.ALONE), trained.contexts,
+                                                     config.k)}
+
+
+def _plan(config: AloneConfig, words: int) -> list[str]:
+    return [f"every word row read alone through the teacher ([alone] k; one word per sentence, {words:,} short "
+            "sentences; cached after the first build)"]
+
+
+ALONE = PostTraining("alone", enabled=lambda config: bool(config.k), prepare=_prepare,
+                     identity=lambda config: {"alone_shrinkage": config.k},  # its [distill] key before the section
+                     refine=_refine, plan=_plan)

@@ -16,24 +16,37 @@ from pathlib import Path
 import numpy as np
 
 from swembed.pipeline import files
-from swembed.pipeline.alone import run_alone
+from swembed.pipeline.alone import ALONE
 from swembed.pipeline.compose import Layout, run_compose
-from swembed.pipeline.config import BuildConfig, BuildError
-from swembed.pipeline.coteacher import run_coteacher
+from swembed.pipeline.config import BuildConfig
+from swembed.pipeline.coteacher import COTEACHER
 from swembed.pipeline.corpus import run_corpus
-from swembed.pipeline.distill import run_distill
+from swembed.pipeline.distill import DistillInputs, run_distill
 from swembed.pipeline.extract import Selection, extract_identity, run_extract
-from swembed.pipeline.grams import run_grams
+from swembed.pipeline.grams import GRAM_ROWS
 from swembed.pipeline.parallel import run_pairs
 from swembed.pipeline.pca import check_dims, kept_components, run_pca
 from swembed.pipeline.plan import DeviceMonitor, build_plan
+from swembed.pipeline.shrinkage import SHRINKAGE
 from swembed.pipeline.sources import CorpusError
-from swembed.pipeline.stage import StageResult, cached_stage
+from swembed.pipeline.stage import PostTraining, PrepareSources, StageContext, StageResult
 from swembed.pipeline.variants import add_variants
 from swembed.pipeline.vocab import run_vocab
 from swembed.runtime.folder import update_config, write_model_folder
 
 logger = logging.getLogger(__name__)
+
+# The stages around training, each reading its own config section (BuildConfig.<section>), in the order they run:
+# prepare hooks before training, refine hooks on the trained table (shrinkage before alone), rows after it.
+POST_TRAINING: tuple[PostTraining, ...] = (SHRINKAGE, ALONE, COTEACHER, GRAM_ROWS)
+
+
+def post_training(config: BuildConfig) -> list[tuple[PostTraining, object]]:
+    """The registered post-training stages this build's settings turn on, each with its config section. Their
+    prepare and refine hooks run only with distillation (they feed and refine training); rows follow whatever
+    table the build ends with."""
+    sections = [(step, getattr(config, step.section)) for step in POST_TRAINING]
+    return [(step, section) for step, section in sections if step.enabled(section)]
 
 
 def prune_top_k(table: np.ndarray, k: int) -> np.ndarray:
@@ -65,84 +78,77 @@ def build(config: BuildConfig, force: bool = False, quiet: bool = False, overwri
 
     config.check_before_work(overwrite)
     started = time.time()
-    for name, _ in config.distill.co_teachers() if config.distill_enabled else []:
+    for name, _ in config.coteacher.pairs() if config.distill_enabled else []:
         resolve_teacher(name)  # a missing co-teacher fails now, not after extraction
     teacher = load_build_teacher(config.teacher, config)
+    ctx = StageContext(config.work_path, config.device, config.seed, force, quiet, config.checkpoint_seconds)
     with DeviceMonitor(teacher.device) as monitor:  # its sampling thread ends even if a stage raises
-        return _build(config, teacher, monitor, started, force, quiet, overwrite)
+        return _build(ctx, config, teacher, monitor, started, overwrite)
 
 
-def _build(config: BuildConfig, teacher, monitor: DeviceMonitor, started: float, force: bool, quiet: bool,
+def _build(ctx: StageContext, config: BuildConfig, teacher, monitor: DeviceMonitor, started: float,
            overwrite: bool) -> dict:
-    work = config.work_path
     check_dims(config.pca, teacher.dim)
-    if config.lexicon_top_k is not None and not 1 <= config.lexicon_top_k <= config.pca.dim:
-        raise BuildError(f"--lexicon-top-k must be between 1 and --dim {config.pca.dim}, got {config.lexicon_top_k}")
     tokenizer_json = teacher.tokenizer_json()
     rules = {lang: config.rules(lang) for lang in config.langs}
     stages: list[tuple[str, StageResult]] = []
     corpora, vocabs = {}, {}
     for lang in config.langs:
-        corpus = run_corpus(config.corpus_for(lang), rules[lang].unicode_normalization, work, force, quiet,
-                            config.exclude)
+        corpus = run_corpus(ctx, config.corpus_for(lang), rules[lang].unicode_normalization, config.exclude)
         needed = max(2 * config.distill.batch_size if config.distill_enabled else 0, config.pca.dim + 1)
         if corpus.stats["kept"] < needed:
             raise CorpusError(f"the {lang} corpus has {corpus.stats['kept']} usable sentences; this build needs at "
                               f"least {needed} (PCA to {config.pca.dim} dims, distillation batches of "
                               f"{config.distill.batch_size})")
         corpora[lang] = corpus
-        vocabs[lang] = run_vocab(config.vocab, rules[lang], corpus, tokenizer_json, work, force, quiet)
+        vocabs[lang] = run_vocab(ctx, config.vocab, rules[lang], corpus, tokenizer_json)
     cached_extracts, selections = {}, {}
     for lang in config.langs:
         identity = extract_identity(config.extract, rules[lang], teacher, config.seed)
         inputs = [corpora[lang], vocabs[lang]]
-        cached_extracts[lang] = None if force else cached_stage("extract", work, identity, inputs)
+        cached_extracts[lang] = ctx.cached("extract", identity, inputs)
         selections[lang] = None if cached_extracts[lang] else Selection.make(
             config.extract, rules[lang], corpora[lang], vocabs[lang], teacher, config.seed)
-    plan = build_plan(config, teacher, selections, {lang: vocabs[lang].stats["vocab_size"] for lang in config.langs})
+    vocab_sizes = {lang: vocabs[lang].stats["vocab_size"] for lang in config.langs}
+    post = post_training(config)
+    later = [line for step, section in post if step.plan and config.distill_enabled
+             for line in step.plan(section, sum(vocab_sizes.values()))]
+    plan = build_plan(config, teacher, selections, vocab_sizes, tuple(later))
     print(plan["text"], file=sys.stderr, flush=True)
     monitor.phase("corpus, vocab, plan")
     extracts = {}
     for lang in config.langs:
         extracts[lang] = cached_extracts[lang] or run_extract(
-            config.extract, rules[lang], corpora[lang], vocabs[lang], selections[lang], teacher, work, config.seed,
-            config.checkpoint_seconds, force, quiet)
+            ctx, config.extract, rules[lang], corpora[lang], vocabs[lang], selections[lang], teacher)
         selections[lang] = None  # its texts are no longer needed
         suffix = f" ({lang})" if config.multilingual else ""
         stages += [(f"corpus{suffix}", corpora[lang]), (f"vocab{suffix}", vocabs[lang]),
                    (f"extract{suffix}", extracts[lang])]
     monitor.phase("extract")
-    compose = run_compose(config.compose, {lang: (rules[lang], vocabs[lang], extracts[lang]) for lang in config.langs},
-                          tokenizer_json, work, force, quiet)
-    pca = run_pca(config.pca, compose, extracts, rules, tokenizer_json, work, config.seed, force, quiet)
+    compose = run_compose(ctx, config.compose,
+                          {lang: (rules[lang], vocabs[lang], extracts[lang]) for lang in config.langs}, tokenizer_json)
+    pca = run_pca(ctx, config.pca, compose, extracts, rules, tokenizer_json)
     stages += [("compose", compose), ("pca", pca)]
     monitor.phase("compose, pca")
     final = pca
     if config.distill_enabled:
         score = config.distill.min_teacher_similarity is not None
-        pair_stages = {(config.langs[0], lang): run_pairs(lang, paths, config.exclude, teacher, work, score, force,
-                                                          quiet, [extracts[config.langs[0]], extracts[lang]])
+        pair_stages = {(config.langs[0], lang): run_pairs(ctx, lang, paths, config.exclude, teacher, score,
+                                                          [extracts[config.langs[0]], extracts[lang]])
                        for lang, paths in config.parallel_files().items()}
         stages += [(f"pairs ({a}-{b})", stage) for (a, b), stage in pair_stages.items()]
-        alone = None
-        if config.distill.alone_shrinkage:
-            alone = run_alone(compose, teacher, work, force, quiet)
-            stages.append(("alone", alone))
-        co_stages: dict[str, list[StageResult]] = {}  # language -> one stage per co-teacher
-        for name, _ in config.distill.co_teachers():  # one co-teacher in memory at a time
-            co_teacher = load_build_teacher(name, config)
-            for lang in config.langs:
-                co_stages.setdefault(lang, []).append(run_coteacher(extracts[lang], co_teacher, work, force, quiet))
-                stages.append((f"coteacher {name} ({lang})", co_stages[lang][-1]))
-            del co_teacher
-        final = run_distill(config.distill, pca, compose, extracts, rules, tokenizer_json, work, pair_stages, alone,
-                            co_stages, config.seed, config.device, config.checkpoint_seconds, force, quiet)
+        sources = PrepareSources(teacher, compose, extracts, lambda name: load_build_teacher(name, config))
+        prepared = {step.section: step.prepare(ctx, section, sources) for step, section in post if step.prepare}
+        stages += [(label, stage) for items in prepared.values() for label, _, stage in items]
+        final = run_distill(ctx, config.distill, DistillInputs(pca, compose, extracts, rules, tokenizer_json,
+                                                               pair_stages, prepared, post))
         stages.append(("distill", final))
         monitor.phase("pairs, distill")
-    grams = None
-    if config.distill.gram_buckets:
-        grams = run_grams(config.distill.gram_buckets, final, compose, work, force, quiet)
-        stages.append(("grams", grams))
+    extra_rows = []  # (section, stage, rows, labels)
+    for step, section in post:
+        if step.rows:
+            extra_rows.append((step.section, *step.rows(ctx, section, final, compose)))
+            stages.append((step.section, extra_rows[-1][1]))
     table = np.load(final.path / files.TABLE)
     if config.lexicon_top_k:
         table = prune_top_k(table, config.lexicon_top_k)
@@ -168,10 +174,10 @@ def _build(config: BuildConfig, teacher, monitor: DeviceMonitor, started: float,
     if layout.pieces[1] > layout.pieces[0]:
         report["pieces"] = {"rows": layout.pieces}
     labels = layout.labels
-    if grams is not None:
-        report["grams"] = {"rows": [len(table), len(table) + config.distill.gram_buckets]}
-        table = np.vstack([table, np.load(grams.path / files.GRAMS)])
-        labels = labels + [f"<gram {i}>" for i in range(config.distill.gram_buckets)]
+    for name, _, rows, row_labels in extra_rows:
+        report[name] = {"rows": [len(table), len(table) + len(rows)]}
+        table = np.vstack([table, rows])
+        labels = labels + row_labels
     if config.multilingual:
         report["languages"] = {lang: {"rows": span, "tokenization": rules[lang].to_dict()}
                                for lang, span in layout.languages.items()}

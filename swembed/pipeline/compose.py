@@ -25,7 +25,7 @@ import numpy as np
 from swembed.pipeline import files
 from swembed.pipeline.config import ComposeConfig
 from swembed.pipeline.extract import Extracted
-from swembed.pipeline.stage import StageResult, StageRun, run_stage
+from swembed.pipeline.stage import StageContext, StageResult, StageRun
 from swembed.pipeline.vocab import read_vocab
 from swembed.runtime.tokenizer import TokenizationRules, WordTokenizer
 
@@ -106,8 +106,9 @@ def merge_blocks(blocks: list[tuple[list[str], np.ndarray, np.ndarray]]) -> tupl
     return list(index), (sums / weights[:, None]).astype(np.float32), contexts
 
 
-def run_compose(config: ComposeConfig, languages: dict[str, tuple[TokenizationRules, StageResult, StageResult]],
-                tokenizer_json: str, work_dir: Path, force: bool = False, quiet: bool = False) -> StageResult:
+def run_compose(ctx: StageContext, config: ComposeConfig,
+                languages: dict[str, tuple[TokenizationRules, StageResult, StageResult]], tokenizer_json: str
+                ) -> StageResult:
     """``languages``: language -> (its rules, its vocab stage, its extract stage)."""
     identity = {**asdict(config), "rules": {lang: r.to_dict() for lang, (r, _, _) in languages.items()}}
     inputs = [stage for _, vocab, extract in languages.values() for stage in (vocab, extract)]
@@ -163,4 +164,4 @@ def run_compose(config: ComposeConfig, languages: dict[str, tuple[TokenizationRu
         (run.out / LAYOUT).write_text(json.dumps(layout))
         return {**layout, "languages_stats": stats, "piece_rows": int(len(piece_ids))}
 
-    return run_stage("compose", work_dir, identity, inputs, compute, force=force, quiet=quiet)
+    return ctx.run("compose", identity, inputs, compute)

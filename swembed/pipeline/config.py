@@ -2,13 +2,17 @@
 
 A recipe (``pipelines/*.toml``) has top-level keys (``teacher``, ``out``, ``langs``, ...) and one table per
 section: ``[corpus]``, ``[tokenization]`` (the one rule set every stage and the exported model share),
-``[vocab]``, ``[extract]``, ``[compose]``, ``[pca]``, ``[distill]``; a multilingual recipe adds
-``[corpora]`` (language -> files) and ``parallel`` pairs. Unknown keys are errors naming the file.
+``[vocab]``, ``[extract]``, ``[compose]``, ``[pca]``, ``[distill]``, and one per post-training stage:
+``[coteacher]``, ``[shrinkage]``, ``[alone]``, ``[grams]`` (their older ``[distill]`` keys still work:
+``LEGACY_DISTILL_KEYS``); a multilingual recipe adds ``[corpora]`` (language -> files) and ``parallel`` pairs.
+Unknown keys are errors naming the file; every numeric setting is checked against its range (``RANGES``).
+The CLI (flags, ``--recipe``) and ``swembed.build`` both make a ``BuildConfig`` and hand it to the pipeline.
 """
 from __future__ import annotations
 
+import math
 import tomllib
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
 
 from swembed._extras import require
@@ -99,33 +103,55 @@ class DistillConfig:
     # with cell_size: each KD objective also takes a random batch every step at this weight (neighbour batches teach
     # the fine ranking, random ones keep the global layout; held out on the neighbour batches); 0: off
     random_batch_weight: float = 0.0
-    # after training, a word seen in n sentences becomes (n v + k u) / (n + k), u its trained piece composition
-    # (what the tokeniser gives it were it unknown); 0: off
-    shrinkage: float = 0.0
-    # then a word seen in n sentences becomes (n v + k a) / (n + k), a the teacher's vector of the word encoded
-    # alone, mapped into the table by a ridge fit on frequent words (swembed.pipeline.alone); 0: off
-    alone_shrinkage: float = 0.0
-    # other teachers whose sentence similarities KD also aims at, each at its weight in standard units (a name or a
-    # list of names, and a weight or one per name; swembed.pipeline.coteacher); "": off
-    co_teacher: str | list[str] = ""
-    co_teacher_weight: float | list[float] = 0.5
-    # after training, this many gram rows (character 3-5-grams hashed into buckets) fitted to the word rows, so an
-    # unknown word backs off to the mean of its pieces and its grams (swembed.pipeline.grams); 0: pieces only
-    gram_buckets: int = 0
 
-    def co_teachers(self) -> list[tuple[str, float]]:
+
+# The post-training stages, one section each (``swembed.pipeline.post`` registers what each one runs).
+@dataclass
+class CoTeacherConfig:
+    """Other teachers whose sentence similarities KD also aims at, each at its weight in standard units (a name or
+    a list of names, and a weight or one per name; ``swembed.pipeline.coteacher``); "": off."""
+
+    teachers: str | list[str] = ""
+    weights: float | list[float] = 0.5
+
+    def pairs(self) -> list[tuple[str, float]]:
         """(name, weight) of each co-teacher."""
-        names = [self.co_teacher] if isinstance(self.co_teacher, str) else list(self.co_teacher)
-        weights = self.co_teacher_weight if isinstance(self.co_teacher_weight, list) else [self.co_teacher_weight]
+        names = [self.teachers] if isinstance(self.teachers, str) else list(self.teachers)
+        weights = self.weights if isinstance(self.weights, list) else [self.weights]
         names = [name for name in names if name]
         if not all(isinstance(name, str) for name in names) or not all(
                 isinstance(w, (int, float)) and not isinstance(w, bool) for w in weights):
-            raise BuildError(f"co_teacher takes names and co_teacher_weight numbers, got {self.co_teacher!r} and "
-                             f"{self.co_teacher_weight!r}")
+            raise BuildError(f"[coteacher] teachers takes names and weights numbers, got {self.teachers!r} and "
+                             f"{self.weights!r}")
         if names and len(weights) != len(names):
-            raise BuildError(f"co_teacher_weight needs one weight per co-teacher: {len(names)} names, "
+            raise BuildError(f"[coteacher] weights needs one weight per co-teacher: {len(names)} names, "
                              f"{len(weights)} weights")
         return list(zip(names, weights))
+
+
+@dataclass
+class ShrinkageConfig:
+    """After training, a word seen in n sentences becomes (n v + k u) / (n + k), u its trained piece composition
+    (what the tokeniser gives it were it unknown; ``swembed.pipeline.shrinkage``); k = 0: off."""
+
+    k: float = 0.0
+
+
+@dataclass
+class AloneConfig:
+    """After training (and shrinkage), a word seen in n sentences becomes (n v + k a) / (n + k), a the teacher's
+    vector of the word encoded alone, mapped into the table by a ridge fit on frequent words
+    (``swembed.pipeline.alone``); k = 0: off."""
+
+    k: float = 0.0
+
+
+@dataclass
+class GramsConfig:
+    """After training, this many gram rows (character 3-5-grams hashed into buckets) fitted to the word rows, so an
+    unknown word backs off to the mean of its pieces and its grams (``swembed.pipeline.grams``); 0: pieces only."""
+
+    buckets: int = 0
 
 
 @dataclass
@@ -157,6 +183,10 @@ class BuildConfig:
     compose: ComposeConfig = field(default_factory=ComposeConfig)
     pca: PCAConfig = field(default_factory=PCAConfig)
     distill: DistillConfig = field(default_factory=DistillConfig)
+    coteacher: CoTeacherConfig = field(default_factory=CoTeacherConfig)
+    shrinkage: ShrinkageConfig = field(default_factory=ShrinkageConfig)
+    alone: AloneConfig = field(default_factory=AloneConfig)
+    grams: GramsConfig = field(default_factory=GramsConfig)
 
     @property
     def work_path(self) -> Path:
@@ -191,6 +221,10 @@ class BuildConfig:
         return {self.langs[1]: list(self.parallel)} if self.parallel and self.multilingual else {}
 
     def validate(self) -> None:
+        """Every setting in its range (``RANGES``) and consistent with the others; raises ``BuildError`` (an
+        ``OptionError`` naming the setting for a value out of its range) before any work."""
+        for key in RANGES:
+            check_option(key, self.get(key))
         if not self.langs or len(set(self.langs)) != len(self.langs):
             raise BuildError(f"languages must be distinct, got {self.langs}")
         if self.multilingual:
@@ -220,31 +254,21 @@ class BuildConfig:
             raise BuildError(f"extract sentences must be 'all' or 'quota', got {self.extract.sentences!r}")
         if self.pca.level not in ("sentence", "word", "none"):
             raise BuildError(f"--pca-level must be sentence, word or none, got {self.pca.level!r}")
-        positive = {"--dim": self.pca.dim, "--min-words": self.corpus.min_words, "--vocab-size": self.vocab.max_size,
-                    "--min-count": self.vocab.min_count, "--sentences-per-word": self.extract.sentences_per_word,
-                    "--batch-tokens": self.extract.batch_tokens, "--unit-sentences": self.extract.unit_sentences,
-                    "--pca-sentences": self.pca.sentences, "--distill-steps": self.distill.max_steps,
-                    "--eval-every": self.distill.eval_every, "--distill-batch-size": self.distill.batch_size}
-        for flag, value in positive.items():
-            if value < 1:
-                raise BuildError(f"{flag} must be at least 1, got {value}")
         if self.corpus.max_words < self.corpus.min_words:
             raise BuildError(f"--max-words {self.corpus.max_words} is below --min-words {self.corpus.min_words}")
-        if self.pca.drop is not None and self.pca.drop < 0:
-            raise BuildError(f"--abtt-drop must be 0 or more, got {self.pca.drop}")
-        if min(self.distill.kd_weight, self.distill.contrastive_weight, self.distill.random_batch_weight) < 0:
-            raise BuildError("--kd-weight, --contrastive-weight and random_batch_weight must be 0 or more")
+        if self.lexicon_top_k is not None and self.lexicon_top_k > self.pca.dim:
+            raise BuildError(f"--lexicon-top-k must be between 1 and --dim {self.pca.dim}, got {self.lexicon_top_k}")
         if self.distill.random_batch_weight and not self.distill.cell_size:
             raise BuildError("random_batch_weight needs cell_size (without neighbour cells every batch is random)")
-        if (min(self.compose.shrinkage, self.distill.shrinkage, self.distill.alone_shrinkage) < 0
-                or self.compose.min_contexts < 1):
-            raise BuildError("compose and distill shrinkage (and alone_shrinkage) must be >= 0 and min_contexts >= 1")
-        if self.distill.gram_buckets < 0:
-            raise BuildError(f"gram_buckets must be 0 (no gram rows) or more, got {self.distill.gram_buckets}")
-        co_weights = [weight for _, weight in self.distill.co_teachers()]
+        co_weights = [weight for _, weight in self.coteacher.pairs()]
         if co_weights and not (min(co_weights) > 0 and sum(co_weights) < 1):
-            raise BuildError(f"co_teacher_weight must be above 0 and sum to below 1 (the teacher keeps the rest), got "
-                             f"{self.distill.co_teacher_weight}")
+            raise BuildError(f"[coteacher] weights must be above 0 and sum to below 1 (the teacher keeps the rest), "
+                             f"got {self.coteacher.weights}")
+
+    def get(self, key: str) -> object:
+        """A setting by its key: ``"seed"`` or ``"section.field"``."""
+        section, _, name = key.rpartition(".")
+        return getattr(getattr(self, section) if section else self, name)
 
     def input_paths(self) -> list[str]:
         """What the build reads (teacher, corpora, word lists, stage cache): an ``--out`` holding one is never
@@ -270,8 +294,107 @@ class BuildConfig:
         check_sources(self.vocab.word_lists)  # a binary word list fails here too
 
 
-SECTIONS = {f.name: f.type for f in fields(BuildConfig) if f.name in
-            ("corpus", "tokenization", "vocab", "extract", "compose", "pca", "distill")}
+# the sections: every field of BuildConfig that is itself a dataclass (a recipe's tables)
+SECTIONS = {f.name: f.type for f in fields(BuildConfig) if is_dataclass(getattr(BuildConfig(), f.name))}
+# recipe keys of the post-training stages from before they had sections: [distill] key -> (section, field)
+LEGACY_DISTILL_KEYS = {"co_teacher": ("coteacher", "teachers"), "co_teacher_weight": ("coteacher", "weights"),
+                       "shrinkage": ("shrinkage", "k"), "alone_shrinkage": ("alone", "k"),
+                       "gram_buckets": ("grams", "buckets")}
+
+
+@dataclass(frozen=True)
+class Range:
+    """The values a numeric setting takes: from ``low`` (``above``: excluding it) to ``high``, finite;
+    ``unset`` says what leaving it out (None) means, where it may be left out."""
+
+    low: float
+    high: float | None = None
+    above: bool = False
+    unset: str = ""
+
+    def holds(self, value: object) -> bool:
+        if value is None:
+            return bool(self.unset)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return True  # a wrong type is the type check's to report
+        return (math.isfinite(value) and (value > self.low if self.above else value >= self.low)
+                and (self.high is None or value <= self.high))
+
+    def __str__(self) -> str:
+        text = (f"between {self.low:g} and {self.high:g}" if self.high is not None
+                else f"above {self.low:g}" if self.above else f"at least {self.low:g}")
+        return text + (f" (leave it out for {self.unset})" if self.unset else "")
+
+
+# Every numeric build setting and its range: the one place they are checked (recipes, flags and swembed.build
+# alike). A value out of range is refused before any work, naming the setting and its range.
+RANGES = {
+    "seed": Range(0),  # numpy's generators take no negative seed
+    "checkpoint_seconds": Range(0),
+    "lexicon_top_k": Range(1, unset="every dimension"),  # and at most dim: BuildConfig.validate
+    "corpus.min_words": Range(1),
+    "corpus.max_words": Range(1),
+    "corpus.max_sentences": Range(1, unset="no limit"),
+    "tokenization.oov_weight": Range(0, above=True),
+    "vocab.max_size": Range(1),
+    "vocab.min_count": Range(1),
+    "vocab.teacher_vocab_size": Range(1),
+    "extract.sentences_per_word": Range(1),
+    "extract.max_sentences": Range(1, unset="every sentence"),
+    "extract.batch_tokens": Range(1),
+    "extract.unit_sentences": Range(1),
+    "compose.min_contexts": Range(1),
+    "compose.shrinkage": Range(0),
+    "pca.dim": Range(1),
+    "pca.drop": Range(0, unset="floor(teacher dim / 100)"),
+    "pca.sentences": Range(1),
+    "distill.batch_size": Range(1),
+    "distill.tau": Range(0, above=True),
+    "distill.lr": Range(0, above=True),
+    "distill.max_steps": Range(1),
+    "distill.eval_every": Range(1),
+    "distill.patience": Range(1),
+    "distill.val_sentences": Range(2),  # a held-out loss needs two sentences
+    "distill.max_sentences": Range(1, unset="every encoded sentence"),
+    "distill.kd_weight": Range(0),
+    "distill.contrastive_weight": Range(0),
+    "distill.held_out_pairs": Range(1),
+    "distill.max_pairs": Range(1, unset="every pair"),
+    "distill.min_teacher_similarity": Range(-1, 1, unset="no filter"),
+    "distill.cell_size": Range(0),
+    "distill.rare_word_pieces": Range(0),
+    "distill.random_batch_weight": Range(0),
+    "shrinkage.k": Range(0),
+    "alone.k": Range(0),
+    "grams.buckets": Range(0),
+}
+
+
+class OptionError(BuildError):
+    """A setting outside its range; ``key`` names it (``"pca.dim"``), so the CLI can name its flag instead."""
+
+    def __init__(self, key: str, value: object, source: str = "", name: str | None = None) -> None:
+        self.key, self.value, self.source = key, value, source
+        where = f"{source}: " if source else ""
+        finite = "a finite number " if isinstance(value, float) and not math.isfinite(value) else ""
+        super().__init__(f"{where}{name or key_label(key)} must be {finite}{RANGES[key]}, got {value!r}")
+
+    def named(self, name: str) -> OptionError:
+        """The same refusal naming the setting ``name`` (a flag)."""
+        return OptionError(self.key, self.value, self.source, name)
+
+
+def key_label(key: str) -> str:
+    """How a recipe writes a setting: ``[pca] dim``, or ``seed`` for a top-level one."""
+    section, _, name = key.rpartition(".")
+    return f"[{section}] {name}" if section else name
+
+
+def check_option(key: str, value: object, source: str = "", name: str | None = None) -> None:
+    """Refuse ``value`` for setting ``key`` (written ``name`` where it was given) unless it lies in ``RANGES[key]``
+    (a key without a range is free)."""
+    if key in RANGES and not RANGES[key].holds(value):
+        raise OptionError(key, value, source, name)
 
 
 _TYPES = {"str": str, "int": int, "float": (int, float), "bool": bool, "None": type(None), "list": list, "dict": dict}
@@ -287,24 +410,45 @@ def _check_types(source: str, where: str, annotations: dict[str, str], values: d
             raise BuildError(f"{source}: {where}{key} must be {annotations[key]}, got {value!r}")
 
 
+def _with_sections(settings: dict, source: str) -> dict:
+    """``settings`` with the legacy ``[distill]`` keys of the post-training stages moved to their own sections."""
+    distill = settings.get("distill")
+    if not isinstance(distill, dict) or not set(distill) & set(LEGACY_DISTILL_KEYS):
+        return settings
+    settings = {**settings, "distill": dict(distill)}
+    for old, (section, name) in LEGACY_DISTILL_KEYS.items():
+        if old in distill:
+            table = settings.setdefault(section, {})
+            if not isinstance(table, dict) or name in table:
+                raise BuildError(f"{source}: [distill] {old} and [{section}] {name} are the same setting; give one")
+            check_option(f"{section}.{name}", distill[old], source, f"[distill] {old}")
+            settings[section] = {**table, name: settings["distill"].pop(old)}
+    return settings
+
+
 def apply_settings(config: BuildConfig, settings: dict, source: str) -> BuildConfig:
-    """Set ``config``'s fields from a recipe-shaped dict (top-level keys and section tables)."""
+    """Set ``config``'s fields from a recipe-shaped dict (top-level keys and section tables), each value checked
+    for its type and range, naming ``source`` and the key."""
     top = {f.name: f.type for f in fields(config)}
-    for key, value in settings.items():
+    for key, value in _with_sections(settings, source).items():
         if key in SECTIONS:
             if not isinstance(value, dict):
                 raise BuildError(f"{source}: [{key}] must be a table")
             section = getattr(config, key)
             unknown = set(value) - {f.name for f in fields(section)}
             if unknown:
-                raise BuildError(f"{source}: unknown keys in [{key}]: {sorted(unknown)}")
+                raise BuildError(f"{source}: unknown key{'s' * (len(unknown) > 1)} in [{key}]: "
+                                 f"{', '.join(sorted(unknown))}")
             _check_types(source, f"[{key}] ", {f.name: f.type for f in fields(section)}, value)
+            for name, item in value.items():
+                check_option(f"{key}.{name}", item, source)
             try:
                 setattr(config, key, replace(section, **value))
             except (TypeError, ValueError) as exc:
                 raise BuildError(f"{source}: [{key}]: {exc}") from None
         elif key in top:
             _check_types(source, "", top, {key: value})
+            check_option(key, value, source)
             setattr(config, key, value)
         elif key not in ("name", "description"):
             raise BuildError(f"{source}: unknown key {key!r}")

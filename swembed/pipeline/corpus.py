@@ -15,7 +15,7 @@ from swembed.pipeline import files
 from swembed.pipeline.config import CorpusConfig
 from swembed.pipeline.sources import (HELD_OUT_RULE, CorpusError, describe_source, expand_sources, held_out_keys,
                                       is_held_out, read_source)
-from swembed.pipeline.stage import StageResult, StageRun, run_stage
+from swembed.pipeline.stage import StageContext, StageResult, StageRun
 from swembed.runtime.tokenizer import WORD_PATTERN, normalize_text
 
 logger = logging.getLogger(__name__)
@@ -84,8 +84,7 @@ def write_sentences(config: CorpusConfig, normalization: str, sources: list[str]
     return stats
 
 
-def run_corpus(config: CorpusConfig, normalization: str, work_dir: Path, force: bool = False,
-               quiet: bool = False, exclude: list[str] = ()) -> StageResult:
+def run_corpus(ctx: StageContext, config: CorpusConfig, normalization: str, exclude: list[str] = ()) -> StageResult:
     """Stage 1 over ``config.sources``; ``normalization`` is the tokenisation rules' Unicode form. No sentence
     repeats a text of the ``exclude`` sources (the evaluation sets: ``held_out_keys``)."""
     if not config.sources:
@@ -107,4 +106,4 @@ def run_corpus(config: CorpusConfig, normalization: str, work_dir: Path, force: 
             )
         return stats
 
-    return run_stage("corpus", work_dir, identity, [], compute, force=force, quiet=quiet)
+    return ctx.run("corpus", identity, [], compute)

@@ -1,20 +1,20 @@
 """Stage 5c, co-teacher: another teacher's pooled, L2-normalised vectors of the sentences the extract stage
 encoded, in their order (one stage per co-teacher). Knowledge distillation then aims at all teachers' similarities,
-each co-teacher's at its weight in standard units (``[distill] co_teacher``, ``co_teacher_weight``; ``joint_targets``).
+each co-teacher's at its weight in standard units (``[coteacher] teachers``, ``weights``; ``joint_targets``;
+``COTEACHER``, registered in ``swembed.pipeline.build``).
 Artifact: ``targets.npy`` (N, H''); checkpointed every ``UNIT`` sentences, so a killed build resumes after its
 last finished unit.
 """
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 
 import numpy as np
 
 from swembed.pipeline import files
-from swembed.pipeline.config import BuildError
+from swembed.pipeline.config import BuildError, CoTeacherConfig
 from swembed.pipeline.plan import seconds_per_size, spread
-from swembed.pipeline.stage import StageResult, StageRun, run_stage
+from swembed.pipeline.stage import PostTraining, Prepared, PrepareSources, StageContext, StageResult, StageRun
 from swembed.runtime.folder import atomic_save_npy
 
 logger = logging.getLogger(__name__)
@@ -24,8 +24,7 @@ UNIT = 20_000
 PROBE = 128
 
 
-def run_coteacher(extract: StageResult, teacher, work_dir: Path, force: bool = False, quiet: bool = False,
-                  unit: int = UNIT) -> StageResult:
+def run_coteacher(ctx: StageContext, extract: StageResult, teacher, unit: int = UNIT) -> StageResult:
     """Encode the ``extract`` artifact's target sentences with ``teacher``, checkpointing every ``unit``."""
     identity = {"teacher": {k: v for k, v in teacher.describe().items() if k != "path"}}
 
@@ -50,7 +49,7 @@ def run_coteacher(extract: StageResult, teacher, work_dir: Path, force: bool = F
         logger.info("coteacher: %s encodes %d of %d units (%s characters), ~%.0f min at the rate measured here",
                     teacher.describe()["name"], len(left), len(parts), f"{left_chars:,}", estimate / 60)
         progress = tqdm(total=sum(chars), initial=sum(chars) - left_chars, desc="co-teacher", unit="char",
-                        unit_scale=True, disable=quiet)
+                        unit_scale=True, disable=run.quiet)
         for index, start in enumerate(starts):
             batch = sentences[start : start + unit]
             if done[index]:
@@ -68,7 +67,29 @@ def run_coteacher(extract: StageResult, teacher, work_dir: Path, force: bool = F
         targets.flush()
         return {"sentences": len(sentences), "resumed_units": sum(done), "estimated_s": round(estimate, 1)}
 
-    return run_stage("coteacher", work_dir, identity, [extract], compute, force=force, quiet=quiet)
+    return ctx.run("coteacher", identity, [extract], compute)
+
+
+def _prepare(ctx: StageContext, config: CoTeacherConfig, sources: PrepareSources) -> Prepared:
+    """One stage per co-teacher and language, one co-teacher in memory at a time; listed language by language."""
+    made = []
+    for name, _ in config.pairs():
+        teacher = sources.load_teacher(name)
+        made += [(f"coteacher {name} ({lang})", lang, run_coteacher(ctx, extract, teacher))
+                 for lang, extract in sources.extracts.items()]
+        del teacher
+    return [item for lang in sources.extracts for item in made if item[1] == lang]
+
+
+def _plan(config: CoTeacherConfig, words: int) -> list[str]:
+    return [f"every encoded sentence through the co-teacher {name} ([coteacher] teachers; timed when it is loaded, "
+            "cached after the first build)" for name, _ in config.pairs()]
+
+
+COTEACHER = PostTraining("coteacher", enabled=lambda config: bool(config.pairs()), prepare=_prepare,
+                         # its [distill] keys before the section
+                         identity=lambda config: {"co_teacher": config.teachers, "co_teacher_weight": config.weights},
+                         plan=_plan)
 
 
 def joint_targets(own: np.ndarray, co: list[np.ndarray], weights: list[float], pairs: int = 20_000) -> np.ndarray:

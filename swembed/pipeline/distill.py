@@ -10,38 +10,62 @@ Artifact: ``table.npy`` (rows, d) float32, the best table by held-out loss, and 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, replace
-from pathlib import Path
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
 from swembed.pipeline import files
-from swembed.pipeline.alone import shrink_to_alone
-from swembed.pipeline.compose import Layout, shrink
+from swembed.pipeline.compose import Layout
 from swembed.pipeline.config import DistillConfig
 from swembed.pipeline.coteacher import joint_targets
 from swembed.pipeline.parallel import read_pairs
-from swembed.pipeline.stage import StageResult, StageRun, run_stage
+from swembed.pipeline.stage import PostTraining, Prepared, StageContext, StageResult, StageRun, Trained
 from swembed.runtime.tokenizer import TokenIds, TokenizationRules, WordTokenizer
 
 
-def run_distill(config: DistillConfig, pca: StageResult, compose: StageResult, extracts: dict[str, StageResult],
-                rules: dict[str, TokenizationRules], tokenizer_json: str, work_dir: Path,
-                pair_stages: dict[tuple[str, str], StageResult] | None = None, alone: StageResult | None = None,
-                co_stages: dict[str, list[StageResult]] | None = None, seed: int = 0, device: str = "auto",
-                checkpoint_seconds: float = 60.0, force: bool = False, quiet: bool = False) -> StageResult:
-    """``pair_stages``: (language a, language b) -> its ``pairs`` stage (``swembed.pipeline.parallel``);
-    ``alone``: the stage of words encoded alone, for ``alone_shrinkage``; ``co_stages``: language -> its
-    ``coteacher`` stages, one per ``co_teacher``."""
-    pair_stages, co_stages = pair_stages or {}, co_stages or {}
+@dataclass
+class DistillInputs:
+    """What distillation reads: the PCA'd table, the composed layout, each language's extract (sentences and
+    teacher targets) and tokenisation rules, the teacher's tokenizer, each language pair's ``pairs`` stage
+    (``swembed.pipeline.parallel``), the stages the post-training hooks prepared (by section), and those hooks
+    with their config sections, in registration order."""
+
+    pca: StageResult
+    compose: StageResult
+    extracts: dict[str, StageResult]
+    rules: dict[str, TokenizationRules]
+    tokenizer_json: str
+    pairs: dict[tuple[str, str], StageResult] = field(default_factory=dict)
+    prepared: dict[str, Prepared] = field(default_factory=dict)
+    post: list[tuple[PostTraining, object]] = field(default_factory=list)
+
+    def co_teachers(self) -> tuple[dict[str, list[StageResult]], list[float]]:
+        """Each language's ``coteacher`` stages, and each co-teacher's weight."""
+        stages: dict[str, list[StageResult]] = {}
+        for _, lang, stage in self.prepared.get("coteacher", []):
+            stages.setdefault(lang, []).append(stage)
+        weights = [weight for step, config in self.post if step.section == "coteacher" for _, weight in config.pairs()]
+        return stages, weights
+
+
+def distill_identity(config: DistillConfig, inputs: DistillInputs, seed: int) -> dict:
+    """The distill stage's identity: its section, the seed, and what each post-training hook adds. Options at
+    their off value are left out, so caches from before an option existed stay valid."""
     identity = {**asdict(config), "seed": seed}
-    identity.pop("gram_buckets")  # fitted after this stage, by the grams stage
-    for option in ("center_targets", "rare_word_pieces", "random_batch_weight", "shrinkage", "alone_shrinkage",
-                   "co_teacher"):
+    for step, section in inputs.post:
+        if step.identity:
+            identity.update(step.identity(section))
+    for option in ("center_targets", "rare_word_pieces", "random_batch_weight"):
         if not identity[option]:
-            identity.pop(option)  # caches from before the option stay valid
-    if not config.co_teacher:
-        identity.pop("co_teacher_weight")
+            identity.pop(option)
+    return identity
+
+
+def run_distill(ctx: StageContext, config: DistillConfig, inputs: DistillInputs) -> StageResult:
+    """Train the PCA'd table on the objectives, then let each post-training hook refine the best table."""
+    pca, compose, extracts, rules = inputs.pca, inputs.compose, inputs.extracts, inputs.rules
+    co_stages, co_weights = inputs.co_teachers()
+    identity = distill_identity(config, inputs, ctx.seed)
 
     def compute(run: StageRun) -> dict:
         import torch
@@ -51,10 +75,11 @@ def run_distill(config: DistillConfig, pca: StageResult, compose: StageResult, e
                                             random_batches, retrieval_accuracy, train)
         from swembed.teachers.base import pick_device
 
-        dev = pick_device(device)
+        dev = pick_device(ctx.device)
+        seed = ctx.seed
         table = np.load(pca.path / files.TABLE)
         layout = Layout.read(compose.path)
-        tokenizers = layout.tokenizers(rules, Tokenizer.from_str(tokenizer_json))
+        tokenizers = layout.tokenizers(rules, Tokenizer.from_str(inputs.tokenizer_json))
         contexts = np.load(compose.path / files.WORD_CONTEXTS)
         rng = np.random.default_rng(seed)
         objectives, stats = [], {}
@@ -64,8 +89,7 @@ def run_distill(config: DistillConfig, pca: StageResult, compose: StageResult, e
                 targets = np.load(extract.path / files.TARGETS, mmap_mode="r" if lang in co_stages else None)
                 if lang in co_stages:
                     targets = joint_targets(targets, [np.load(stage.path / files.TARGETS, mmap_mode="r")
-                                                      for stage in co_stages[lang]],
-                                            [weight for _, weight in config.co_teachers()])
+                                                      for stage in co_stages[lang]], co_weights)
                 targets = torch.as_tensor(targets, device=dev)
                 if config.center_targets:
                     targets = centred(targets)
@@ -83,7 +107,7 @@ def run_distill(config: DistillConfig, pca: StageResult, compose: StageResult, e
                         objectives.append(replace(objectives[-1], name=f"{name} random batches",
                                                   weight=config.kd_weight * config.random_batch_weight,
                                                   batches=random_batches))
-        for (a, b), stage in pair_stages.items():
+        for (a, b), stage in inputs.pairs.items():
             pairs = read_pairs(stage, config.min_teacher_similarity)
             stats[f"pairs {a}-{b}"] = len(pairs)
             order = rng.permutation(len(pairs))[: config.max_pairs or None]
@@ -95,13 +119,12 @@ def run_distill(config: DistillConfig, pca: StageResult, compose: StageResult, e
             raise ValueError("distillation has no objective: kd_weight is 0 and there are no parallel pairs")
         settings = LoopSettings(config.batch_size, config.lr, config.max_steps, config.eval_every, config.patience,
                                 seed)
-        best, history = train(table, objectives, settings, dev, run.partial, checkpoint_seconds, run.unit_done,
+        best, history = train(table, objectives, settings, dev, run.partial, ctx.checkpoint_seconds, run.unit_done,
                               run.quiet)
-        if config.shrinkage:
-            stats["shrunk words"] = shrink_to_backoff(best, layout, tokenizers, contexts, config.shrinkage)
-        if config.alone_shrinkage:
-            stats["words pulled to alone"] = shrink_to_alone(best, np.load(alone.path / files.ALONE), contexts,
-                                                             config.alone_shrinkage)
+        trained = Trained(layout, tokenizers, contexts, inputs.prepared)
+        for step, section in inputs.post:
+            if step.refine:
+                stats.update(step.refine(best, section, trained))
         np.save(run.out / files.TABLE, best.astype(np.float32))
         (run.out / files.HISTORY).write_text(json.dumps(history, indent=1))
         for objective in objectives:
@@ -111,9 +134,9 @@ def run_distill(config: DistillConfig, pca: StageResult, compose: StageResult, e
         return {**stats, **{k: history[k] for k in ("initial_val_loss", "best_val_loss", "best_step", "steps",
                                                       "train_examples", "stopped_early", "device")}}
 
-    inputs = [pca, compose, *extracts.values(), *pair_stages.values(), *([alone] if alone else []),
-              *(stage for stages in co_stages.values() for stage in stages)]
-    return run_stage("distill", work_dir, identity, inputs, compute, force=force, quiet=quiet)
+    prepared = [stage for items in inputs.prepared.values() for _, _, stage in items]
+    return ctx.run("distill", identity, [pca, compose, *extracts.values(), *inputs.pairs.values(), *prepared],
+                   compute)
 
 
 def rare_words_as_pieces(tokenizer: WordTokenizer, contexts: np.ndarray, max_contexts: int, ids: TokenIds,
@@ -130,21 +153,3 @@ def rare_words_as_pieces(tokenizer: WordTokenizer, contexts: np.ndarray, max_con
                            tokenizer.pieces, tokenizer.piece_rows)
     return (hidden.encode_batch([sentences[i] for i in chosen]),
             targets[torch.as_tensor(chosen, device=targets.device)], name)
-
-
-def shrink_to_backoff(table: np.ndarray, layout: Layout, tokenizers: dict[str, WordTokenizer], contexts: np.ndarray,
-                      k: float) -> int:
-    """After training, in place: each word row seen in n > 0 sentences becomes ``(n v + k u) / (n + k)``, ``u``
-    being what the inference tokeniser gives that word were it unknown (its trained pieces, weighted as unknown
-    words are), so a word known from one or two sentences leans on its composition. Returns the rows moved."""
-    words = table[: len(contexts)]
-    composed = np.zeros_like(words)
-    found = np.zeros(len(contexts), dtype=bool)
-    spans = {tuple(span): lang for lang, span in layout.languages.items()}  # merged languages share one span
-    for (start, end), lang in spans.items():
-        for row in range(start, end):
-            rows, weights = tokenizers[lang].backoff(layout.labels[row])
-            if rows:
-                composed[row] = np.asarray(weights, dtype=table.dtype) @ table[rows]
-                found[row] = True
-    return shrink(words, composed, contexts, k, found)

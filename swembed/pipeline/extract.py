@@ -33,7 +33,7 @@ import torch
 
 from swembed.pipeline import files
 from swembed.pipeline.config import ExtractConfig
-from swembed.pipeline.stage import StageResult, StageRun, run_stage
+from swembed.pipeline.stage import StageContext, StageResult, StageRun
 from swembed.pipeline.vocab import read_vocab
 from swembed.runtime.outputs import atomic_file
 from swembed.runtime.tokenizer import TokenizationRules, WordTokenizer, word_splitter
@@ -383,10 +383,10 @@ def extraction_loop(teacher, texts: list[str], batches: list[np.ndarray], first_
     return {"forward_s": forward_s, "wait_s": prefetch.wait_s, "workers": workers}
 
 
-def run_extract(config: ExtractConfig, rules: TokenizationRules, corpus: StageResult, vocab: StageResult,
-                selection: Selection, teacher, work_dir: Path, seed: int = 0, checkpoint_seconds: float = 60.0,
-                force: bool = False, quiet: bool = False) -> StageResult:
+def run_extract(ctx: StageContext, config: ExtractConfig, rules: TokenizationRules, corpus: StageResult,
+                vocab: StageResult, selection: Selection, teacher) -> StageResult:
     """The extract stage over ``selection`` (made from the same config, rules, corpus, vocab, teacher and seed)."""
+    checkpoint_seconds = ctx.checkpoint_seconds
 
     def compute(run: StageRun) -> dict:
         from tqdm.auto import tqdm
@@ -415,7 +415,7 @@ def run_extract(config: ExtractConfig, rules: TokenizationRules, corpus: StageRe
         done_sentences = int(sum(len(batches[b]) for b in range(first_batch)))
         # progress in tokens: batches run shortest first, so a sentence count would promise too early an end
         bar = tqdm(total=int(lengths.sum()), initial=int(lengths[order[:done_sentences]].sum()),
-                   unit="tok", unit_scale=True, desc="extract", disable=quiet, smoothing=0.05)
+                   unit="tok", unit_scale=True, desc="extract", disable=run.quiet, smoothing=0.05)
         pooled_parts: list[tuple[int, torch.Tensor]] = []
         last_save = time.time()
 
@@ -469,8 +469,7 @@ def run_extract(config: ExtractConfig, rules: TokenizationRules, corpus: StageRe
             "resumed_after_unit": units_done,
         }
 
-    return run_stage("extract", work_dir, extract_identity(config, rules, teacher, seed), [corpus, vocab], compute,
-                     force=force, quiet=quiet)
+    return ctx.run("extract", extract_identity(config, rules, teacher, ctx.seed), [corpus, vocab], compute)
 
 
 def teacher_vocab_size(teacher) -> int:

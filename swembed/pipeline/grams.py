@@ -4,17 +4,17 @@ Each word is the mean of its n-gram buckets (``swembed.runtime.tokenizer.char_gr
 rows G solve the ridge problem min ||A G - W||^2 + lambda ||G||^2 over every word row W of the table (A: words x
 buckets, 1/g for each of a word's g n-grams), by conjugate gradients, one column per dimension, all at once.
 At inference an unknown word is the mean of its pieces' half and its grams' half (``WordTokenizer.backoff``).
-Artifact: ``grams.npy`` (buckets, d) float32.
+Artifact: ``grams.npy`` (buckets, d) float32; ``GRAM_ROWS`` (registered in ``swembed.pipeline.build``) appends them to
+the table as its ``grams`` rows.
 """
 from __future__ import annotations
-
-from pathlib import Path
 
 import numpy as np
 
 from swembed.pipeline import files
 from swembed.pipeline.compose import Layout
-from swembed.pipeline.stage import StageResult, StageRun, run_stage
+from swembed.pipeline.config import GramsConfig
+from swembed.pipeline.stage import PostTraining, StageContext, StageResult, StageRun
 from swembed.runtime.tokenizer import GRAM_SIZES, char_gram_buckets
 
 RIDGE = 0.01  # STS-B dev, rarest 75% of words hidden, 2^18 buckets: 84.71 / 84.94 / 84.84 at ridge 1 / 0.01 / 0.001
@@ -56,9 +56,9 @@ def fit_grams(a, targets: np.ndarray, ridge: float = RIDGE, iterations: int = IT
     return grams
 
 
-def run_grams(buckets: int, table: StageResult, compose: StageResult, work_dir: Path, force: bool = False,
-              quiet: bool = False) -> StageResult:
-    """Fit ``buckets`` gram rows to the word rows of ``table`` (the distill or pca artifact)."""
+def run_grams(ctx: StageContext, config: GramsConfig, table: StageResult, compose: StageResult) -> StageResult:
+    """Fit ``config.buckets`` gram rows to the word rows of ``table`` (the distill or pca artifact)."""
+    buckets = config.buckets
     identity = {"buckets": buckets, "sizes": list(GRAM_SIZES), "ridge": RIDGE, "iterations": ITERATIONS}
 
     def compute(run: StageRun) -> dict:
@@ -71,4 +71,13 @@ def run_grams(buckets: int, table: StageResult, compose: StageResult, work_dir: 
         residual = np.linalg.norm(a @ grams - words) / np.linalg.norm(words)
         return {"words": len(rows), "relative residual": round(float(residual), 4)}
 
-    return run_stage("grams", work_dir, identity, [table, compose], compute, force=force, quiet=quiet)
+    return ctx.run("grams", identity, [table, compose], compute)
+
+
+def _rows(ctx: StageContext, config: GramsConfig, table: StageResult,
+          compose: StageResult) -> tuple[StageResult, np.ndarray, list[str]]:
+    stage = run_grams(ctx, config, table, compose)
+    return stage, np.load(stage.path / files.GRAMS), [f"<gram {i}>" for i in range(config.buckets)]
+
+
+GRAM_ROWS = PostTraining("grams", enabled=lambda config: bool(config.buckets), rows=_rows)

@@ -64,13 +64,12 @@ def encode_reusing(teacher, texts: list[str], extracts) -> tuple[np.ndarray, int
     return out, len(texts) - len(todo)
 
 
-def run_pairs(lang: str, paths: list[str], exclude: list[str], teacher, work_dir: Path, score: bool = True,
-              force: bool = False, quiet: bool = False, extracts=()):
+def run_pairs(ctx, lang: str, paths: list[str], exclude: list[str], teacher, score: bool = True, extracts=()):
     """Stage ``pairs-xx``: the translation pairs of one language pair with the evaluation sentences excluded, and
     (``score``) the teacher's cosine of each, so that distillation can drop the pairs the teacher does not
     consider translations; texts the ``extracts`` already encoded are not encoded again. Artifact ``pairs.tsv``,
     ``similarity.npy``."""
-    from swembed.pipeline.stage import StageRun, run_stage
+    from swembed.pipeline.stage import StageRun
 
     identity = {"lang": lang, "files": [describe_source(p.split("::")[0]) | {"spec": p} for p in paths],
                 "exclude": [describe_source(p) for p in expand_sources(exclude)], **HELD_OUT_RULE,
@@ -89,7 +88,7 @@ def run_pairs(lang: str, paths: list[str], exclude: list[str], teacher, work_dir
             stats["similarity_deciles"] = [round(float(q), 3) for q in np.quantile(similarity, np.linspace(0, 1, 11))]
         return stats
 
-    return run_stage(f"pairs-{lang}", work_dir, identity, [], compute, force=force, quiet=quiet)
+    return ctx.run(f"pairs-{lang}", identity, [], compute)
 
 
 def read_pairs(result, min_similarity: float | None = None) -> list[tuple[str, str]]:

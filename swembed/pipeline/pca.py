@@ -21,7 +21,7 @@ import numpy as np
 from swembed.pipeline import files
 from swembed.pipeline.compose import Layout
 from swembed.pipeline.config import BuildError, PCAConfig
-from swembed.pipeline.stage import StageResult, StageRun, run_stage
+from swembed.pipeline.stage import StageContext, StageResult, StageRun
 from swembed.runtime import StaticEmbedder, WordTokenizer
 from swembed.runtime.tokenizer import TokenizationRules
 
@@ -108,9 +108,9 @@ def language_views(data: np.ndarray, labels: np.ndarray, mean: np.ndarray, compo
             "PCA with ABTT": silhouette(with_abtt, labels)}
 
 
-def run_pca(config: PCAConfig, compose: StageResult, extracts: dict[str, StageResult],
-            rules: dict[str, TokenizationRules], tokenizer_json: str, work_dir: Path, seed: int = 0,
-            force: bool = False, quiet: bool = False) -> StageResult:
+def run_pca(ctx: StageContext, config: PCAConfig, compose: StageResult, extracts: dict[str, StageResult],
+            rules: dict[str, TokenizationRules], tokenizer_json: str) -> StageResult:
+    seed = ctx.seed
     identity = {**asdict(config), "seed": seed}
 
     def compute(run: StageRun) -> dict:
@@ -150,7 +150,7 @@ def run_pca(config: PCAConfig, compose: StageResult, extracts: dict[str, StageRe
             stats["silhouette"] = {k: round(v, 4) for k, v in scores.items()}
         return stats
 
-    return run_stage("pca", work_dir, identity, [compose, *extracts.values()], compute, force=force, quiet=quiet)
+    return ctx.run("pca", identity, [compose, *extracts.values()], compute)
 
 
 def kept_components(pca_file: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -45,10 +45,11 @@ def probe_seconds(teacher, selection: Selection) -> float:
     return selection.padded_tokens * seconds_per_size(lambda batch: teacher.run(batch).pooled.cpu(), inputs, sizes)
 
 
-def build_plan(config: BuildConfig, teacher, selections: dict[str, Selection | None], vocab_sizes: dict[str, int]
-               ) -> dict:
+def build_plan(config: BuildConfig, teacher, selections: dict[str, Selection | None], vocab_sizes: dict[str, int],
+               later: tuple[str, ...] = ()) -> dict:
     """Sentences to encode (the selection extraction will run), teacher passes, and the estimated time and peak
-    memory on this device, per language and in all; a language whose extract is cached costs nothing."""
+    memory on this device, per language and in all; a language whose extract is cached costs nothing. ``later``:
+    what the post-training stages will run through a teacher (their ``plan`` hooks)."""
     numbers, lines = {}, [f"plan ({teacher.device.type}, teacher {config.teacher}, {teacher.dim}-d tokens):"]
     hidden, pooled, pieces = teacher.dim, teacher.pooled_dim, teacher_vocab_size(teacher)
     total_s = 0.0
@@ -72,12 +73,7 @@ def build_plan(config: BuildConfig, teacher, selections: dict[str, Selection | N
         lines.append(f"  {lang}: {encode:,} of {selection.corpus_sentences:,} sentences through the teacher "
                      f"({selection.padded_tokens / 1e6:,.2f}M padded tokens, ~{seconds / 60:.1f} min at the rate "
                      f"measured here), {vocab:,} words")
-    if config.distill_enabled and config.distill.alone_shrinkage:
-        lines.append(f"  then every word row read alone through the teacher ([distill] alone_shrinkage; one word per "
-                     f"sentence, {sum(vocab_sizes.values()):,} short sentences; cached after the first build)")
-    for name, _ in config.distill.co_teachers() if config.distill_enabled else []:
-        lines.append(f"  then every encoded sentence through the co-teacher {name} ([distill] co_teacher; timed "
-                     f"when it is loaded, cached after the first build)")
+    lines += [f"  then {step}" for step in later]  # teacher passes of the post-training stages
     peak += rss_bytes()  # the teacher, the texts and the selection, loaded now
     numbers["estimated_extract_s"] = round(total_s)
     numbers["estimated_peak_mb"] = _mib(peak)

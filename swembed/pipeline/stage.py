@@ -193,3 +193,76 @@ def run_stage(
     shutil.rmtree(partial, ignore_errors=True)
     logger.info("%s: done in %.1fs, peak %.0f MB", name, manifest["wall_s"], manifest["peak_rss_mb"])
     return StageResult(name, key, final, manifest)
+
+
+@dataclass(frozen=True)
+class StageContext:
+    """What every stage of one build shares: the work folder its artifacts go to, the device, the seed, whether to
+    recompute cached stages (``force``), progress bars off (``quiet``) and the least time between checkpoints.
+    Each stage takes it and its own config section."""
+
+    work: Path
+    device: str = "auto"
+    seed: int = 0
+    force: bool = False
+    quiet: bool = False
+    checkpoint_seconds: float = 60.0
+
+    def run(self, name: str, identity: dict, inputs: list[StageResult],
+            compute: Callable[[StageRun], dict]) -> StageResult:
+        """``run_stage`` in this build's work folder."""
+        return run_stage(name, self.work, identity, inputs, compute, force=self.force, quiet=self.quiet)
+
+    def cached(self, name: str, identity: dict, inputs: list[StageResult]) -> StageResult | None:
+        """The finished artifact of this stage, unless ``force``."""
+        return None if self.force else cached_stage(name, self.work, identity, inputs)
+
+
+Prepared = list[tuple[str, "str | None", StageResult]]  # (label in the build report, language or None, stage)
+
+
+@dataclass(frozen=True)
+class PostTraining:
+    """A stage around training, registered once (``swembed.pipeline.build.POST_TRAINING``), reading only its own
+    config section (``BuildConfig.<section>``). Every hook is optional:
+
+    * ``prepare(ctx, section, sources)``: stages it needs before training (``sources``: a ``PrepareSources``);
+      they become inputs of the distill stage;
+    * ``identity(section)``: what it adds to the distill stage's identity;
+    * ``refine(table, section, trained)``: changes the trained table in place (``trained``: a ``Trained``), in
+      registration order, inside the distill stage; returns statistics;
+    * ``rows(ctx, section, table_stage, compose)``: (its stage, rows, their labels): rows that follow the table's
+      rows in the model folder, declared in config.json as ``{section: {"rows": [start, end]}}``;
+    * ``plan(section, words)``: lines for the build's plan, saying what its ``prepare`` runs through a teacher
+      (``words``: the vocabulary size of all languages).
+    """
+
+    section: str
+    enabled: Callable[[object], bool]
+    prepare: Callable[..., Prepared] | None = None
+    identity: Callable[[object], dict] | None = None
+    refine: Callable[..., dict] | None = None
+    rows: Callable[..., tuple[StageResult, object, list[str]]] | None = None
+    plan: Callable[[object, int], list[str]] | None = None
+
+
+@dataclass
+class PrepareSources:
+    """What a ``prepare`` hook may read: the build's teacher, its compose and extract stages, and a loader of
+    other teachers on the build's device and precision."""
+
+    teacher: object
+    compose: StageResult
+    extracts: dict[str, StageResult]
+    load_teacher: Callable[[str], object]
+
+
+@dataclass
+class Trained:
+    """What a ``refine`` hook may read: the composed layout, each language's tokenizer, each word's context count
+    and the stages every hook prepared (by section)."""
+
+    layout: object
+    tokenizers: dict
+    contexts: object
+    prepared: dict[str, Prepared]

@@ -15,7 +15,7 @@ from pathlib import Path
 from swembed.pipeline import files
 from swembed.pipeline.config import VocabConfig
 from swembed.pipeline.sources import COMPRESSED, CorpusError
-from swembed.pipeline.stage import StageResult, StageRun, run_stage, text_digest
+from swembed.pipeline.stage import StageContext, StageResult, StageRun, text_digest
 from swembed.runtime.tokenizer import TokenizationRules, iter_words, normalize_text, word_splitter
 
 
@@ -67,8 +67,8 @@ def listed_words(path: str, data: bytes, rules: TokenizationRules) -> list[str]:
     return list(words)
 
 
-def run_vocab(config: VocabConfig, rules: TokenizationRules, corpus: StageResult, tokenizer_json: str,
-              work_dir: Path, force: bool = False, quiet: bool = False) -> StageResult:
+def run_vocab(ctx: StageContext, config: VocabConfig, rules: TokenizationRules, corpus: StageResult,
+              tokenizer_json: str) -> StageResult:
     """Stage 2 for one language (its ``rules``; zh/ja keep ``teacher_vocab_size`` words)."""
     cap = config.max_size if rules.words == "pattern" else config.teacher_vocab_size
     add_teacher = config.teacher_words and rules.words == "pattern"
@@ -103,7 +103,7 @@ def run_vocab(config: VocabConfig, rules: TokenizationRules, corpus: StageResult
                 "teacher_only_words": len(added) - len(listed),
                 "vocab_size": len(kept) + len(added), "token_coverage": round(covered / max(tokens, 1), 5)}
 
-    return run_stage("vocab", work_dir, identity, [corpus], compute, force=force, quiet=quiet)
+    return ctx.run("vocab", identity, [corpus], compute)
 
 
 def read_vocab(result: StageResult) -> tuple[list[str], list[int]]:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from swembed.runtime.folder import read_model_folder
+from swembed.runtime.folder import TOKENIZER_FILE, read_model_folder, write_model_folder
 from swembed.runtime.langid import LanguageIdentifier
 from swembed.runtime.tokenizer import TokenIds, TokenizationRules, WordTokenizer
 
@@ -40,6 +40,8 @@ class StaticEmbedder:
         self._labels: list[str] | None = None
         self.word_contexts = word_contexts
         self._language_identifier: LanguageIdentifier | None = None
+        self.arrays: dict[str, np.ndarray] = {}  # the model folder's other .npy files (pca_mean, word_contexts, ...)
+        self.tokenizer_json: str | None = None  # the text of the folder's tokenizer.json, as read
 
     @property
     def dim(self) -> int:
@@ -122,7 +124,24 @@ class StaticEmbedder:
             model = cls(table, next(iter(tokenizers.values())), config, folder.scales, tokenizers, contexts,
                         folder.codes)
         model._labels = words
+        model.arrays = dict(folder.arrays)
+        if subword is not None:
+            model.tokenizer_json = (Path(path) / TOKENIZER_FILE).read_text(encoding="utf-8")
         return model
+
+    def save(self, path: str | Path, overwrite: bool = False) -> Path:
+        """Write the model as a model folder at ``path`` (atomically; an existing ``path`` only with ``overwrite``).
+        A loaded model is written back byte for byte: ``load(p).save(q)`` gives ``q`` the files of ``p``."""
+        tokenizer_json = self.tokenizer_json
+        if tokenizer_json is None and self.tokenizer.pieces is not None:
+            tokenizer_json = self.tokenizer.pieces.to_str()
+        arrays = dict(self.arrays)
+        if self.word_contexts is not None:
+            arrays["word_contexts"] = self.word_contexts
+        if self.scales is not None:
+            arrays["scales"] = self.scales
+        return write_model_folder(Path(path), self.table, self.labels, self.config, tokenizer_json, arrays,
+                                  overwrite=overwrite)
 
     def mean_rows(self, batch: TokenIds, normalize: bool = True) -> np.ndarray:
         """Weighted mean of consecutive runs of table rows: ``batch.lengths[i]`` rows of ``batch.ids`` per text.
