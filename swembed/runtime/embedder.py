@@ -6,7 +6,11 @@ from pathlib import Path
 
 import numpy as np
 
-from swembed.runtime.folder import first_non_finite_row, non_finite_error, read_model_folder
+from swembed.runtime.folder import (
+    first_non_finite_row,
+    non_finite_error,
+    read_model_folder,
+)
 from swembed.runtime.langid import LanguageIdentifier
 from swembed.runtime.tokenizer import TokenIds, TokenizationRules, WordTokenizer
 

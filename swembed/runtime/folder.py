@@ -41,7 +41,10 @@ class OutputExistsError(ValueError):
 
 
 def check_writable(out: Path, overwrite: bool) -> None:
-    """Refuse an existing output unless ``overwrite`` (checked before any work, and again when committing)."""
+    """Refuse an existing output unless ``overwrite`` (checked before any work, and again when committing), and
+    a path with no name of its own (``.``, ``..``)."""
+    if Path(out).name in ("", ".", ".."):
+        raise OutputExistsError(f"{out}: an output needs a name of its own (not . or ..), e.g. {Path(out) / 'out'}")
     if Path(out).exists() and not overwrite:
         raise OutputExistsError(f"{out} already exists; pass --overwrite to replace it")
 
@@ -52,10 +55,10 @@ def read_vocab(path: Path) -> list[str]:
 
 
 FOREIGN_FOLDERS = (  # (a file that marks it, what it is and what to do with it)
-    ("model.safetensors", "a model2vec folder, not a swembed model folder: give it as model2vec:{folder} to "
-                          "swembed eval, bench or ensemble, or load it with model2vec"),
-    ("modules.json", "a sentence-transformers folder, not a swembed model folder: load it with "
-                     "sentence_transformers"),
+    ("model.safetensors", ("a model2vec folder, not a swembed model folder: give it as model2vec:{folder} to "
+                           "swembed eval, bench or ensemble, or load it with model2vec")),
+    ("modules.json", ("a sentence-transformers folder, not a swembed model folder: load it with "
+                      "sentence_transformers")),
 )
 
 

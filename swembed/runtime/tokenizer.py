@@ -64,15 +64,16 @@ class TokenizationRules:
 
     def __post_init__(self) -> None:
         """Each value of the right type and range (a hand-edited config.json fails here, naming the key)."""
+        # ValueError, not TypeError, for a wrong type too: each is a bad value in a config file or recipe
         if not isinstance(self.word_pattern, str):
-            raise ValueError(f"tokenization word_pattern must be a string, got {self.word_pattern!r}")
+            raise ValueError(f"tokenization word_pattern must be a string, got {self.word_pattern!r}")  # noqa: TRY004
         try:
             re.compile(self.word_pattern)
         except re.error as exc:
             raise ValueError(f"tokenization word_pattern is not a regular expression ({exc}): "
                              f"{self.word_pattern!r}") from None
         if not isinstance(self.lowercase, bool):
-            raise ValueError(f"tokenization lowercase must be true or false, got {self.lowercase!r}")
+            raise ValueError(f"tokenization lowercase must be true or false, got {self.lowercase!r}")  # noqa: TRY004
         if self.unicode_normalization not in NORMALIZATION_FORMS:
             raise ValueError(f"tokenization unicode_normalization must be one of {NORMALIZATION_FORMS}, "
                              f"got {self.unicode_normalization!r}")
