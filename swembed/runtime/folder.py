@@ -44,7 +44,7 @@ def check_writable(out: Path, overwrite: bool) -> None:
     """Refuse an existing output unless ``overwrite`` (checked before any work, and again when committing), and
     a path with no name of its own (``.``, ``..``)."""
     if Path(out).name in ("", ".", ".."):
-        raise OutputExistsError(f"{out}: an output needs a name of its own (not . or ..), e.g. {Path(out) / 'out'}")
+        raise OutputExistsError(f"{out}: an output needs a name of its own (not . or ..); give a folder or file name")
     if Path(out).exists() and not overwrite:
         raise OutputExistsError(f"{out} already exists; pass --overwrite to replace it")
 
