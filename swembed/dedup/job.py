@@ -52,6 +52,8 @@ class DedupConfig:
             raise ValueError(f"--threshold is a cosine in [-1, 1], got {self.threshold}")
         if self.k < 1:
             raise ValueError(f"--k must be at least 1, got {self.k}")
+        if self.batch_size < 1:
+            raise ValueError(f"--batch-size must be at least 1, got {self.batch_size}")
 
 
 @dataclass

@@ -16,6 +16,7 @@ from swembed.runtime.tokenizer import TokenIds, TokenizationRules, WordTokenizer
 
 _GATHER_ROWS = 1 << 11  # table rows gathered at once by mean_rows (the gather stays in cache: ~1.5x over 1 << 16)
 _FLOAT32_WORDS = 64  # longer texts are summed in float64
+_FLOAT32_TINY = float(np.finfo(np.float32).tiny)
 
 
 class StaticEmbedder:
@@ -169,12 +170,17 @@ class StaticEmbedder:
         blocks = [(0, self.dim, 1.0)]
         subspaces = self.config.get("ensemble", {}).get("subspaces")
         if subspaces:
-            total = sum(s["weight"] for s in subspaces)
+            top = max(s["weight"] for s in subspaces)  # weights over the largest: their sum cannot overflow
+            total = sum(s["weight"] / top for s in subspaces)
             ends = np.cumsum([s["dim"] for s in subspaces])
-            blocks = [(end - s["dim"], end, (s["weight"] / total) ** 0.5) for s, end in zip(subspaces, ends)]
+            blocks = [(end - s["dim"], end, (s["weight"] / top / total) ** 0.5) for s, end in zip(subspaces, ends)]
         for start, end, scale in blocks:
             part = out[:, start:end]
-            norms = np.linalg.norm(part, axis=1, keepdims=True) / scale
+            if scale < _FLOAT32_TINY:  # a weight too small beside the largest to count in float32
+                part[:] = 0
+                continue
+            with np.errstate(over="ignore"):  # a norm over a tiny scale may overflow: that part becomes 0
+                norms = np.linalg.norm(part, axis=1, keepdims=True) / scale
             np.divide(part, norms, out=part, where=norms > 0)
 
     def encode(self, texts: Iterable[str] | str, batch_size: int = 4096, normalize: bool = True,
