@@ -57,7 +57,9 @@ PROMISES: dict[str, Promise] = {}
 def promise(input: str, before: str, now: str, *messages: str):
     def register(test):
         module = Path(sys.modules[test.__module__].__file__).stem  # its file's name, also when run as a script
-        PROMISES[test.__name__] = Promise(input, before, now, messages, f"tests/{module}.py::{test.__name__}")
+        where = f"tests/{module}.py::{test.__name__}"
+        assert PROMISES.get(test.__name__, Promise("", "", "", (), where)).test == where, f"two tests {test.__name__}"
+        PROMISES[test.__name__] = Promise(input, before, now, messages, where)
         return test
     return register
 

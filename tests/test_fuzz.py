@@ -207,7 +207,7 @@ def test_fuzzed_flag_values(template, flags, weights):
          "<file>: only <n>% of its first characters are printable text; not a text file")
 @FUZZ
 @given(texts=st.lists(st.text(), max_size=12))
-def test_fuzzed_unicode(template, texts):
+def test_hypothesis_unicode(template, texts):
     model = swembed.load(template)
     vectors = model.encode(texts)
     check_vectors(vectors, len(texts))
@@ -222,7 +222,7 @@ def test_fuzzed_unicode(template, texts):
             np.testing.assert_allclose(np.load(out), model.encode(lines).reshape(len(lines), 8), atol=1e-6)
         else:
             assert result.returncode == 2 and not out.exists(), result
-            check_refusal(result.stderr, "encode", "test_fuzzed_unicode")
+            check_refusal(result.stderr, "encode", "test_hypothesis_unicode")
 
 
 assert set(TINY_WORDS) >= {"the", "cat", "good", "dog"}  # TEXTS and RECORDS have known words
