@@ -3,9 +3,11 @@ folder's ``table_check`` record matches its table, as for any folder swembed wro
 the page cache) and cold (the folder's pages evicted first with ``posix_fadvise``), and the vocabulary checks alone.
 
     python -m lab.bench_load_checks                       # a made folder of minilm-256-shared's shape (231 MiB)
-    python -m lab.bench_load_checks --model models/minilm-256-shared
+    python -m lab.bench_load_checks --model DIR           # a folder of one's own (its pages are evicted: not one
+                                                          # another process is reading)
 
-Prints one JSON object (medians in seconds over ``--repeats`` loads).
+Prints one JSON object: for each case the medians over ``--repeats`` loads of the wall time and of the process's
+CPU time (the steadier one on a machine shared with other work).
 """
 from __future__ import annotations
 
@@ -50,20 +52,22 @@ def evict(folder: Path) -> None:
                 os.close(fd)
 
 
-def time_load(folder: Path, scan: bool | None, cold: bool, repeats: int) -> float:
+def time_load(folder: Path, scan: bool | None, cold: bool, repeats: int) -> tuple[float, float]:
+    """Medians of the wall time and of this process's CPU time (steadier on a busy machine) of one load."""
     from swembed.runtime.embedder import StaticEmbedder
     from swembed.runtime.folder import read_model_folder
 
-    times = []
+    wall, cpu = [], []
     for _ in range(repeats):
         gc.collect()
         if cold:
             evict(folder)
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         loaded = StaticEmbedder.load(folder) if scan is None else read_model_folder(folder, scan_values=scan)
-        times.append(time.perf_counter() - start)
+        wall.append(time.perf_counter() - start)
+        cpu.append(time.process_time() - start_cpu)
         del loaded
-    return round(statistics.median(times), 4)
+    return round(statistics.median(wall), 3), round(statistics.median(cpu), 3)
 
 
 def main() -> None:
@@ -77,12 +81,13 @@ def main() -> None:
         folder = Path(args.model) if args.model else make_folder(Path(scratch) / "model", ROWS, DIM)
         table = np.load(folder / "embeddings.npy", mmap_mode="r")
         words = read_vocab(folder / VOCAB_FILE)
-        start = time.perf_counter()
+        start = time.process_time()
         check_words(folder / VOCAB_FILE, words, [(0, len(words))])
-        vocab_s = time.perf_counter() - start
+        vocab_s = time.process_time() - start
         result = {"folder": str(folder) if args.model else f"made: {ROWS:,} x {DIM} float32",
                   "table_mib": round(table.nbytes / 2**20, 1), "rows": len(words), "repeats": args.repeats,
-                  "vocab_checks_s": round(vocab_s, 4)}
+                  "vocab_checks_cpu_s": round(vocab_s, 3),
+                  "columns": "[wall s, cpu s], medians"}
         for cold in (False, True):
             for name, scan in (("record_skips_scan", False), ("scan_forced", True)):
                 # read_model_folder alone, so the two differ by the scan only; then a full swembed.load as users call
