@@ -15,6 +15,7 @@ its tokenizer splits least (``paris`` -> ``Paris``, one token).
 """
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -95,8 +96,8 @@ def build_ensemble(specs: list[str], out: str | Path, weights: list[float] | Non
     weights = [1.0] * len(specs) if weights is None else [float(w) for w in weights]
     if len(weights) != len(specs):
         raise ValueError(f"{len(weights)} weights for {len(specs)} members")
-    if any(not w > 0 for w in weights):
-        raise ValueError(f"weights must be positive, got {weights}")
+    if any(not 0 < w < math.inf for w in weights):
+        raise ValueError(f"weights must be positive and finite, got {weights}")
     members = [load_member(s, TokenizationRules()) for s in specs]
     first_swe = next((m for m in members if m.rules is not None), None)
     rules = first_swe.rules if first_swe else TokenizationRules(oov_backoff="none")

@@ -1,7 +1,8 @@
 """Issue 17: what swembed does with bad input. Each test is one row of docs/what-happens-when.md (its
 ``@promise``): the exact one-line message (exit code 2 on the command line, the same text in the library's
 exception) and that nothing was written or lost. ``test_the_doc_is_the_promises`` keeps the page equal to the
-rows here; ``python tests/test_bad_input.py`` rewrites the page's table from them."""
+rows here and in the other ``PROMISE_MODULES``; ``python tests/test_bad_input.py`` rewrites the page's table from
+them."""
 from __future__ import annotations
 
 import json
@@ -25,8 +26,9 @@ from swembed.runtime.folder import ModelFolderError
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "what-happens-when.md"
 BEGIN, END = "<!-- rows: generated from tests/test_bad_input.py -->", "<!-- end of rows -->"
-HEADER = ("| input | before (issue 17) | what swembed does now | the line on stderr (an error: after "
-          "`swembed <command>: error: `) |\n|---|---|---|---|")
+HEADER = ("| input | before (issue 17, or the issue named) | what swembed does now | the line on stderr (an error: "
+          "after `swembed <command>: error: `) | test |\n|---|---|---|---|---|")
+PROMISE_MODULES = ("test_bad_input", "test_checks", "test_fuzz")  # every module whose tests carry a row, in page order
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,7 @@ class Promise:
     before: str
     now: str
     messages: tuple[str, ...] = ()  # shapes; <...> stands for any text
+    test: str = ""  # tests/<module>.py::<test>
 
     def fits(self, message: str) -> bool:
         return any(re.fullmatch("".join(".+" if part.startswith("<") else re.escape(part)
@@ -42,7 +45,8 @@ class Promise:
                    for shape in self.messages)
 
     def row(self) -> str:
-        cells = [self.input, self.before, self.now, "<br>".join(f"`{m}`" for m in self.messages) or "—"]
+        cells = [self.input, self.before, self.now, "<br>".join(f"`{m}`" for m in self.messages) or "—",
+                 f"`{self.test}`"]
         assert not any("|" in cell for cell in cells), cells
         return "| " + " | ".join(cells) + " |"
 
@@ -52,7 +56,10 @@ PROMISES: dict[str, Promise] = {}
 
 def promise(input: str, before: str, now: str, *messages: str):
     def register(test):
-        PROMISES[test.__name__] = Promise(input, before, now, messages)
+        module = Path(sys.modules[test.__module__].__file__).stem  # its file's name, also when run as a script
+        where = f"tests/{module}.py::{test.__name__}"
+        assert PROMISES.get(test.__name__, Promise("", "", "", (), where)).test == where, f"two tests {test.__name__}"
+        PROMISES[test.__name__] = Promise(input, before, now, messages, where)
         return test
     return register
 
@@ -455,13 +462,26 @@ def test_fuzzed_unicode(tiny_model, promised):
 # --- the page ----------------------------------------------------------------------------------------------
 
 
+def all_promises() -> dict[str, Promise]:
+    """Every module's rows, in ``PROMISE_MODULES`` order (importing a module registers its rows)."""
+    import importlib
+
+    for name in PROMISE_MODULES:
+        importlib.import_module(name)
+    order = {name: i for i, name in enumerate(PROMISE_MODULES)}
+    return dict(sorted(PROMISES.items(), key=lambda item: order[item[1].test.split("/")[1].split(".py")[0]]))
+
+
 def doc_table() -> str:
-    return "\n".join([HEADER, *(p.row() for p in PROMISES.values())])
+    return "\n".join([HEADER, *(p.row() for p in all_promises().values())])
 
 
 def test_the_doc_is_the_promises():
-    tests = [name for name in globals() if name.startswith("test_") and name != "test_the_doc_is_the_promises"]
-    assert sorted(tests) == sorted(PROMISES), "every bad-input test carries its row (@promise)"
+    import importlib
+
+    tests = [name for module in PROMISE_MODULES for name in vars(importlib.import_module(module))
+             if name.startswith("test_") and name != "test_the_doc_is_the_promises"]
+    assert sorted(tests) == sorted(all_promises()), "every bad-input test carries its row (@promise)"
     text = DOC.read_text(encoding="utf-8")
     assert text.count(BEGIN) == 1 and text.count(END) == 1
     assert text.split(BEGIN)[1].split(END)[0].strip() == doc_table(), \
@@ -469,6 +489,8 @@ def test_the_doc_is_the_promises():
 
 
 if __name__ == "__main__":
+    sys.modules["test_bad_input"] = sys.modules["__main__"]  # the other modules register their rows here
+    sys.path.insert(0, str(Path(__file__).parent))
     text = DOC.read_text(encoding="utf-8")
     head, rest = text.split(BEGIN)
     DOC.write_text(f"{head}{BEGIN}\n{doc_table()}\n{END}{rest.split(END)[1]}", encoding="utf-8")

@@ -95,8 +95,8 @@ def test_overwrite_never_replaces_a_folder_holding_an_input(tmp_path, tiny_model
                        "dedup")
         assert f"it holds {inside}, an input of this command" in line
         assert snapshot(out) == before
-    line = refused(run_cli(["dedup", records.name, "--model", tiny_model, "--out", ".", "--overwrite"],
-                           cwd=tmp_path), "dedup")  # --out . holds the input (and much else)
+    line = refused(run_cli(["dedup", records.name, "--model", tiny_model, "--out", tmp_path, "--overwrite"],
+                           cwd=tmp_path), "dedup")  # the working folder holds the input (and much else)
     assert "it holds records.txt, an input of this command" in line
     model_inside = write_tiny_model(out / "kept" / "model")  # a model the user put inside: not listed, and an input
     line = refused(run_cli(["dedup", records, "--model", model_inside, "--out", out, "--overwrite"]), "dedup")

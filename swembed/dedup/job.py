@@ -58,6 +58,8 @@ class DedupConfig:
             raise ValueError(f"--k must be at least 1, got {self.k}")
         if self.clusters not in CLUSTERINGS:
             raise ValueError(f"--clusters must be one of {', '.join(CLUSTERINGS)}, got {self.clusters!r}")
+        if self.batch_size < 1:
+            raise ValueError(f"--batch-size must be at least 1, got {self.batch_size}")
 
 
 @dataclass

@@ -5,7 +5,7 @@ SICK TSV). Each set is scored over all its pairs at once, as MTEB does.
 """
 from __future__ import annotations
 
-import csv
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,7 +27,60 @@ class PairSet:
     gold: np.ndarray
 
 
+# The standard sets as shared/data/eval holds them (MTEB's): scored pairs, and a fingerprint of the first pair (see
+# ``fingerprint``), so that a set which starts as the standard one but has another size (a truncated file) is refused
+# instead of scored as if complete; a set of one's own (another first pair) is scored as it is.
+STANDARD_SETS = {
+    "STS12": (3108, "126ea9b310939d25"), "STS13": (1500, "b9489049dae5a8ae"), "STS14": (3750, "0b5f8dd98abe5435"),
+    "STS15": (3000, "f3a16f0c73fd7568"), "STS16": (1186, "7624931e5fe17579"),
+    "STSBenchmark": (1379, "a61aff36c6756d7b"), "STSBenchmark-dev": (1500, "b0fb4aab3639d3f6"),
+    "SICK-R": (9927, "56e4210d8cdda859"),
+}
+
+
+def fingerprint(pairs: PairSet) -> str:
+    """sha256 of the first pair, ``s1<TAB>s2`` (16 hex digits): which set a file holds."""
+    return hashlib.sha256(f"{pairs.s1[0]}\t{pairs.s2[0]}".encode()).hexdigest()[:16] if pairs.s1 else ""
+
+
+def check_standard_size(pairs: PairSet, where: Path) -> PairSet:
+    """Refuse a standard set (``STANDARD_SETS``) with a number of pairs other than its own."""
+    size, first = STANDARD_SETS.get(pairs.name, (None, None))
+    if first == fingerprint(pairs) and len(pairs.gold) != size:
+        raise EvalDataError(f"{where}: {len(pairs.gold)} scored pairs, but {pairs.name} has {size} (the file starts "
+                            "as the standard set does: truncated?); restore the whole set")
+    return pairs
+
+
+def _lines(path: Path) -> list[str]:
+    """The lines of a UTF-8 file (a final newline ends the last line, it does not start another)."""
+    if not path.is_file():
+        raise EvalDataError(f"evaluation file not found: {path}")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise EvalDataError(f"{path}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
+    lines = text.split("\n")
+    return lines[:-1] if lines[-1] == "" else lines
+
+
+def _score(value: str, path: Path, line: int) -> float:
+    try:
+        return float(value)
+    except ValueError:
+        raise EvalDataError(f"{path}:{line}: gold score {value!r} is not a number") from None
+
+
+def _columns(line: str, path: Path, number: int, expected: int, names: str) -> list[str]:
+    cols = line.split("\t")
+    if len(cols) < expected:
+        raise EvalDataError(f"{path}:{number}: {len(cols)} column(s), expected {expected} ({names})")
+    return cols
+
+
 def _semeval_year(folder: Path, name: str) -> PairSet:
+    """STS12-16: each ``STS.input.<x>.txt`` (``s1<TAB>s2``) and its ``STS.gs.<x>.txt`` (one score per line, blank
+    = unlabelled), line by line; files that do not line up are refused, naming them."""
     s1, s2, gold = [], [], []
     inputs = sorted(folder.glob("STS.input.*.txt"))
     if not inputs:
@@ -35,38 +88,48 @@ def _semeval_year(folder: Path, name: str) -> PairSet:
     for path in inputs:
         gs = path.with_name(path.name.replace("STS.input.", "STS.gs."))
         if not gs.is_file():
-            continue
-        pairs = path.read_text(encoding="utf-8").split("\n")
-        scores = gs.read_text(encoding="utf-8").split("\n")
-        for pair, score in zip(pairs, scores):
+            raise EvalDataError(f"{path}: no gold file {gs.name} beside it")
+        pairs, scores = _lines(path), _lines(gs)
+        if len(pairs) != len(scores):
+            raise EvalDataError(f"{gs}: {len(scores)} lines, but {path.name} has {len(pairs)}; the gold scores must "
+                                "line up with the pairs, one line each")
+        for number, (pair, score) in enumerate(zip(pairs, scores), 1):
             if not score.strip():
                 continue
-            cols = pair.split("\t")
+            cols = _columns(pair, path, number, 2, "sentence1, sentence2")
+            gold.append(_score(score, gs, number))
             s1.append(cols[0])
             s2.append(cols[1])
-            gold.append(float(score))
     return PairSet(name, s1, s2, np.asarray(gold))
 
 
 def _stsb(path: Path, name: str) -> PairSet:
     s1, s2, gold = [], [], []
-    for line in path.read_text(encoding="utf-8").split("\n"):
-        cols = line.split("\t")
-        if len(cols) >= 7:
-            gold.append(float(cols[4]))
-            s1.append(cols[5])
-            s2.append(cols[6])
+    for number, line in enumerate(_lines(path), 1):
+        if not line.strip():
+            continue
+        cols = _columns(line, path, number, 7, "genre, file, year, id, score, sentence1, sentence2")
+        gold.append(_score(cols[4], path, number))
+        s1.append(cols[5])
+        s2.append(cols[6])
     return PairSet(name, s1, s2, np.asarray(gold))
 
 
 def _sick(folder: Path) -> PairSet:
     s1, s2, gold = [], [], []
+    fields = ("sentence_A", "sentence_B", "relatedness_score")
     for name in ("SICK_train.txt", "SICK_trial.txt", "SICK_test_annotated.txt"):
-        with open(folder / name, encoding="utf-8") as handle:
-            for row in csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE):
-                s1.append(row["sentence_A"])
-                s2.append(row["sentence_B"])
-                gold.append(float(row["relatedness_score"]))
+        path = folder / name
+        header, *rows = _lines(path)
+        columns = header.split("\t")
+        if not all(f in columns for f in fields):
+            raise EvalDataError(f"{path}:1: the header must name {', '.join(fields)}")
+        at = [columns.index(f) for f in fields]
+        for number, line in enumerate(rows, 2):
+            cols = _columns(line, path, number, len(columns), "\t".join(columns).replace("\t", ", "))
+            s1.append(cols[at[0]])
+            s2.append(cols[at[1]])
+            gold.append(_score(cols[at[2]], path, number))
     return PairSet("SICK-R", s1, s2, np.asarray(gold))
 
 
@@ -76,13 +139,12 @@ def load_pair_set(data_dir: str | Path, name: str) -> PairSet:
     if not root.is_dir():
         raise EvalDataError(f"evaluation data folder not found: {root}")
     if name.startswith("STS1") and len(name) == 5:
-        return _semeval_year(root / name.lower(), name)
-    if name == "STSBenchmark":
-        return _stsb(root / "stsb" / "sts-test.csv", name)
-    if name == "STSBenchmark-dev":
-        return _stsb(root / "stsb" / "sts-dev.csv", name)
+        return check_standard_size(_semeval_year(root / name.lower(), name), root / name.lower())
+    if name in ("STSBenchmark", "STSBenchmark-dev"):
+        path = root / "stsb" / ("sts-test.csv" if name == "STSBenchmark" else "sts-dev.csv")
+        return check_standard_size(_stsb(path, name), path)
     if name == "SICK-R":
-        return _sick(root / "sick")
+        return check_standard_size(_sick(root / "sick"), root / "sick")
     raise EvalDataError(f"unknown STS set {name!r}; known: {', '.join(EN_SETS)}, STSBenchmark-dev")
 
 

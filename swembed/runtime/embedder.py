@@ -1,17 +1,24 @@
 """StaticEmbedder: mean of word vectors, L2-normalised. numpy and tokenizers only."""
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
 
-from swembed.runtime.folder import TOKENIZER_FILE, read_model_folder, write_model_folder
+from swembed.runtime.folder import (
+    TOKENIZER_FILE,
+    first_non_finite_row,
+    non_finite_error,
+    read_model_folder,
+    write_model_folder,
+)
 from swembed.runtime.langid import LanguageIdentifier
 from swembed.runtime.tokenizer import TokenIds, TokenizationRules, WordTokenizer
 
 _GATHER_ROWS = 1 << 11  # table rows gathered at once by mean_rows (the gather stays in cache: ~1.5x over 1 << 16)
 _FLOAT32_WORDS = 64  # longer texts are summed in float64
+_FLOAT32_TINY = float(np.finfo(np.float32).tiny)
 
 
 class StaticEmbedder:
@@ -42,6 +49,7 @@ class StaticEmbedder:
         self._language_identifier: LanguageIdentifier | None = None
         self.arrays: dict[str, np.ndarray] = {}  # the model folder's other .npy files (pca_mean, word_contexts, ...)
         self.tokenizer_json: str | None = None  # the text of the folder's tokenizer.json, as read
+        self.path: Path | None = None  # the model folder it was loaded from
 
     @property
     def dim(self) -> int:
@@ -127,6 +135,7 @@ class StaticEmbedder:
         model.arrays = dict(folder.arrays)
         if subword is not None:
             model.tokenizer_json = (Path(path) / TOKENIZER_FILE).read_text(encoding="utf-8")
+        model.path = Path(path)
         return model
 
     def save(self, path: str | Path, overwrite: bool = False) -> Path:
@@ -196,23 +205,30 @@ class StaticEmbedder:
         blocks = [(0, self.dim, 1.0)]
         subspaces = self.config.get("ensemble", {}).get("subspaces")
         if subspaces:
-            total = sum(s["weight"] for s in subspaces)
+            top = max(s["weight"] for s in subspaces)  # weights over the largest: their sum cannot overflow
+            total = sum(s["weight"] / top for s in subspaces)
             ends = np.cumsum([s["dim"] for s in subspaces])
-            blocks = [(end - s["dim"], end, (s["weight"] / total) ** 0.5) for s, end in zip(subspaces, ends)]
+            blocks = [(end - s["dim"], end, (s["weight"] / top / total) ** 0.5) for s, end in zip(subspaces, ends)]
         for start, end, scale in blocks:
             part = out[:, start:end]
-            norms = np.linalg.norm(part, axis=1, keepdims=True) / scale
+            if scale < _FLOAT32_TINY:  # a weight too small beside the largest to count in float32
+                part[:] = 0
+                continue
+            with np.errstate(over="ignore"):  # a norm over a tiny scale may overflow: that part becomes 0
+                norms = np.linalg.norm(part, axis=1, keepdims=True) / scale
             np.divide(part, norms, out=part, where=norms > 0)
 
-    def encode(self, texts: Sequence[str] | str, batch_size: int = 4096, normalize: bool = True,
+    def encode(self, texts: Iterable[str] | str, batch_size: int = 4096, normalize: bool = True,
                lang: str | None = None) -> np.ndarray:
-        """Encode texts into an (n, d) float32 array of L2-normalised sentence vectors.
+        """Encode texts (one ``str``, or any iterable of them) into an (n, d) float32 array of L2-normalised
+        sentence vectors; never NaN (a table value that would make one is an error naming its row).
 
         ``lang`` selects a multilingual table's language (identified per text when omitted: see
         ``language_identifier``); a monolingual table ignores it.
         """
-        if isinstance(texts, str):
-            texts = [texts]
+        texts = _text_list(texts)
+        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+            raise ValueError(f"batch_size must be an integer of at least 1, got {batch_size!r}")
         if not self.tokenizers:
             return self._encode_with(self.tokenizer, texts, batch_size, normalize)
         if lang is not None:
@@ -230,7 +246,41 @@ class StaticEmbedder:
                      normalize: bool) -> np.ndarray:
         chunks = [self.mean_rows(tokenizer.encode_batch(texts[i : i + batch_size]), normalize)
                   for i in range(0, len(texts), batch_size)]
-        return np.concatenate(chunks) if chunks else np.zeros((0, self.dim), dtype=np.float32)
+        out = np.concatenate(chunks) if chunks else np.zeros((0, self.dim), dtype=np.float32)
+        if not np.isfinite(out).all():
+            raise self._non_finite(tokenizer, texts, out)
+        return out
+
+    def _non_finite(self, tokenizer: WordTokenizer, texts: Sequence[str], out: np.ndarray) -> ValueError:
+        """The error for a vector that is not finite: the first table row the text reads that holds NaN or an
+        infinity (a table damaged after its load-time check), else an overflow of the sum."""
+        text = int(np.flatnonzero(~np.isfinite(out).all(axis=1))[0])
+        rows = np.unique(tokenizer.encode_batch([texts[text]]).ids)
+        table_rows = self._table[rows if self.codes is None else self.codes[rows]]  # a codebook: the words' shared rows
+        bad = first_non_finite_row(table_rows, None if self.scales is None else self.scales[rows])
+        if bad is not None:
+            return non_finite_error(self.path or Path("<table>"), int(rows[bad]), self.labels,
+                                    self.scales is not None)
+        return ValueError(f"text {text}: its vector overflows float32 (the table's values are too large to sum)")
+
+
+def _text_list(texts: object) -> list[str] | Sequence[str]:
+    """``texts`` as a sequence of ``str``: one string, a sequence, or any iterable (a generator is read once);
+    a clear TypeError for anything else, naming the first text that is not a string."""
+    if isinstance(texts, str):
+        return [texts]
+    if texts is None or isinstance(texts, (bytes, bytearray, memoryview)):
+        hint = ": decode them first, e.g. data.decode('utf-8')" if texts is not None else ""
+        raise TypeError(f"encode takes a str or an iterable of str, got {type(texts).__name__}{hint}")
+    if not isinstance(texts, Sequence):
+        if not isinstance(texts, Iterable):
+            raise TypeError(f"encode takes a str or an iterable of str, got {type(texts).__name__}")
+        texts = list(texts)
+    if not all(type(t) is str for t in texts):
+        for i, t in enumerate(texts):
+            if not isinstance(t, str):
+                raise TypeError(f"encode takes texts of type str; text {i} is {type(t).__name__}: {t!r:.60}")
+    return texts
 
 
 def load(path: str | Path, mmap: bool = True) -> StaticEmbedder:

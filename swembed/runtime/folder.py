@@ -12,6 +12,7 @@ codes.npy        (V,) only for codebook tables (int4 and codebook storage: swemb
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,14 +41,23 @@ def read_vocab(path: Path) -> list[str]:
         return handle.read().split("\n")[:-1]
 
 
+FOREIGN_FOLDERS = (  # (a file that marks it, what it is and what to do with it)
+    ("model.safetensors", ("a model2vec folder, not a swembed model folder: give it as model2vec:{folder} to "
+                           "swembed eval, bench or ensemble, or load it with model2vec")),
+    ("modules.json", ("a sentence-transformers folder, not a swembed model folder: load it with "
+                      "sentence_transformers")),
+)
+
+
 def read_config(folder: Path) -> dict:
     path = folder / CONFIG_FILE
+    config = _read_json(path) if path.is_file() else None
+    if not isinstance(config, dict) or "format" not in config:
+        for marker, what in FOREIGN_FOLDERS:
+            if (folder / marker).is_file():
+                raise ModelFolderError(f"{folder} is {what.format(folder=folder)}")
     if not path.is_file():
         raise ModelFolderError(f"{folder} is not a swembed model folder: {CONFIG_FILE} is missing")
-    try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ModelFolderError(f"{path}: not valid JSON ({exc})") from None
     if not isinstance(config, dict) or config.get("format") != FORMAT_NAME:
         found = config.get("format") if isinstance(config, dict) else type(config).__name__
         raise ModelFolderError(f"{path}: format is {found!r}, expected {FORMAT_NAME!r}")
@@ -56,8 +66,17 @@ def read_config(folder: Path) -> dict:
         raise ModelFolderError(f"{path}: format_version must be an integer, got {json.dumps(version)}")
     if version > FORMAT_VERSION:
         raise ModelFolderError(f"{path}: format_version {version} is newer than this swembed reads")
+    if version < 0:
+        raise ModelFolderError(f"{path}: format_version must be 0 to {FORMAT_VERSION}, got {version}")
     _check_types(path, config)
     return config
+
+
+def _read_json(path: Path) -> object:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ModelFolderError(f"{path}: not valid JSON ({exc})") from None
 
 
 ROW_BLOCKS = ("pieces", "grams")  # config keys of the blocks of back-off rows after the words: {"rows": [start, end]}
@@ -78,8 +97,9 @@ def _check_types(path: Path, config: dict) -> None:
     def fail(key: str, expected: str, value: object) -> None:
         raise ModelFolderError(f"{path}: {key} must be {expected}, got {json.dumps(value)}")
 
-    if not isinstance(config.get("tokenizer", TOKENIZER_FILE), (str, type(None))):
-        fail("tokenizer", "a file name or null", config["tokenizer"])
+    if config.get("tokenizer", TOKENIZER_FILE) not in (TOKENIZER_FILE, None):
+        fail("tokenizer", f'"{TOKENIZER_FILE}" or null (no sub-word tokenizer)', config["tokenizer"])
+    _check_ensemble(fail, config.get("ensemble"))
     languages = config.get("languages")
     if languages is not None and not isinstance(languages, dict):
         fail("languages", "an object", languages)
@@ -102,6 +122,80 @@ def _check_types(path: Path, config: dict) -> None:
             raise ModelFolderError(f"{path}: {where}{exc}") from None
 
 
+def _check_ensemble(fail, ensemble: object) -> None:
+    """An ensemble's sub-spaces: each a dimension >= 1 and a positive finite weight (the encoder normalises and
+    weights each; their dims must add up to the table's, checked in ``read_model_folder``)."""
+    if ensemble is None:
+        return
+    if not isinstance(ensemble, dict):
+        fail("ensemble", "an object", ensemble)
+    subspaces = ensemble.get("subspaces", [])
+
+    def valid(s: object) -> bool:
+        dim, weight = (s.get("dim"), s.get("weight")) if isinstance(s, dict) else (None, None)
+        return (isinstance(dim, int) and not isinstance(dim, bool) and dim >= 1 and
+                isinstance(weight, (int, float)) and not isinstance(weight, bool) and 0 < weight < math.inf)
+
+    if not isinstance(subspaces, list) or not all(valid(s) for s in subspaces):
+        fail("ensemble subspaces", 'a list of {"dim": an integer >= 1, "weight": a number above 0}', subspaces)
+
+
+def check_words(path: Path, words: list[str], ranges: list[tuple[int, int]]) -> None:
+    """The vocabulary file as the tokenizer matches it: no byte-order mark, and within each range of word rows
+    (one per language) no empty word, no word with surrounding whitespace, no word twice; otherwise a word
+    would silently never match, or match another row."""
+    if words and words[0].startswith("\ufeff"):
+        raise ModelFolderError(f"{path}: starts with a byte-order mark (U+FEFF); save it as UTF-8 without one")
+    for start, end in ranges:
+        span = words[start:end]
+        unique = set(span)
+        if len(unique) != len(span):
+            first: dict[str, int] = {}
+            for line, word in enumerate(span, start + 1):
+                if first.setdefault(word, line) != line:
+                    raise ModelFolderError(f"{path}:{line}: {word!r} repeats line {first[word]}; each word must be "
+                                           "on one line only")
+        if "" in unique or list(map(str.strip, span)) != span:  # C-level passes; the loop only to name the line
+            line, word = next((line, w) for line, w in enumerate(span, start + 1) if not w or w.strip() != w)
+            raise ModelFolderError(f"{path}:{line}: {word!r} is empty or has surrounding whitespace; words are "
+                                   "matched exactly")
+
+
+TABLE_CHECK = "table_check"  # config key: the finite-value scan's result, with the size and time of the file scanned
+_SCAN_ROWS = 1 << 10  # rows per block of the finite-value scan (the block stays in cache)
+
+
+def table_stamp(path: Path) -> dict:
+    """What ``TABLE_CHECK`` records of ``embeddings.npy``: a changed size or modification time means it was
+    written since it was checked, so it is scanned again."""
+    stat = Path(path).stat()
+    return {"finite": True, "bytes": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+
+
+def first_non_finite_row(table: np.ndarray, scales: np.ndarray | None = None) -> int | None:
+    """The first row holding NaN or an infinity: an int8/int4/codebook table's scale first, then a float table's
+    values (a codebook's shared rows: the index is then a row of ``embeddings.npy``, not a word); else None.
+    Scanned in blocks of ``_SCAN_ROWS`` rows."""
+    if scales is not None:
+        bad = np.flatnonzero(~np.isfinite(scales))
+        if len(bad):
+            return int(bad[0])
+    if table.dtype.kind != "f":
+        return None
+    for start in range(0, len(table), _SCAN_ROWS):
+        block = np.asarray(table[start : start + _SCAN_ROWS])
+        if not np.isfinite(block).all():
+            return start + int(np.flatnonzero(~np.isfinite(block).all(axis=1))[0])
+    return None
+
+
+def non_finite_error(folder: Path, row: int, words: list[str], scales: bool = False) -> ModelFolderError:
+    where = folder / (SCALES_FILE if scales else EMBEDDINGS_FILE)
+    label = f" ({words[row]!r})" if row < len(words) else ""
+    return ModelFolderError(f"{where}: row {row}{label} holds NaN or infinite values (the first such row); the table "
+                            "is damaged: rebuild or re-export the model")
+
+
 @dataclass
 class ModelFolder:
     """A model folder's parts, checked against each other."""
@@ -122,10 +216,13 @@ def _load_array(path: Path, mmap: bool) -> np.ndarray:
         raise ModelFolderError(f"{path}: unreadable or truncated .npy file ({exc})") from None
 
 
-def read_model_folder(folder: Path, mmap: bool = True) -> ModelFolder:
+def read_model_folder(folder: Path, mmap: bool = True, scan_values: bool | None = None) -> ModelFolder:
     """Read and check a model folder: the config's schema, the table's shape and dtype against the
-    vocabulary, the scales of an int8 table, the piece rows, and a tokenizer.json present whenever the
-    tokenisation rules need one (its absence must be declared: ``"tokenizer": null``)."""
+    vocabulary, the vocabulary's lines (``check_words``), the scales of an int8 table, the piece rows, an
+    ensemble's sub-spaces, a tokenizer.json present whenever the tokenisation rules need one (its absence must
+    be declared: ``"tokenizer": null``), and finite values. The finite-value scan reads the whole table, so it
+    is skipped when config.json records it (``TABLE_CHECK``: written by swembed) for this very file (same size
+    and modification time); ``scan_values`` True or False forces it or skips it."""
     folder = Path(folder)
     if not folder.is_dir():
         raise ModelFolderError(f"model folder not found: {folder}")
@@ -143,6 +240,10 @@ def read_model_folder(folder: Path, mmap: bool = True) -> ModelFolder:
     rows = len(codes) if codes is not None else table.shape[0]
     if len(words) != rows:
         raise ModelFolderError(f"{folder}: {len(words)} words in {VOCAB_FILE} but {rows} table rows")
+    subspaces = (config.get("ensemble") or {}).get("subspaces")
+    if subspaces and sum(s["dim"] for s in subspaces) != table.shape[1]:
+        raise ModelFolderError(f"{folder / CONFIG_FILE}: the ensemble subspaces' dims add up to "
+                               f"{sum(s['dim'] for s in subspaces)}, but the table has {table.shape[1]} columns")
     scales = _load_array(folder / SCALES_FILE, False) if (folder / SCALES_FILE).is_file() else None
     scaled = table.dtype == np.int8 or codes is not None
     if scaled != (scales is not None) or (scales is not None and scales.shape != (len(words),)):
@@ -150,7 +251,7 @@ def read_model_folder(folder: Path, mmap: bool = True) -> ModelFolder:
                                "row, and only such a table has one")
     declared = config.get("tokenizer", TOKENIZER_FILE)
     subword = None
-    if (folder / TOKENIZER_FILE).is_file():
+    if declared is not None and (folder / TOKENIZER_FILE).is_file():
         from tokenizers import Tokenizer
 
         try:
@@ -168,6 +269,16 @@ def read_model_folder(folder: Path, mmap: bool = True) -> ModelFolder:
             if not 0 <= start <= end <= len(words):
                 raise ModelFolderError(f"{folder / CONFIG_FILE}: {name} rows {spec.get('rows')} outside the "
                                        f"{len(words)} table rows")
+    blocks = [config[name]["rows"][0] for name in ROW_BLOCKS if config.get(name)]
+    languages = [tuple(spec["rows"]) for spec in (config.get("languages") or {}).values()]
+    check_words(folder / VOCAB_FILE, words, languages or [(0, min(blocks, default=len(words)))])
+    if scan_values is None:
+        scan_values = config.get(TABLE_CHECK) != table_stamp(folder / EMBEDDINGS_FILE)
+    if scan_values:
+        bad = first_non_finite_row(table, scales)
+        if bad is not None:
+            in_scales = scales is not None and not np.isfinite(scales[bad : bad + 1]).all()
+            raise non_finite_error(folder, bad, words if in_scales or codes is None else [], in_scales)
     arrays = {p.stem: _load_array(p, True) for p in sorted(folder.glob("*.npy"))
               if p.name not in (EMBEDDINGS_FILE, SCALES_FILE, CODES_FILE)}
     return ModelFolder(config, table, words, subword, scales, arrays, codes)
@@ -221,8 +332,14 @@ def write_model_folder(
     bad = [w for w in words if not w or "\n" in w]
     if bad:
         raise ModelFolderError(f"vocabulary has {len(bad)} empty or multi-line words, e.g. {bad[:3]!r}")
+    scales = (extra_arrays or {}).get("scales")
+    bad_row = first_non_finite_row(table, scales)
+    if bad_row is not None:
+        label = f" ({words[bad_row]!r})" if codes is None or scales is not None and bad_row < len(scales) else ""
+        raise ModelFolderError(f"table row {bad_row}{label} holds NaN or infinite values; {out} not written")
     with atomic_directory(out, overwrite, "model", inputs) as tmp:
         np.save(tmp / EMBEDDINGS_FILE, table)
+        config = {**config, TABLE_CHECK: table_stamp(tmp / EMBEDDINGS_FILE)}  # scanned above: loads skip the scan
         (tmp / VOCAB_FILE).write_text("".join(w + "\n" for w in words), encoding="utf-8")
         if tokenizer_json is not None:
             (tmp / TOKENIZER_FILE).write_text(tokenizer_json, encoding="utf-8")

@@ -85,8 +85,11 @@ def _why_not_replaceable(out: Path, inputs: Iterable[str | Path], folder: bool) 
 
 def check_writable(out: str | Path, overwrite: bool, inputs: Iterable[str | Path] = (), folder: bool = True) -> None:
     """Refuse an existing output unless ``overwrite`` and swembed owns it (see the module's doc); checked before
-    any work, and again when committing. ``folder``: the output is a folder (else a file)."""
+    any work, and again when committing. ``folder``: the output is a folder (else a file). A path with no name
+    of its own (``.``, ``..``) is refused first."""
     out = Path(out)
+    if out.name in ("", ".", ".."):
+        raise OutputExistsError(f"{out}: an output needs a name of its own (not . or ..); give a folder or file name")
     if not out.exists() and not out.is_symlink():
         return
     if not overwrite:

@@ -1,20 +1,58 @@
-"""`swembed encode`: a text file (one text per line) to an .npy matrix, with a rule for lines that are not UTF-8."""
+"""`swembed encode`: a text file (one text per line; .gz, .bz2, .xz read decompressed) to an .npy matrix, with a
+rule for lines that are not UTF-8; a file that is not text is refused."""
 from __future__ import annotations
 
+import bz2
+import gzip
+import lzma
 import sys
 from pathlib import Path
 
 import numpy as np
 
 ERRORS = ("replace", "skip", "strict")
+COMPRESSED = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}  # by suffix, as corpora are read
+SNIFF_BYTES = 1 << 16
+MIN_PRINTABLE = 0.85
+
+
+def check_text(path: Path | str, head: bytes, error: type[ValueError] = ValueError) -> None:
+    """Reject what is not text (an executable, an image, a database passed as text): NUL bytes, or less
+    than ``MIN_PRINTABLE`` of the first characters printable or whitespace."""
+    if b"\x00" in head:
+        raise error(f"{path}: contains NUL bytes; not a text file")
+    sample = head.decode("utf-8", errors="replace")
+    if sample:
+        printable = sum(ch.isprintable() or ch.isspace() for ch in sample if ch != "\ufffd")
+        share = printable / len(sample)
+        if share < MIN_PRINTABLE:
+            raise error(f"{path}: only {share:.0%} of its first characters are printable text; not a text file")
+
+
+def read_bytes(path: str) -> bytes:
+    """The bytes of ``path`` ('-': stdin), decompressed by its suffix, checked to be text (``check_text``)."""
+    if path == "-":
+        raw = sys.stdin.buffer.read()
+    else:
+        opener = COMPRESSED.get(Path(path).suffix.lower())
+        try:
+            with (opener or open)(path, "rb") as handle:
+                raw = handle.read()
+        except (EOFError, lzma.LZMAError, gzip.BadGzipFile, OSError) as exc:
+            if opener is None or isinstance(exc, FileNotFoundError):
+                raise
+            raise ValueError(f"{path}: not a readable {Path(path).suffix} file ({exc})") from None
+    check_text("<stdin>" if path == "-" else path, raw[:SNIFF_BYTES])
+    return raw
 
 
 def read_texts(path: str, errors: str = "replace") -> tuple[list[str], list[int]]:
-    """The lines of ``path`` ('-': stdin) and the 1-based numbers of the lines that are not valid UTF-8:
-    decoded with U+FFFD (``replace``), left out (``skip``), or an error naming the first (``strict``)."""
+    """The lines of ``path`` ('-': stdin; see ``read_bytes``) and the 1-based numbers of the lines that are not
+    valid UTF-8: decoded with U+FFFD (``replace``), left out (``skip``), or an error naming the first
+    (``strict``)."""
     if errors not in ERRORS:
         raise ValueError(f"--errors must be one of {ERRORS}, got {errors!r}")
-    raw = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
+    raw = read_bytes(path)
     lines = raw.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()

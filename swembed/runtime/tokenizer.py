@@ -36,6 +36,7 @@ import numpy as np
 WORD_PATTERN = r"[^\W_]+"
 WORD_MODES = ("pattern", "teacher", "jieba", "fugashi")  # jieba (zh) and fugashi + unidic-lite (ja): segmenters
 BACKOFFS = ("pieces", "teacher_prefix", "none")
+NORMALIZATION_FORMS = ("NFKC", "NFC", "NFKD", "NFD", "")  # "": none
 _HAS_WORD_CHAR = re.compile(r"[^\W_]")
 _OOV_CACHE_LIMIT = 1_000_000
 GRAM_SIZES = (3, 4, 5)  # character n-gram lengths of the gram rows, over the word marked as "<word>"
@@ -62,12 +63,27 @@ class TokenizationRules:
     oov_weight: float = 1.0  # an unknown word's weight in the mean (a known word's is 1), shared by its back-off rows
 
     def __post_init__(self) -> None:
+        """Each value of the right type and range (a hand-edited config.json fails here, naming the key)."""
+        # ValueError, not TypeError, for a wrong type too: each is a bad value in a config file or recipe
+        if not isinstance(self.word_pattern, str):
+            raise ValueError(f"tokenization word_pattern must be a string, got {self.word_pattern!r}")  # noqa: TRY004
+        try:
+            re.compile(self.word_pattern)
+        except re.error as exc:
+            raise ValueError(f"tokenization word_pattern is not a regular expression ({exc}): "
+                             f"{self.word_pattern!r}") from None
+        if not isinstance(self.lowercase, bool):
+            raise ValueError(f"tokenization lowercase must be true or false, got {self.lowercase!r}")  # noqa: TRY004
+        if self.unicode_normalization not in NORMALIZATION_FORMS:
+            raise ValueError(f"tokenization unicode_normalization must be one of {NORMALIZATION_FORMS}, "
+                             f"got {self.unicode_normalization!r}")
         if self.words not in WORD_MODES:
             raise ValueError(f"tokenization words must be one of {WORD_MODES}, got {self.words!r}")
         if self.oov_backoff not in BACKOFFS:
             raise ValueError(f"tokenization oov_backoff must be one of {BACKOFFS}, got {self.oov_backoff!r}")
-        if not self.oov_weight > 0:
-            raise ValueError(f"tokenization oov_weight must be above 0, got {self.oov_weight!r}")
+        if (not isinstance(self.oov_weight, (int, float)) or isinstance(self.oov_weight, bool)
+                or not 0 < self.oov_weight < float("inf")):
+            raise ValueError(f"tokenization oov_weight must be above 0 and finite, got {self.oov_weight!r}")
 
     def to_dict(self) -> dict:
         data = asdict(self)
@@ -77,8 +93,11 @@ class TokenizationRules:
 
     @classmethod
     def from_dict(cls, data: Mapping) -> TokenizationRules:
-        known = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
-        return cls(**known)
+        unknown = [k for k in data if k not in cls.__dataclass_fields__]
+        if unknown:
+            raise ValueError(f"tokenization has unknown key {unknown[0]!r} (known: "
+                             f"{', '.join(cls.__dataclass_fields__)})")
+        return cls(**data)
 
     def splitting_only(self) -> TokenizationRules:
         """The same word split with no back-off (what the vocab and extract stages split sentences with)."""
