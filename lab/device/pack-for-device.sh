@@ -16,7 +16,7 @@
 #   python3 -m swembed.cli build --recipe lab/pipelines/mpnet-256-all.toml --device cuda --batch-tokens 32768 ...
 # The run of 2026-11-25 is in reports/gpu.md.
 set -euo pipefail
-cd "$(dirname "$0")/.."  # the repository root
+cd "$(dirname "$0")/../.."  # the repository root
 PY=${PY:-.venv/bin/python}
 SHARED=${SHARED:-../shared/data}
 OUT=.device-carry
