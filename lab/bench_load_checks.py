@@ -1,5 +1,5 @@
 """What the model-folder checks cost at load (issue 49): ``swembed.load`` with the finite-value scan skipped (the
-folder's ``table_check`` record matches its table, as for any folder swembed wrote) and forced, warm (the files in
+folder marker's ``table_check`` record matches its table, as for any folder swembed wrote) and forced, warm (the files in
 the page cache) and cold (the folder's pages evicted first with ``posix_fadvise``), and the vocabulary checks alone.
 
     python -m lab.bench_load_checks                       # a made folder of minilm-256-shared's shape (231 MiB)

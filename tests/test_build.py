@@ -53,6 +53,7 @@ def _folder_bytes(folder) -> dict:
     return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if not p.name.startswith(".")}
 
 
+@pytest.mark.teacher
 def test_swembed_build_writes_the_cli_table_and_save_round_trips_byte_for_byte(reference_build, tmp_path):
     """``swembed.build`` with the settings of ``small_build_args``, in its own work folder, writes the files the CLI
     wrote, byte for byte, except config.json, whose build record differs only in the output and work paths and in

@@ -31,7 +31,7 @@ def patch_config(folder: Path, patch: dict) -> Path:
 @promise("NaN or infinite values in `embeddings.npy` (or in an int8 table's `scales.npy`)",
          "(issue 49) loaded without a word: `encode` gave NaN vectors, `dedup` missed duplicates, `eval` printed "
          "nan, `export` copied them",
-         "refused on load naming the first bad row; scanned at every load unless config.json's `table_check` "
+         "refused on load naming the first bad row; scanned at every load unless the folder marker's `table_check` "
          "(written by swembed after its own scan) matches the file's size and time; `encode` never returns NaN "
          "even then; a table with such rows is never written",
          "<folder>/embeddings.npy: row <n> ('<word>') holds NaN or infinite values (the first such row); the table "
@@ -41,7 +41,7 @@ def patch_config(folder: Path, patch: dict) -> Path:
 def test_non_finite_table(tmp_path, tiny_model, promised, bad):
     table_file = tiny_model / "embeddings.npy"
     table = np.load(table_file)
-    assert json.loads((tiny_model / "config.json").read_text())[TABLE_CHECK]["finite"] is True
+    assert json.loads((tiny_model / ".swembed-output.json").read_text())[TABLE_CHECK]["finite"] is True
     table[3, 5], table[6, 0] = bad, bad
     np.save(table_file, table)  # written since the check: scanned again
     expected = (f"{table_file}: row 3 ('{TINY_WORDS[3]}') holds NaN or infinite values (the first such row); the "

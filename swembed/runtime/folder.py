@@ -19,7 +19,14 @@ from pathlib import Path
 
 import numpy as np
 
-from swembed.runtime.outputs import MARKER_FILE, OutputExistsError, atomic_directory, atomic_file, check_writable
+from swembed.runtime.outputs import (
+    MARKER_FILE,
+    OutputExistsError,
+    atomic_directory,
+    atomic_file,
+    check_writable,
+    read_marker,
+)
 from swembed.runtime.storage import CODES_FILE, STORAGE_KINDS, storage_kind, unpack_int4
 
 FORMAT_NAME = "swe-static"
@@ -161,7 +168,7 @@ def check_words(path: Path, words: list[str], ranges: list[tuple[int, int]]) -> 
                                    "matched exactly")
 
 
-TABLE_CHECK = "table_check"  # config key: the finite-value scan's result, with the size and time of the file scanned
+TABLE_CHECK = "table_check"  # marker key: the finite-value scan's result, with the size and time of the file scanned
 _SCAN_ROWS = 1 << 10  # rows per block of the finite-value scan (the block stays in cache)
 
 
@@ -221,8 +228,10 @@ def read_model_folder(folder: Path, mmap: bool = True, scan_values: bool | None 
     vocabulary, the vocabulary's lines (``check_words``), the scales of an int8 table, the piece rows, an
     ensemble's sub-spaces, a tokenizer.json present whenever the tokenisation rules need one (its absence must
     be declared: ``"tokenizer": null``), and finite values. The finite-value scan reads the whole table, so it
-    is skipped when config.json records it (``TABLE_CHECK``: written by swembed) for this very file (same size
-    and modification time); ``scan_values`` True or False forces it or skips it."""
+    is skipped when the folder's ownership marker (``.swembed-output.json``, written by swembed with the folder)
+    records it (``TABLE_CHECK``) for this very file (same size and modification time); ``scan_values`` True or
+    False forces it or skips it. The record lives in the marker, not config.json, so that a saved copy of a
+    loaded model has the same model files byte for byte."""
     folder = Path(folder)
     if not folder.is_dir():
         raise ModelFolderError(f"model folder not found: {folder}")
@@ -273,7 +282,7 @@ def read_model_folder(folder: Path, mmap: bool = True, scan_values: bool | None 
     languages = [tuple(spec["rows"]) for spec in (config.get("languages") or {}).values()]
     check_words(folder / VOCAB_FILE, words, languages or [(0, min(blocks, default=len(words)))])
     if scan_values is None:
-        scan_values = config.get(TABLE_CHECK) != table_stamp(folder / EMBEDDINGS_FILE)
+        scan_values = read_marker(folder).get(TABLE_CHECK) != table_stamp(folder / EMBEDDINGS_FILE)
     if scan_values:
         bad = first_non_finite_row(table, scales)
         if bad is not None:
@@ -337,9 +346,10 @@ def write_model_folder(
     if bad_row is not None:
         label = f" ({words[bad_row]!r})" if codes is None or scales is not None and bad_row < len(scales) else ""
         raise ModelFolderError(f"table row {bad_row}{label} holds NaN or infinite values; {out} not written")
-    with atomic_directory(out, overwrite, "model", inputs) as tmp:
+    record: dict = {}
+    with atomic_directory(out, overwrite, "model", inputs, record) as tmp:
         np.save(tmp / EMBEDDINGS_FILE, table)
-        config = {**config, TABLE_CHECK: table_stamp(tmp / EMBEDDINGS_FILE)}  # scanned above: loads skip the scan
+        record[TABLE_CHECK] = table_stamp(tmp / EMBEDDINGS_FILE)  # scanned above: loads skip the scan
         (tmp / VOCAB_FILE).write_text("".join(w + "\n" for w in words), encoding="utf-8")
         if tokenizer_json is not None:
             (tmp / TOKENIZER_FILE).write_text(tokenizer_json, encoding="utf-8")

@@ -49,6 +49,15 @@ def _entries(folder: Path) -> set[str]:
     return found
 
 
+def read_marker(folder: str | Path) -> dict:
+    """The folder's ownership marker as written (empty when it has none or it does not parse)."""
+    try:
+        marker = json.loads((Path(folder) / MARKER_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return marker if isinstance(marker, dict) else {}
+
+
 def _marker_entries(folder: Path) -> set[str] | None:
     """The entries the folder's marker lists, or None when it has no readable marker."""
     try:
@@ -169,19 +178,20 @@ def terminate_raises() -> Iterator[None]:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
-def _write_marker(tmp: Path, kind: str) -> None:
+def _write_marker(tmp: Path, kind: str, record: dict | None = None) -> None:
     from swembed import __version__
 
     files = sorted(_entries(tmp) - {MARKER_FILE})
-    marker = {"kind": kind, "swembed_version": __version__, "files": files}
+    marker = {"kind": kind, "swembed_version": __version__, "files": files, **(record or {})}
     (tmp / MARKER_FILE).write_text(json.dumps(marker, indent=1) + "\n", encoding="utf-8")
 
 
 @contextmanager
 def atomic_directory(out: str | Path, overwrite: bool = False, kind: str = "output",
-                     inputs: Iterable[str | Path] = ()) -> Iterator[Path]:
-    """Yield a temp folder beside ``out``; on success it gets the ownership marker and replaces ``out`` (an
-    existing one only when ``overwrite`` and swembed owns it); on error or signal it is removed."""
+                     inputs: Iterable[str | Path] = (), record: dict | None = None) -> Iterator[Path]:
+    """Yield a temp folder beside ``out``; on success it gets the ownership marker (with ``record``'s entries, as
+    filled by then) and replaces ``out`` (an existing one only when ``overwrite`` and swembed owns it); on error
+    or signal it is removed."""
     out = Path(out)
     inputs = list(inputs)
     check_writable(out, overwrite, inputs)
@@ -192,7 +202,7 @@ def atomic_directory(out: str | Path, overwrite: bool = False, kind: str = "outp
         try:
             tmp.mkdir()
             yield tmp
-            _write_marker(tmp, kind)
+            _write_marker(tmp, kind, record)
             with signals_deferred():
                 check_writable(out, overwrite, inputs)
                 if out.exists():
