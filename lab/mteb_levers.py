@@ -13,8 +13,9 @@ Each variant of a table is scored on
         --json reports/mteb-levers/NAME.json
 
 Variants (comma-separated): ``base``; ``scale:S`` (vectors times S: MTEB's classifier is LogisticRegression(C=1)
-on raw vectors, so the scale is its regularisation); ``sif:K`` (config.json "token_weights": {"sif": K}: each
-word row times K / (K + n), n the sentences the word was seen in; smooth inverse frequency with a = K / sentences);
+on raw vectors, so the scale is its regularisation); ``sif:K`` (each word row times K / (K + n), n the
+sentences the word was seen in (word_contexts.npy): smooth inverse frequency with a = K / sentences; rows of
+pieces, grams and words encoded alone keep weight 1);
 ``center`` (the mean vector of corpus paragraphs subtracted, then re-normalised). ``sif:K+scale:S`` combines
 (sif first).
 """
@@ -75,17 +76,21 @@ def variant_encoder(spec: str, variant: str, corpus_sample: list[str]) -> Encode
     scale = 1.0
     for part in parts:
         name, _, value = part.partition(":")
-        if name == "sif":  # the runtime's own setting (config.json "token_weights"), as a build would write it
+        if name == "sif":  # each word row times K / (K + n) (the runtime has no such setting: it lost on dev)
             from swembed import load
             from swembed.runtime import StaticEmbedder
 
             if kind != "swembed":
                 raise SystemExit(f"{variant}: sif needs a swembed table (word_contexts.npy)")
             model = load(spec)
-            config = {**model.config, "token_weights": {"sif": float(value)}}
-            weighted = StaticEmbedder(model.table, model.tokenizer, config, model.scales, model.tokenizers,
-                                      model.word_contexts)
-            encode = weighted.encode
+            table = np.asarray(model.table, dtype=np.float32)
+            if model.scales is not None:
+                table = table * model.scales[:, None]
+            weights = np.ones(len(table), dtype=np.float32)
+            counts = np.asarray(model.word_contexts, dtype=np.float64)
+            weights[: len(counts)] = float(value) / (float(value) + counts)
+            encode = StaticEmbedder(table * weights[:, None], model.tokenizer, model.config, None, model.tokenizers,
+                                    model.word_contexts).encode
         elif name == "center":
             mean = encode(corpus_sample).mean(axis=0)
             encode = (lambda inner, mu: lambda texts: _unit(inner(texts) - mu))(encode, mean)

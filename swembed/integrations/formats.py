@@ -43,20 +43,13 @@ def float_table(model: StaticEmbedder) -> np.ndarray:
     return table * model.scales[:, None] if model.scales is not None else table
 
 
-def weighted_table(model: StaticEmbedder) -> np.ndarray:
-    """``float_table`` with the token weights (config.json ``token_weights``) multiplied into the rows: what the
-    exports write, since the normalised mean of weighted rows is the weighted mean the runtime computes."""
-    table = float_table(model)
-    return table * model.token_weights[:, None] if model.token_weights is not None else table
-
-
 def export_npy(model: StaticEmbedder, out: Path, dtype: str, overwrite: bool = False) -> Path:
-    table, extra = weighted_table(model), {}
+    table, extra = float_table(model), {}
     if dtype == "int8":
         table, extra["scales"] = quantize_int8(table)
     else:
         table = table.astype(dtype)
-    config = {k: v for k, v in model.config.items() if k not in ("format", "format_version", "dtype", "token_weights")}
+    config = {k: v for k, v in model.config.items() if k not in ("format", "format_version", "dtype")}
     config["dtype"] = dtype
     config["tokenization"] = model.tokenizer.rules.to_dict()
     tokenizer_json = model.tokenizer.pieces.to_str() if model.tokenizer.pieces is not None else None
@@ -134,7 +127,7 @@ def wordpiece_export(model: StaticEmbedder, dtype: str):
     tokenizer.normalizer = normalizers.Sequence(steps)
     tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
         pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Split(Regex(rules.word_pattern), behavior="isolated")])
-    table = weighted_table(model)[source_rows]
+    table = float_table(model)[source_rows]
     table = np.vstack([table, np.zeros((len(vocab) - len(tokens), table.shape[1]), dtype=np.float32)])
     return tokenizer, table.astype(dtype)
 

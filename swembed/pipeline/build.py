@@ -64,10 +64,6 @@ def build(config: BuildConfig, force: bool = False, quiet: bool = False, overwri
     from swembed.teachers import resolve_teacher
 
     config.check_before_work(overwrite)
-    if config.token_weights:  # refused now, in the runtime's words, not after hours of work
-        from swembed.runtime.embedder import token_weights
-
-        token_weights({"token_weights": config.token_weights}, np.zeros(1), 1)
     started = time.time()
     for name, _ in config.distill.co_teachers() if config.distill_enabled else []:
         resolve_teacher(name)  # a missing co-teacher fails now, not after extraction
@@ -171,8 +167,6 @@ def _build(config: BuildConfig, teacher, monitor: DeviceMonitor, started: float,
     }
     if layout.pieces[1] > layout.pieces[0]:
         report["pieces"] = {"rows": layout.pieces}
-    if config.token_weights:
-        report["token_weights"] = dict(config.token_weights)
     labels = layout.labels
     if grams is not None:
         report["grams"] = {"rows": [len(table), len(table) + config.distill.gram_buckets]}

@@ -149,9 +149,6 @@ class BuildConfig:
     exclude: list[str] = field(default_factory=list)
     distill_enabled: bool = True
     lexicon_top_k: int | None = None  # keep each word's k largest dims (lexicon tables, e.g. from LENS)
-    # written to config.json: how the runtime weighs word rows in the sentence mean, e.g. {sif = 300} (a word seen
-    # in n sentences weighs 300 / (300 + n); swembed.runtime.embedder.token_weights); {}: the plain mean
-    token_weights: dict[str, float] = field(default_factory=dict)
     checkpoint_seconds: float = 60.0
     corpus: CorpusConfig = field(default_factory=CorpusConfig)
     tokenization: TokenizationRules = field(default_factory=lambda: TokenizationRules(oov_backoff="pieces"))

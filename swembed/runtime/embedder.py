@@ -14,33 +14,11 @@ _GATHER_ROWS = 1 << 11  # table rows gathered at once by mean_rows (the gather s
 _FLOAT32_WORDS = 64  # longer texts are summed in float64
 
 
-def token_weights(config: dict, word_contexts: np.ndarray | None, rows: int) -> np.ndarray | None:
-    """Row multipliers from ``config["token_weights"]``, or None without that key.
-
-    ``{"sif": k}``: smooth inverse frequency, a word row seen in n sentences of the build's corpus
-    (``word_contexts.npy``) weighs k / (k + n) in the sentence mean; rows with no count (back-off pieces and grams,
-    words encoded alone) weigh 1. The mean is then L2-normalised as always, so only the relative weights matter.
-    """
-    spec = config.get("token_weights")
-    if spec is None:
-        return None
-    k = spec.get("sif") if isinstance(spec, dict) and set(spec) == {"sif"} else None
-    if isinstance(k, bool) or not isinstance(k, (int, float)) or not k > 0:
-        raise ValueError(f"config.json: token_weights must be {{\"sif\": k}} with k > 0, got {spec!r}")
-    if word_contexts is None:
-        raise ValueError("config.json: token_weights needs word_contexts.npy (the word counts), which is missing")
-    weights = np.ones(rows, dtype=np.float32)
-    counts = np.asarray(word_contexts, dtype=np.float64)[:rows]
-    weights[: len(counts)] = k / (k + counts)
-    return weights
-
-
 class StaticEmbedder:
     """A static word table plus its tokeniser. ``encode`` gives L2-normalised float32 sentence vectors.
 
     A text with no known word gets the zero vector (never NaN). An int8 table carries one float32
-    scale per row (``row_float = row_int8 * scale``). ``config["token_weights"]`` weighs rows in the mean
-    (``token_weights``). A multilingual table has one tokenizer per
+    scale per row (``row_float = row_int8 * scale``). A multilingual table has one tokenizer per
     language over its own rows (``config["languages"]``); ``encode(texts, lang=...)`` picks one, or
     each text's language is detected from its script.
     """
@@ -55,10 +33,6 @@ class StaticEmbedder:
         self.table = table
         self._table = np.asarray(table)  # a plain ndarray view: memmap subclass indexing is slower
         self.scales = scales
-        self.token_weights = token_weights(config or {}, word_contexts, table.shape[0])  # None: plain mean
-        weights = self.token_weights
-        # what mean_rows multiplies each gathered row by: the int8 scales and/or the token weights
-        self._row_scales = scales if weights is None else weights if scales is None else scales * weights
         self.tokenizer = tokenizer
         self.tokenizers = dict(tokenizers or {})
         self.config = dict(config or {})
@@ -163,8 +137,8 @@ class StaticEmbedder:
                 positions = sorted_starts[a:b, None] + np.arange(n_rows)
                 ids = flat[positions]
                 rows = self._table[ids]
-                if self._row_scales is not None:
-                    rows = rows * self._row_scales[ids][..., None]
+                if self.scales is not None:
+                    rows = rows * self.scales[ids][..., None]
                 sums = rows.sum(axis=1, dtype=accumulate)
                 total = None
                 if weights is not None:
