@@ -16,7 +16,8 @@ Variants (comma-separated): ``base``; ``scale:S`` (vectors times S: MTEB's class
 on raw vectors, so the scale is its regularisation); ``sif:K`` (each word row times K / (K + n), n the
 sentences the word was seen in (word_contexts.npy): smooth inverse frequency with a = K / sentences; rows of
 pieces, grams and words encoded alone keep weight 1);
-``center`` (the mean vector of corpus paragraphs subtracted, then re-normalised). ``sif:K+scale:S`` combines
+``center`` (the mean vector of corpus paragraphs subtracted, then re-normalised); ``sentences`` (a text is the
+mean of its sentences' unit vectors: long documents weigh each sentence alike). ``sif:K+scale:S`` combines
 (sif first).
 """
 from __future__ import annotations
@@ -24,6 +25,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -38,6 +40,7 @@ from swembed.eval.sts import DEV, evaluate_sts
 Encoder = Callable[[list[str]], np.ndarray]
 RETRIEVAL_SOURCES = ("corpora/en/wikitext2.txt.gz", "corpora/en/gensim_enwiki.txt.gz")
 BLOCK = 9
+SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
 def retrieval_dev(data: Path, n_docs: int = 4000, n_queries: int = 500, seed: int = 0):
@@ -69,6 +72,19 @@ def _unit(x: np.ndarray) -> np.ndarray:
     return np.divide(x, norms, out=np.zeros_like(x), where=norms > 0)
 
 
+def sentence_mean(encode: Encoder, texts: list[str]) -> np.ndarray:
+    """Each text split after . ! ? into sentences, each sentence encoded and normalised, their mean normalised."""
+    parts, owner = [], []
+    for i, text in enumerate(texts):
+        pieces = [p for p in SENTENCE_END.split(text) if p.strip()] or [text]
+        parts += pieces
+        owner += [i] * len(pieces)
+    vectors = _unit(encode(parts))
+    out = np.zeros((len(texts), vectors.shape[1]), dtype=np.float32)
+    np.add.at(out, np.array(owner), vectors)
+    return _unit(out)
+
+
 def variant_encoder(spec: str, variant: str, corpus_sample: list[str]) -> Encoder:
     """The encode function of one variant of the table ``spec``."""
     kind, encode, _ = load_encoder(spec)
@@ -94,6 +110,8 @@ def variant_encoder(spec: str, variant: str, corpus_sample: list[str]) -> Encode
         elif name == "center":
             mean = encode(corpus_sample).mean(axis=0)
             encode = (lambda inner, mu: lambda texts: _unit(inner(texts) - mu))(encode, mean)
+        elif name == "sentences":  # a long text = the mean of its sentences' unit vectors
+            encode = (lambda inner: lambda texts: sentence_mean(inner, texts))(encode)
         elif name == "scale":
             scale = float(value)
         else:

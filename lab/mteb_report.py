@@ -35,7 +35,8 @@ def published_rows(tsv: Path) -> list[tuple[str, dict[str, float], str]]:
             rows.setdefault(r["model"], {})
             if r["main_score_x100"] != "NA":
                 rows[r["model"]][SHORT_NAMES[r["task"]]] = float(r["main_score_x100"])
-                versions.setdefault(r["model"], set()).add(r["mteb_version"] or "None")
+                version = r["mteb_version"]
+                versions.setdefault(r["model"], set()).add("model card" if version in ("", "None") else version)
     return [(model, scores, "published (mteb " + ", ".join(sorted(versions.get(model, {"?"}))) + ")")
             for model, scores in rows.items()]
 
@@ -67,8 +68,9 @@ def commands() -> list[str]:
     for path in sorted(SCORES.glob("*.json")):
         entry = json.loads(path.read_text())
         rel = path.relative_to(ROOT)
-        lines.append(f"* `{rel}`: `swembed eval {entry['model']} --suite mteb --data ../shared/data/eval-mteb "
-                     f"--json {rel}`" + (f" ({entry['note']})" if entry.get("note") else ""))
+        command = entry.get("command") or (f"swembed eval {entry['model']} --suite mteb --data "
+                                           f"../shared/data/eval-mteb --json {rel}")
+        lines.append(f"* `{rel}`: `{command}`" + (f" ({entry['note']})" if entry.get("note") else ""))
     return lines
 
 
