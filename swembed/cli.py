@@ -205,13 +205,14 @@ def cmd_lens_clusters(args) -> int:
 
 
 def cmd_eval(args) -> int:
-    from swembed.eval.suites import data_dir, evaluate
+    from swembed.eval.suites import data_dir, evaluate, suite_data
     from swembed.runtime.outputs import atomic_file, check_writable
 
     if args.json:
         check_writable(Path(args.json), args.overwrite, [args.model], folder=False)  # before any scoring
-    kind, scores = evaluate(args.model, args.suite, data_dir(args.data), args.device,
-                            Path(args.bucc) if args.bucc else None, args.give_lang)
+    kind, scores = evaluate(args.model, args.suite, data_dir(args.data, suite_data(args.suite)), args.device,
+                            Path(args.bucc) if args.bucc else None, args.give_lang,
+                            args.tasks.split(",") if args.tasks else None, args.split)
     print(f"{args.model} ({kind})")
     for name, value in scores.items():
         print(f"  {name:<34}{value:7.2f}")
@@ -333,10 +334,15 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--k", type=int, default=4000)
     p.add_argument("--out", required=True, help="JSON of cluster -> tokens; centroids go beside it")
     p.add_argument("--seed", type=int, default=0)
-    p = sub.add_parser("eval", help="STS (STS12-16, STS-B test, SICK-R), cross-lingual and robustness suites")
+    p = sub.add_parser("eval", help="STS (STS12-16, STS-B test, SICK-R), cross-lingual, robustness and MTEB suites")
     p.add_argument("model", help="a swembed model folder, model2vec:<folder>, wordllama, or a teacher")
-    p.add_argument("--data", help="folder with sts12..sts16, stsb, sick, ... (default $SWEMBED_DATA/eval)")
-    p.add_argument("--suite", choices=["en", "xling", "robust", "all"], default="en")
+    p.add_argument("--data", help="folder with sts12..sts16, stsb, sick, ... (default $SWEMBED_DATA/eval; "
+                   "--suite mteb: the eval-mteb folder, default $SWEMBED_DATA/eval-mteb)")
+    p.add_argument("--suite", choices=["en", "xling", "robust", "mteb", "all"], default="en",
+                   help="all = en + xling + robust")
+    p.add_argument("--tasks", help="with mteb: comma-separated MTEB task names (default: all five)")
+    p.add_argument("--split", choices=["test", "dev"], default="test",
+                   help="with mteb: test (MTEB's score) or dev (held-out train rows, for choosing settings)")
     p.add_argument("--bucc", help="with xling: a folder of BUCC '<xx>-en.<split>.{xx,en,gold}' files to mine")
     p.add_argument("--give-lang", action="store_true", help="name each text's language (default: as users do, "
                    "no language given)")

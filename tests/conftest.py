@@ -125,3 +125,13 @@ def snapshot(path: Path) -> dict[str, bytes]:
     if path.is_file():
         return {"": path.read_bytes()}
     return {str(f.relative_to(path)): f.read_bytes() for f in sorted(path.rglob("*")) if f.is_file()}
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``slow`` run only when asked for by a marker expression naming them (``-m slow``)."""
+    if "slow" in (config.getoption("-m") or ""):
+        return
+    skip = pytest.mark.skip(reason="slow: run with -m slow")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)

@@ -16,10 +16,6 @@ LAYERS = [
     ("swembed.eval",),
     ("swembed.cli", "swembed"),
 ]
-# The one edge from a lower layer to a higher one: the mteb branch moves local_sts_task into swembed/eval/,
-# which removes it (then delete this line).
-ALLOWED_UPWARD = {("swembed.integrations.mteb", "swembed.eval.sts")}
-
 
 def import_graph() -> dict[str, set[str]]:
     """Module -> swembed modules it imports (anywhere in the file, function-level imports included). An import
@@ -109,7 +105,7 @@ def upward_imports(graph: dict[str, set[str]]) -> set[tuple[str, str]]:
 
 
 def test_no_import_runs_from_a_lower_layer_to_a_higher_one():
-    assert upward_imports(import_graph()) <= ALLOWED_UPWARD
+    assert upward_imports(import_graph()) == set()
     assert upward_imports({"swembed.runtime.folder": {"swembed.pipeline.build"}, "swembed.pipeline.build": set()}) \
         == {("swembed.runtime.folder", "swembed.pipeline.build")}  # the checker itself finds one
 

@@ -27,7 +27,8 @@ def write_stsb(root, n=40, seed=0):
 
 def test_mteb_adapter_agrees_with_swe_eval(tmp_path):
     mteb = pytest.importorskip("mteb")
-    from swembed.integrations.mteb import local_sts_task, mteb_encoder
+    from swembed.eval.mteb_tasks import local_sts_task
+    from swembed.integrations.mteb import mteb_encoder
 
     write_stsb(tmp_path)
     model = tiny_model()

@@ -2,7 +2,9 @@
 
 * ``en``: STS12-16, STS-B test, SICK-R and their mean, and STS-B dev (for choosing settings);
 * ``xling``: STS17 en-de, STS-B en vs de/zh/ja, Tatoeba (and BUCC with files), only the languages a table has;
-* ``robust``: hidden-vocabulary and context-count scores (``swembed.eval.robust``), swembed folders only.
+* ``robust``: hidden-vocabulary and context-count scores (``swembed.eval.robust``), swembed folders only;
+* ``mteb``: five English MTEB tasks (Banking77, AmazonCF-en, Emotion, TweetSentiment, SciFact) scored by the real
+  mteb package on local files (``swembed.eval.mteb_tasks``; data: ``$SWEMBED_DATA/eval-mteb``), and their mean.
 
 Texts are encoded as users encode them: ``encode(texts)``, no language named (``give_lang`` passes the
 language instead, for comparison).
@@ -15,7 +17,7 @@ from pathlib import Path
 from swembed.eval.models import load_encoder
 from swembed.eval.sts import DEV, EN_SETS, EvalDataError, evaluate_sts
 
-SUITES = ("en", "xling", "robust", "all")
+SUITES = ("en", "xling", "robust", "mteb", "all")  # all = en + xling + robust (mteb reads other data)
 DATA_ENV = "SWEMBED_DATA"
 
 
@@ -32,9 +34,15 @@ def data_dir(given: str | None, sub: str = "eval") -> Path:
     return path
 
 
+def suite_data(suite: str) -> str:
+    """The sub-folder of ``$SWEMBED_DATA`` a suite reads."""
+    return "eval-mteb" if suite == "mteb" else "eval"
+
+
 def evaluate(spec: str, suite: str, data: Path, device: str = "auto", bucc: Path | None = None,
-             give_lang: bool = False) -> tuple[str, dict[str, float]]:
-    """(kind of model, scores) for one suite."""
+             give_lang: bool = False, tasks: list[str] | None = None,
+             split: str = "test") -> tuple[str, dict[str, float]]:
+    """(kind of model, scores) for one suite; ``tasks`` and ``split`` (test or dev) apply to ``mteb``."""
     from swembed._extras import require
     from swembed.eval.xling import evaluate_xling
 
@@ -43,6 +51,11 @@ def evaluate(spec: str, suite: str, data: Path, device: str = "auto", bucc: Path
         raise ValueError(f"--suite must be one of {SUITES}, got {suite!r}")
     kind, encode, languages = load_encoder(spec, device=device)
     scores: dict[str, float] = {}
+    if suite == "mteb":
+        require("mteb", "mteb", "datasets")
+        from swembed.eval.mteb_tasks import TASKS, evaluate_mteb
+
+        return kind, evaluate_mteb(encode, data, tasks or TASKS, split)
     if suite in ("en", "all"):
         english = (lambda texts: encode(texts, lang="en")) if give_lang and languages else encode
         scores.update(evaluate_sts(english, data, EN_SETS))

@@ -1,20 +1,19 @@
 """Run the real ``mteb`` package on swembed models, offline.
 
 ``mteb_encoder(model)`` wraps a loaded swembed model (or anything with ``encode(list[str])``) as an mteb
-encoder; ``local_sts_task(name, data_dir)`` returns an mteb STS task whose data comes from local files
-(mteb skips its download when ``task.dataset`` is set and ``task.data_loaded`` is True).
+encoder, for any mteb task:
 
     import mteb, swembed
-    from swembed.integrations.mteb import mteb_encoder, local_sts_task
-    result = mteb.evaluate(mteb_encoder(swembed.load("models/minilm-256")),
-                           local_sts_task("STSBenchmark", "../shared/data/eval"), cache=None)
+    from swembed.integrations.mteb import mteb_encoder
+    result = mteb.evaluate(mteb_encoder(swembed.load("models/minilm-256")), mteb.get_tasks(["Banking77Classification"]))
+
+Tasks read from local files instead of the hub (``swembed eval --suite mteb``): ``swembed.eval.mteb_tasks``.
 """
 from __future__ import annotations
 
-from pathlib import Path
 
-
-def _require_mteb():
+def require_mteb():
+    """The mteb module, or an ImportError that says how to install it."""
     try:
         import mteb
     except ImportError as exc:  # pragma: no cover - message only
@@ -24,7 +23,7 @@ def _require_mteb():
 
 def mteb_encoder(model, name: str = "swembed/static-embeddings", revision: str = "local"):
     """An mteb ``AbsEncoder`` around ``model.encode`` (cosine similarity)."""
-    _require_mteb()
+    require_mteb()
     from mteb.models.abs_encoder import AbsEncoder
     from mteb.models.model_meta import ModelMeta, ScoringFunction
 
@@ -45,18 +44,3 @@ def mteb_encoder(model, name: str = "swembed/static-embeddings", revision: str =
         similarity_fn_name=ScoringFunction.COSINE, use_instructions=False, training_datasets=None,
     )
     return SweMtebEncoder(model, meta)
-
-
-def local_sts_task(name: str, data_dir: str | Path):
-    """The mteb STS task ``name`` (STS12..16, STSBenchmark, SICK-R) with its test split read from local files."""
-    mteb = _require_mteb()
-    from datasets import Dataset
-
-    from swembed.eval.sts import load_pair_set
-
-    pairs = load_pair_set(data_dir, name)
-    task = mteb.get_task(name)
-    task.dataset = {"test": Dataset.from_dict({"sentence1": pairs.s1, "sentence2": pairs.s2,
-                                               "score": pairs.gold.tolist()})}
-    task.data_loaded = True
-    return task

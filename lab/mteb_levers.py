@@ -1,0 +1,155 @@
+"""Levers for MTEB classification and retrieval, scored on dev data only (issue 51).
+
+Each variant of a table is scored on
+* the four classifiers' **dev** split (``swembed.eval.mteb_tasks``: every fifth train row held out, MTEB's own
+  undersampling and LogisticRegression on the rest; no test file is read);
+* a **retrieval dev set** made from the corpora: blocks of 9 consecutive sentences of WikiText-2 and the gensim
+  Wikipedia sample (one article's prose); the middle sentence is the query, the other 8 the document, ranked
+  among all blocks by cosine; nDCG@10 with one relevant document (SciFact's shape: a one-sentence claim against
+  a paragraph-long abstract). The table saw these sentences one by one in training, never as query-document pairs;
+* STS-B dev (Spearman x100), so a lever that costs STS shows it.
+
+    python -m lab.mteb_levers MODEL --data ../shared/data --variants base,scale:4,sif:1000 \\
+        --json reports/mteb-levers/NAME.json
+
+Variants (comma-separated): ``base``; ``scale:S`` (vectors times S: MTEB's classifier is LogisticRegression(C=1)
+on raw vectors, so the scale is its regularisation); ``sif:K`` (each word row times K / (K + n), n the
+sentences the word was seen in (word_contexts.npy): smooth inverse frequency with a = K / sentences; rows of
+pieces, grams and words encoded alone keep weight 1);
+``center`` (the mean vector of corpus paragraphs subtracted, then re-normalised); ``sentences`` (a text is the
+mean of its sentences' unit vectors: long documents weigh each sentence alike). ``sif:K+scale:S`` combines
+(sif first).
+"""
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import re
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from swembed.eval.mteb_tasks import CLASSIFICATION, evaluate_mteb
+from swembed.eval.models import load_encoder
+from swembed.eval.sts import DEV, evaluate_sts
+
+Encoder = Callable[[list[str]], np.ndarray]
+RETRIEVAL_SOURCES = ("corpora/en/wikitext2.txt.gz", "corpora/en/gensim_enwiki.txt.gz")
+BLOCK = 9
+SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def retrieval_dev(data: Path, n_docs: int = 4000, n_queries: int = 500, seed: int = 0):
+    """(queries, documents, index of each query's document): see the module docstring."""
+    blocks = []
+    for source in RETRIEVAL_SOURCES:
+        with gzip.open(data / source, "rt", encoding="utf-8") as handle:
+            lines = [line.strip() for line in handle if line.strip()]
+        blocks += [lines[i : i + BLOCK] for i in range(0, len(lines) - BLOCK + 1, BLOCK)]
+    rng = np.random.default_rng(seed)
+    chosen = [blocks[i] for i in sorted(rng.choice(len(blocks), size=min(n_docs, len(blocks)), replace=False))]
+    middle = BLOCK // 2
+    docs = [" ".join(b[:middle] + b[middle + 1 :]) for b in chosen]
+    gold = rng.choice(len(chosen), size=min(n_queries, len(chosen)), replace=False)
+    queries = [chosen[i][middle] for i in gold]
+    return queries, docs, gold
+
+
+def ndcg_at_10(encode: Encoder, queries: list[str], docs: list[str], gold: np.ndarray) -> float:
+    """nDCG@10 x 100 with one relevant document per query, cosine ranking."""
+    q, d = _unit(encode(queries)), _unit(encode(docs))
+    sims = q @ d.T
+    rank = (sims > sims[np.arange(len(gold)), gold][:, None]).sum(axis=1)  # documents scored above the gold one
+    return float(100 * np.mean(np.where(rank < 10, 1 / np.log2(rank + 2), 0.0)))
+
+
+def _unit(x: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    return np.divide(x, norms, out=np.zeros_like(x), where=norms > 0)
+
+
+def sentence_mean(encode: Encoder, texts: list[str]) -> np.ndarray:
+    """Each text split after . ! ? into sentences, each sentence encoded and normalised, their mean normalised."""
+    parts, owner = [], []
+    for i, text in enumerate(texts):
+        pieces = [p for p in SENTENCE_END.split(text) if p.strip()] or [text]
+        parts += pieces
+        owner += [i] * len(pieces)
+    vectors = _unit(encode(parts))
+    out = np.zeros((len(texts), vectors.shape[1]), dtype=np.float32)
+    np.add.at(out, np.array(owner), vectors)
+    return _unit(out)
+
+
+def variant_encoder(spec: str, variant: str, corpus_sample: list[str]) -> Encoder:
+    """The encode function of one variant of the table ``spec``."""
+    kind, encode, _ = load_encoder(spec)
+    parts = [p for p in variant.split("+") if p != "base"]
+    scale = 1.0
+    for part in parts:
+        name, _, value = part.partition(":")
+        if name == "sif":  # each word row times K / (K + n) (the runtime has no such setting: it lost on dev)
+            from swembed import load
+            from swembed.runtime import StaticEmbedder
+
+            if kind != "swembed":
+                raise SystemExit(f"{variant}: sif needs a swembed table (word_contexts.npy)")
+            model = load(spec)
+            table = np.asarray(model.table, dtype=np.float32)
+            if model.scales is not None:
+                table = table * model.scales[:, None]
+            weights = np.ones(len(table), dtype=np.float32)
+            counts = np.asarray(model.word_contexts, dtype=np.float64)
+            weights[: len(counts)] = float(value) / (float(value) + counts)
+            encode = StaticEmbedder(table * weights[:, None], model.tokenizer, model.config, None, model.tokenizers,
+                                    model.word_contexts).encode
+        elif name == "center":
+            mean = encode(corpus_sample).mean(axis=0)
+            encode = (lambda inner, mu: lambda texts: _unit(inner(texts) - mu))(encode, mean)
+        elif name == "sentences":  # a long text = the mean of its sentences' unit vectors
+            encode = (lambda inner: lambda texts: sentence_mean(inner, texts))(encode)
+        elif name == "scale":
+            scale = float(value)
+        else:
+            raise SystemExit(f"unknown variant part {part!r}")
+    if scale != 1.0:
+        encode = (lambda inner, s: lambda texts: s * inner(texts))(encode, scale)
+    return encode
+
+
+def score_variant(encode: Encoder, data: Path, retrieval) -> dict[str, float]:
+    scores = evaluate_mteb(encode, data / "eval-mteb", CLASSIFICATION, split="dev")
+    scores["classification dev mean"] = scores.pop("mean")
+    scores["retrieval dev nDCG@10"] = ndcg_at_10(encode, *retrieval)
+    scores["STS-B dev"] = evaluate_sts(encode, data / "eval", (DEV,))[DEV]
+    return scores
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("model", help="a swembed folder, model2vec:<folder>, wordllama or a teacher")
+    parser.add_argument("--data", default="../shared/data", help="the shared data folder (eval, eval-mteb, corpora)")
+    parser.add_argument("--variants", default="base")
+    parser.add_argument("--json", help="append one JSON line per variant here")
+    args = parser.parse_args(argv)
+    data = Path(args.data)
+    retrieval = retrieval_dev(data)
+    sample = retrieval_dev(data, n_docs=20000, n_queries=0, seed=1)[1]  # for ``center``: documents, not queries
+    for variant in args.variants.split(","):
+        start = time.time()
+        scores = score_variant(variant_encoder(args.model, variant, sample), data, retrieval)
+        row = {"model": args.model, "variant": variant, "scores": scores, "seconds": round(time.time() - start, 1)}
+        print(json.dumps(row), flush=True)
+        if args.json:
+            Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+            with open(args.json, "a", encoding="utf-8") as handle:
+                handle.write(json.dumps(row) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
