@@ -201,6 +201,35 @@ def test_random_batch_companions_and_shrinkage_after_training(reference_build, t
 
 
 @pytest.mark.teacher
+def test_paragraphs_are_runs_of_corpus_sentences_read_by_the_teacher_and_a_weighted_kd_objective(reference_build,
+                                                                                                   tmp_path):
+    """``[paragraphs]``: the paragraphs stage holds ``count`` runs of ``sentences`` consecutive corpus lines and the
+    teacher's vectors of them; KD adds an objective on them at ``weight``, in the loss and the held-out loss."""
+    from swembed.teachers import load_teacher
+
+    corpus, _, _ = reference_build
+    lines = corpus.read_text().split("\n")[:-1]
+    recipe = tmp_path / "paragraphs.toml"
+    recipe.write_text("[paragraphs]\ncount = 150\nsentences = 2\nweight = 0.25\n")
+    out, work = tmp_path / "model", tmp_path / "work"
+    result = run_cli(["build", "--recipe", str(recipe), *small_build_args(corpus, out)[1:], "--work-dir", str(work)],
+                     same_process=True)
+    assert result.returncode == 0, result.stderr
+    assert "150 paragraphs of 2 corpus sentences through the teacher" in result.stderr
+    stage = next(work.glob("paragraphs-*"))
+    paragraphs = (stage / "target_sentences.txt").read_text().split("\n")[:-1]
+    runs = {" ".join(lines[i : i + 2]) for i in range(0, len(lines) - 1, 2)}
+    assert len(paragraphs) == len(set(paragraphs)) == 150 and set(paragraphs) <= runs
+    np.testing.assert_allclose(np.load(stage / "targets.npy"), load_teacher("minilm", device="cpu").encode(paragraphs),
+                               atol=1e-5)
+    history = json.loads((next(work.glob("distill-*")) / "history.json").read_text())
+    parts = history["initial_parts"]
+    assert set(parts) == {"kd en", "kd en paragraphs"}
+    assert history["initial_val_loss"] == pytest.approx(parts["kd en"] + 0.25 * parts["kd en paragraphs"])
+    assert history["train_examples"]["kd en paragraphs"] == 150 - 15  # a tenth held out
+
+
+@pytest.mark.teacher
 def test_a_co_teacher_encodes_the_extract_sentences_in_order_and_kd_aims_at_the_weighted_cosines(reference_build,
                                                                                                   tmp_path):
     """``[distill] co_teacher``: a coteacher stage holds another teacher's vectors of the extract's sentences in
