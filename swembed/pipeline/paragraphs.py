@@ -49,8 +49,8 @@ def _prepare(ctx: StageContext, config: ParagraphsConfig, sources: PrepareSource
 
 
 def _plan(config: ParagraphsConfig, words: int) -> list[str]:
-    return [f"{config.count:,} paragraphs of {config.sentences} corpus sentences through the teacher ([paragraphs]; "
-            "cached after the first build)"]
+    return [(f"{config.count:,} paragraphs of {config.sentences} corpus sentences through the teacher ([paragraphs]; "
+             "cached after the first build)")]
 
 
 PARAGRAPHS = PostTraining("paragraphs", enabled=lambda config: config.count > 0, prepare=_prepare,
