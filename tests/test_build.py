@@ -26,6 +26,17 @@ def reference_build(tmp_path_factory):
     return corpus, out, result
 
 
+def build_with_recipe(corpus, tmp_path, recipe_text: str):
+    """The small build of ``corpus`` with a recipe holding ``recipe_text``, in this process; (result, out, work)."""
+    recipe = tmp_path / "recipe.toml"
+    recipe.write_text(recipe_text)
+    out, work = tmp_path / "model", tmp_path / "work"
+    result = run_cli(["build", "--recipe", str(recipe), *small_build_args(corpus, out)[1:], "--work-dir", str(work)],
+                     same_process=True)
+    assert result.returncode == 0, result.stderr
+    return result, out, work
+
+
 @pytest.mark.teacher
 def test_build_writes_a_loadable_model_with_stage_costs(reference_build):
     _, out, result = reference_build
@@ -132,12 +143,7 @@ def test_rare_word_pieces_train_the_piece_rows_on_exactly_the_sentences_holding_
     lines = [s if i < 200 else s[: s.index(" number")] + "." for i, s in enumerate(make_sentences(400))]
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(lines) + "\n")
-    recipe = tmp_path / "rare.toml"
-    recipe.write_text("[distill]\nrare_word_pieces = 1\n")
-    out, work = tmp_path / "model", tmp_path / "work"
-    result = run_cli(["build", "--recipe", str(recipe), *small_build_args(corpus, out)[1:], "--work-dir", str(work)],
-                     same_process=True)
-    assert result.returncode == 0, result.stderr
+    _, out, work = build_with_recipe(corpus, tmp_path, "[distill]\nrare_word_pieces = 1\n")
     seen = Counter(w for line in lines for w in set(line.lower().rstrip(".").split()))
     holding = sum(any(seen[w] <= 1 for w in line.lower().rstrip(".").split()) for line in lines)
     stats = json.loads(next(work.glob("distill-*/manifest.json")).read_text())["stats"]
@@ -162,13 +168,9 @@ def test_random_batch_companions_and_shrinkage_after_training(reference_build, t
     corpus, _, _ = reference_build
     words_file = tmp_path / "words.txt.gz"
     words_file.write_bytes(gzip.compress("Ocelot\nthe\nocelot\ntwo words\nwombat\t120\n".encode()))
-    recipe = tmp_path / "mixed.toml"
-    recipe.write_text(f"[vocab]\nword_lists = ['{words_file}']\n[distill]\ncell_size = 40\nrandom_batch_weight = 0.5\n"
-                      "shrinkage = 2.0\nalone_shrinkage = 4.0\ngram_buckets = 32\n")
-    out, work = tmp_path / "model", tmp_path / "work"
-    result = run_cli(["build", "--recipe", str(recipe), *small_build_args(corpus, out)[1:], "--work-dir", str(work)],
-                     same_process=True)
-    assert result.returncode == 0, result.stderr
+    result, out, work = build_with_recipe(corpus, tmp_path, f"[vocab]\nword_lists = ['{words_file}']\n[distill]\n"
+                                          "cell_size = 40\nrandom_batch_weight = 0.5\nshrinkage = 2.0\n"
+                                          "alone_shrinkage = 4.0\ngram_buckets = 32\n")
     assert "then every word row read alone through the teacher" in result.stderr  # the plan says so
     stage = next(work.glob("distill-*"))
     history = json.loads((stage / "history.json").read_text())
@@ -198,6 +200,30 @@ def test_random_batch_companions_and_shrinkage_after_training(reference_build, t
     a = gram_matrix(words, 32).toarray().astype(np.float64)
     grams, targets = np.asarray(model.table[start:end], np.float64), np.load(stage / "table.npy")[: len(words)]
     np.testing.assert_allclose(a.T @ a @ grams + RIDGE * grams, a.T @ targets, atol=2e-3)
+
+
+@pytest.mark.teacher
+def test_paragraphs_are_runs_of_corpus_sentences_read_by_the_teacher_and_a_weighted_kd_objective(reference_build,
+                                                                                                   tmp_path):
+    """``[paragraphs]``: the paragraphs stage holds ``count`` runs of ``sentences`` consecutive corpus lines and the
+    teacher's vectors of them; KD adds an objective on them at ``weight``, in the loss and the held-out loss."""
+    from swembed.teachers import load_teacher
+
+    corpus, _, _ = reference_build
+    lines = corpus.read_text().split("\n")[:-1]
+    result, _, work = build_with_recipe(corpus, tmp_path, "[paragraphs]\ncount = 150\nsentences = 2\nweight = 0.25\n")
+    assert "150 paragraphs of 2 corpus sentences through the teacher" in result.stderr
+    stage = next(work.glob("paragraphs-*"))
+    paragraphs = (stage / "target_sentences.txt").read_text().split("\n")[:-1]
+    runs = {" ".join(lines[i : i + 2]) for i in range(0, len(lines) - 1, 2)}
+    assert len(paragraphs) == len(set(paragraphs)) == 150 and set(paragraphs) <= runs
+    np.testing.assert_allclose(np.load(stage / "targets.npy"), load_teacher("minilm", device="cpu").encode(paragraphs),
+                               atol=1e-5)
+    history = json.loads((next(work.glob("distill-*")) / "history.json").read_text())
+    parts = history["initial_parts"]
+    assert set(parts) == {"kd en", "kd en paragraphs"}
+    assert history["initial_val_loss"] == pytest.approx(parts["kd en"] + 0.25 * parts["kd en paragraphs"])
+    assert history["train_examples"]["kd en paragraphs"] == 150 - 15  # a tenth held out
 
 
 @pytest.mark.teacher

@@ -3,7 +3,7 @@
 A recipe (``pipelines/*.toml``) has top-level keys (``teacher``, ``out``, ``langs``, ...) and one table per
 section: ``[corpus]``, ``[tokenization]`` (the one rule set every stage and the exported model share),
 ``[vocab]``, ``[extract]``, ``[compose]``, ``[pca]``, ``[distill]``, and one per post-training stage:
-``[coteacher]``, ``[shrinkage]``, ``[alone]``, ``[grams]`` (their older ``[distill]`` keys still work:
+``[coteacher]``, ``[paragraphs]``, ``[shrinkage]``, ``[alone]``, ``[grams]`` (their older ``[distill]`` keys still work:
 ``LEGACY_DISTILL_KEYS``); a multilingual recipe adds ``[corpora]`` (language -> files) and ``parallel`` pairs.
 Unknown keys are errors naming the file; every numeric setting is checked against its range (``RANGES``).
 The CLI (flags, ``--recipe``) and ``swembed.build`` both make a ``BuildConfig`` and hand it to the pipeline.
@@ -130,6 +130,17 @@ class CoTeacherConfig:
 
 
 @dataclass
+class ParagraphsConfig:
+    """KD also on paragraphs: ``count`` runs of ``sentences`` consecutive corpus lines (one document, mostly), read
+    by the teacher as one text (truncated as it truncates), at ``weight`` beside the sentence objectives, so the
+    table learns what a long text's vector looks like (``swembed.pipeline.paragraphs``); count = 0: off."""
+
+    count: int = 0
+    sentences: int = 4
+    weight: float = 0.5
+
+
+@dataclass
 class ShrinkageConfig:
     """After training, a word seen in n sentences becomes (n v + k u) / (n + k), u its trained piece composition
     (what the tokeniser gives it were it unknown; ``swembed.pipeline.shrinkage``); k = 0: off."""
@@ -184,6 +195,7 @@ class BuildConfig:
     pca: PCAConfig = field(default_factory=PCAConfig)
     distill: DistillConfig = field(default_factory=DistillConfig)
     coteacher: CoTeacherConfig = field(default_factory=CoTeacherConfig)
+    paragraphs: ParagraphsConfig = field(default_factory=ParagraphsConfig)
     shrinkage: ShrinkageConfig = field(default_factory=ShrinkageConfig)
     alone: AloneConfig = field(default_factory=AloneConfig)
     grams: GramsConfig = field(default_factory=GramsConfig)
@@ -364,6 +376,9 @@ RANGES = {
     "distill.cell_size": Range(0),
     "distill.rare_word_pieces": Range(0),
     "distill.random_batch_weight": Range(0),
+    "paragraphs.count": Range(0),
+    "paragraphs.sentences": Range(1),
+    "paragraphs.weight": Range(0),
     "shrinkage.k": Range(0),
     "alone.k": Range(0),
     "grams.buckets": Range(0),

@@ -47,6 +47,11 @@ class DistillInputs:
         weights = [weight for step, config in self.post if step.section == "coteacher" for _, weight in config.pairs()]
         return stages, weights
 
+    def paragraphs(self) -> tuple[dict[str, StageResult], float]:
+        """Each language's ``paragraphs`` stage, and the weight of their KD objective."""
+        weights = [config.weight for step, config in self.post if step.section == "paragraphs"]
+        return {lang: stage for _, lang, stage in self.prepared.get("paragraphs", [])}, (weights or [0.0])[0]
+
 
 def distill_identity(config: DistillConfig, inputs: DistillInputs, seed: int) -> dict:
     """The distill stage's identity: its section, the seed, and what each post-training hook adds. Options at
@@ -107,6 +112,14 @@ def run_distill(ctx: StageContext, config: DistillConfig, inputs: DistillInputs)
                         objectives.append(replace(objectives[-1], name=f"{name} random batches",
                                                   weight=config.kd_weight * config.random_batch_weight,
                                                   batches=random_batches))
+            paragraph_stages, paragraph_weight = inputs.paragraphs()
+            for lang, stage in paragraph_stages.items():
+                paragraphs = files.read_lines(stage.path / files.TARGET_SENTENCES)
+                goal = torch.as_tensor(np.load(stage.path / files.TARGETS), device=dev)
+                objectives.append(kd_objective(PackedRows(tokenizers[lang].encode_batch(paragraphs), dev), goal,
+                                               config.tau, config.kd_weight * paragraph_weight,
+                                               f"kd {lang} paragraphs", config.val_sentences, config.batch_size, rng))
+                stats[f"paragraphs {lang}"] = len(paragraphs)
         for (a, b), stage in inputs.pairs.items():
             pairs = read_pairs(stage, config.min_teacher_similarity)
             stats[f"pairs {a}-{b}"] = len(pairs)

@@ -9,6 +9,7 @@
 | pca      | TABLE, PCA (mean, all components, explained variance), PROJECTION (2-D views)              |
 | alone    | ALONE                                                                                      |
 | coteacher| TARGETS (the co-teacher's vectors of the extract's TARGET_SENTENCES)                       |
+| paragraphs| TARGET_SENTENCES (one paragraph a line), TARGETS (the teacher's vectors of them)          |
 | distill  | TABLE, HISTORY                                                                             |
 | grams    | GRAMS                                                                                      |
 """

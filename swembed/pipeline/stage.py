@@ -248,13 +248,14 @@ class PostTraining:
 
 @dataclass
 class PrepareSources:
-    """What a ``prepare`` hook may read: the build's teacher, its compose and extract stages, and a loader of
-    other teachers on the build's device and precision."""
+    """What a ``prepare`` hook may read: the build's teacher, its compose and extract stages, a loader of
+    other teachers on the build's device and precision, and each language's corpus stage."""
 
     teacher: object
     compose: StageResult
     extracts: dict[str, StageResult]
     load_teacher: Callable[[str], object]
+    corpora: dict[str, StageResult] = field(default_factory=dict)
 
 
 @dataclass
