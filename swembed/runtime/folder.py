@@ -196,6 +196,12 @@ def first_non_finite_row(table: np.ndarray, scales: np.ndarray | None = None) ->
     return None
 
 
+def _in_scales(row: int, scales: np.ndarray | None) -> bool:
+    """Whether the bad value ``first_non_finite_row`` found is row ``row``'s scale (a word's), not a table row (for
+    a codebook table, a shared row that no single word owns)."""
+    return scales is not None and not np.isfinite(scales[row : row + 1]).all()
+
+
 def non_finite_error(folder: Path, row: int, words: list[str], scales: bool = False) -> ModelFolderError:
     where = folder / (SCALES_FILE if scales else EMBEDDINGS_FILE)
     label = f" ({words[row]!r})" if row < len(words) else ""
@@ -286,7 +292,7 @@ def read_model_folder(folder: Path, mmap: bool = True, scan_values: bool | None 
     if scan_values:
         bad = first_non_finite_row(table, scales)
         if bad is not None:
-            in_scales = scales is not None and not np.isfinite(scales[bad : bad + 1]).all()
+            in_scales = _in_scales(bad, scales)
             raise non_finite_error(folder, bad, words if in_scales or codes is None else [], in_scales)
     arrays = {p.stem: _load_array(p, True) for p in sorted(folder.glob("*.npy"))
               if p.name not in (EMBEDDINGS_FILE, SCALES_FILE, CODES_FILE)}
@@ -344,7 +350,7 @@ def write_model_folder(
     scales = (extra_arrays or {}).get("scales")
     bad_row = first_non_finite_row(table, scales)
     if bad_row is not None:
-        label = f" ({words[bad_row]!r})" if codes is None or scales is not None and bad_row < len(scales) else ""
+        label = f" ({words[bad_row]!r})" if codes is None or _in_scales(bad_row, scales) else ""
         raise ModelFolderError(f"table row {bad_row}{label} holds NaN or infinite values; {out} not written")
     record: dict = {}
     with atomic_directory(out, overwrite, "model", inputs, record) as tmp:
