@@ -7,6 +7,10 @@ Each variant of a table is scored on
   Wikipedia sample (one article's prose); the middle sentence is the query, the other 8 the document, ranked
   among all blocks by cosine; nDCG@10 with one relevant document (SciFact's shape: a one-sentence claim against
   a paragraph-long abstract). The table saw these sentences one by one in training, never as query-document pairs;
+* a **docstring retrieval dev set** out of the corpora (``docstring_dev``): the summary line of each documented
+  function or class of the installed scipy, scikit-learn, sympy, networkx, numpy, pandas and matplotlib (read
+  with ``ast``, nothing imported) against its description paragraphs, ranked among all of them by cosine: text no
+  build read, with words the vocabulary lacks (SciFact's queries have 11% unknown words; the set above none);
 * STS-B dev (Spearman x100), so a lever that costs STS shows it.
 
     python -m lab.mteb_levers MODEL --data ../shared/data --variants base,scale:4,sif:1000 \\
@@ -17,12 +21,17 @@ on raw vectors, so the scale is its regularisation); ``sif:K`` (each word row ti
 sentences the word was seen in (word_contexts.npy): smooth inverse frequency with a = K / sentences; rows of
 pieces, grams and words encoded alone keep weight 1);
 ``center`` (the mean vector of corpus paragraphs subtracted, then re-normalised); ``sentences`` (a text is the
-mean of its sentences' unit vectors: long documents weigh each sentence alike). ``sif:K+scale:S`` combines
-(sif first).
+mean of its sentences' unit vectors: long documents weigh each sentence alike); ``oov:W`` (an unknown word
+weighs W in the mean, the tokenisation setting ``oov_weight``); ``words:LIST`` (each word of the word list LIST
+the table lacks gets the row a build with ``[vocab] word_lists`` gives a word seen in no sentence: the teacher's
+vector of the word read alone, carried into the table by the ridge map of ``swembed.pipeline.alone`` fitted on
+the words seen in >= 20 sentences, instead of the back-off through pieces and grams; needs ``--work``, the
+build's work folder with its alone stage; no rebuild). ``sif:K+scale:S`` combines (sif first).
 """
 from __future__ import annotations
 
 import argparse
+import ast
 import gzip
 import json
 import re
@@ -59,6 +68,48 @@ def retrieval_dev(data: Path, n_docs: int = 4000, n_queries: int = 500, seed: in
     return queries, docs, gold
 
 
+DOCSTRING_PACKAGES = ("scipy", "sklearn", "sympy", "networkx", "numpy", "pandas", "matplotlib")
+_SECTION = re.compile(r"^\s*(Parameters|Returns|Examples|Notes|See Also|References|Attributes|Raises|Yields|Methods|"
+                      r"Other Parameters|Warnings|Args|Arguments)\s*$", re.M)
+
+
+def docstring_dev(packages: tuple[str, ...] = DOCSTRING_PACKAGES):
+    """(queries, documents, index of each query's document): the first paragraph of a docstring (5-30 words)
+    against the paragraphs after it and before its first section (40 words or more), for every function and class
+    of ``packages`` outside their tests; docstrings with markup (backquotes, ``=``, ``$``, braces) left out, and a
+    text seen twice kept once. Depends on the installed versions (``scripts/setup.sh`` pins them)."""
+    import importlib.util
+
+    queries, docs, seen = [], [], set()
+    for package in packages:
+        spec = importlib.util.find_spec(package)
+        if spec is None or not spec.submodule_search_locations:
+            continue
+        for path in sorted(Path(spec.submodule_search_locations[0]).rglob("*.py")):
+            if "tests" in path.parts:
+                continue
+            try:
+                tree = ast.parse(path.read_text(encoding="utf-8"))
+            except (SyntaxError, UnicodeDecodeError, ValueError):
+                continue
+            for node in ast.walk(tree):
+                if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    continue
+                doc = ast.get_docstring(node)
+                paragraphs = [" ".join(p.split()) for p in re.split(r"\n\s*\n", _SECTION.split(doc or "")[0])
+                              if p.strip()]
+                if len(paragraphs) < 2:
+                    continue
+                query, body = paragraphs[0], " ".join(paragraphs[1:])
+                if (not 5 <= len(query.split()) <= 30 or len(body.split()) < 40 or any(c in body for c in "`>=\\$|{}")
+                        or any(c in query for c in "`=\\$") or query in seen or body in seen):
+                    continue
+                seen.update((query, body))
+                queries.append(query)
+                docs.append(body)
+    return queries, docs, np.arange(len(docs))
+
+
 def ndcg_at_10(encode: Encoder, queries: list[str], docs: list[str], gold: np.ndarray) -> float:
     """nDCG@10 x 100 with one relevant document per query, cosine ranking."""
     q, d = _unit(encode(queries)), _unit(encode(docs))
@@ -85,7 +136,47 @@ def sentence_mean(encode: Encoder, texts: list[str]) -> np.ndarray:
     return _unit(out)
 
 
-def variant_encoder(spec: str, variant: str, corpus_sample: list[str]) -> Encoder:
+def list_words(path: Path, tokenizer) -> list[str]:
+    """The list's entries that the tokeniser reads as one word of letters the table lacks, as it writes them."""
+    out, seen = [], set()
+    for line in path.read_text(encoding="utf-8").split("\n"):
+        words = tokenizer.words(line.strip())
+        if len(words) == 1 and words[0].isalpha() and words[0] not in tokenizer.vocab and words[0] not in seen:
+            seen.add(words[0])
+            out.append(words[0])
+    return out
+
+
+def with_listed_words(spec: str, work: Path, word_list: Path):
+    """The table ``spec`` plus one row per word of ``word_list`` it lacks, appended after every other row."""
+    from swembed import load
+    from swembed.pipeline import files
+    from swembed.pipeline.alone import FIT_CONTEXTS, RIDGE
+    from swembed.runtime import StaticEmbedder
+    from swembed.runtime.tokenizer import WordTokenizer
+    from swembed.teachers import load_teacher
+
+    model = load(spec)
+    if model.scales is not None:
+        raise SystemExit(f"{spec}: words:LIST needs a float table (this one is quantised)")
+    table, contexts = np.asarray(model.table, dtype=np.float32), np.asarray(model.word_contexts)
+    alone = np.load(next(work.glob("alone-*")) / files.ALONE)
+    if len(alone) != len(contexts):
+        raise SystemExit(f"{work}: its alone stage has {len(alone)} words, the table {len(contexts)}")
+    new = list_words(word_list, model.tokenizer)
+    fit = np.flatnonzero(contexts >= FIT_CONTEXTS)
+    x = np.c_[alone[fit], np.ones(len(fit))].astype(np.float64)
+    beta = np.linalg.solve(x.T @ x + RIDGE * np.eye(x.shape[1]), x.T @ table[fit].astype(np.float64))
+    vectors = load_teacher(model.config["teacher"]["name"], device="cpu").encode(new).astype(np.float64)
+    added = (np.c_[vectors, np.ones(len(vectors))] @ beta).astype(np.float32)
+    vocab = {**model.tokenizer.vocab, **{w: len(table) + i for i, w in enumerate(new)}}
+    old = model.tokenizer
+    tokenizer = WordTokenizer(vocab, old.rules, old.pieces, old.piece_rows, old.gram_rows)
+    print(f"words:{word_list}: {len(new):,} words added", file=sys.stderr)
+    return StaticEmbedder(np.vstack([table, added]), tokenizer, model.config)
+
+
+def variant_encoder(spec: str, variant: str, corpus_sample: list[str], work: Path | None = None) -> Encoder:
     """The encode function of one variant of the table ``spec``."""
     kind, encode, _ = load_encoder(spec)
     parts = [p for p in variant.split("+") if p != "base"]
@@ -112,6 +203,23 @@ def variant_encoder(spec: str, variant: str, corpus_sample: list[str]) -> Encode
             encode = (lambda inner, mu: lambda texts: _unit(inner(texts) - mu))(encode, mean)
         elif name == "sentences":  # a long text = the mean of its sentences' unit vectors
             encode = (lambda inner: lambda texts: sentence_mean(inner, texts))(encode)
+        elif name == "oov":  # unknown words weigh W in the mean (tokenisation setting oov_weight)
+            from dataclasses import replace
+
+            from swembed import load
+            from swembed.runtime import StaticEmbedder
+            from swembed.runtime.tokenizer import WordTokenizer
+
+            model = load(spec)
+            old = model.tokenizer
+            tokenizer = WordTokenizer(old.vocab, replace(old.rules, oov_weight=float(value)), old.pieces,
+                                      old.piece_rows, old.gram_rows)
+            encode = StaticEmbedder(model.table, tokenizer, model.config, model.scales, None,
+                                    model.word_contexts, model.codes).encode
+        elif name == "words":
+            if work is None:
+                raise SystemExit(f"{variant}: words:LIST needs --work (the build's work folder)")
+            encode = with_listed_words(spec, work, Path(value)).encode
         elif name == "scale":
             scale = float(value)
         else:
@@ -121,10 +229,11 @@ def variant_encoder(spec: str, variant: str, corpus_sample: list[str]) -> Encode
     return encode
 
 
-def score_variant(encode: Encoder, data: Path, retrieval) -> dict[str, float]:
+def score_variant(encode: Encoder, data: Path, retrieval, docstrings) -> dict[str, float]:
     scores = evaluate_mteb(encode, data / "eval-mteb", CLASSIFICATION, split="dev")
     scores["classification dev mean"] = scores.pop("mean")
     scores["retrieval dev nDCG@10"] = ndcg_at_10(encode, *retrieval)
+    scores["docstring dev nDCG@10"] = ndcg_at_10(encode, *docstrings)
     scores["STS-B dev"] = evaluate_sts(encode, data / "eval", (DEV,))[DEV]
     return scores
 
@@ -135,14 +244,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", default="../shared/data", help="the shared data folder (eval, eval-mteb, corpora)")
     parser.add_argument("--variants", default="base")
     parser.add_argument("--json", help="append one JSON line per variant here")
+    parser.add_argument("--work", type=Path, help="the build's work folder (for words:LIST)")
     args = parser.parse_args(argv)
     data = Path(args.data)
-    retrieval = retrieval_dev(data)
+    retrieval, docstrings = retrieval_dev(data), docstring_dev()
     sample = retrieval_dev(data, n_docs=20000, n_queries=0, seed=1)[1]  # for ``center``: documents, not queries
     for variant in args.variants.split(","):
         start = time.time()
-        scores = score_variant(variant_encoder(args.model, variant, sample), data, retrieval)
-        row = {"model": args.model, "variant": variant, "scores": scores, "seconds": round(time.time() - start, 1)}
+        scores = score_variant(variant_encoder(args.model, variant, sample, args.work), data, retrieval, docstrings)
+        row = {"model": args.model, "variant": variant, "scores": scores, "seconds": round(time.time() - start, 1),
+               **({"work": str(args.work)} if args.work else {})}
         print(json.dumps(row), flush=True)
         if args.json:
             Path(args.json).parent.mkdir(parents=True, exist_ok=True)

@@ -206,24 +206,31 @@ def test_random_batch_companions_and_shrinkage_after_training(reference_build, t
 def test_paragraphs_are_runs_of_corpus_sentences_read_by_the_teacher_and_a_weighted_kd_objective(reference_build,
                                                                                                    tmp_path):
     """``[paragraphs]``: the paragraphs stage holds ``count`` runs of ``sentences`` consecutive corpus lines and the
-    teacher's vectors of them; KD adds an objective on them at ``weight``, in the loss and the held-out loss."""
+    teacher's vectors of them, the queries stage the line before each run and its vector; KD adds an objective on
+    the paragraphs at ``weight`` and one of the queries against them at ``query_weight``, neither of which
+    decides early stopping."""
     from swembed.teachers import load_teacher
 
     corpus, _, _ = reference_build
     lines = corpus.read_text().split("\n")[:-1]
-    result, _, work = build_with_recipe(corpus, tmp_path, "[paragraphs]\ncount = 150\nsentences = 2\nweight = 0.25\n")
-    assert "150 paragraphs of 2 corpus sentences through the teacher" in result.stderr
+    result, _, work = build_with_recipe(corpus, tmp_path, "[paragraphs]\ncount = 150\nsentences = 2\nweight = 0.25\n"
+                                                          "query_weight = 0.5\n")
+    assert "150 paragraphs of 2 corpus sentences and the line before each through the teacher" in result.stderr
     stage = next(work.glob("paragraphs-*"))
     paragraphs = (stage / "target_sentences.txt").read_text().split("\n")[:-1]
-    runs = {" ".join(lines[i : i + 2]) for i in range(0, len(lines) - 1, 2)}
-    assert len(paragraphs) == len(set(paragraphs)) == 150 and set(paragraphs) <= runs
-    np.testing.assert_allclose(np.load(stage / "targets.npy"), load_teacher("minilm", device="cpu").encode(paragraphs),
-                               atol=1e-5)
+    runs = {" ".join(lines[i : i + 2]): i for i in range(0, len(lines) - 1, 2)}
+    assert len(paragraphs) == len(set(paragraphs)) == 150 and set(paragraphs) <= set(runs)
+    teacher = load_teacher("minilm", device="cpu")
+    np.testing.assert_allclose(np.load(stage / "targets.npy"), teacher.encode(paragraphs), atol=1e-5)
+    queries_stage = next(work.glob("queries-*"))
+    queries = (queries_stage / "target_sentences.txt").read_text().split("\n")[:-1]
+    assert queries == [lines[runs[p] - 1] if runs[p] else lines[2] for p in paragraphs]
+    np.testing.assert_allclose(np.load(queries_stage / "targets.npy"), teacher.encode(queries), atol=1e-5)
     history = json.loads((next(work.glob("distill-*")) / "history.json").read_text())
     parts = history["initial_parts"]
-    assert set(parts) == {"kd en", "kd en paragraphs"}
-    assert history["initial_val_loss"] == pytest.approx(parts["kd en"] + 0.25 * parts["kd en paragraphs"])
-    assert history["train_examples"]["kd en paragraphs"] == 150 - 15  # a tenth held out
+    assert set(parts) == {"kd en", "kd en paragraphs", "query kd en"}
+    assert history["initial_val_loss"] == pytest.approx(parts["kd en"])
+    assert history["train_examples"]["kd en paragraphs"] == history["train_examples"]["query kd en"] == 150 - 15
 
 
 @pytest.mark.teacher

@@ -1,10 +1,11 @@
-"""The one training loop: its two losses, resume to the identical table for both objectives, CUDA when present."""
+"""The one training loop: its three losses, resume to the identical table for both objectives, CUDA when present."""
 import numpy as np
 import pytest
 import torch
 
 from swembed.pipeline.train import (CellBatches, LoopSettings, PackedRows, centred, contrastive_loss,
-                                    RowAdam, contrastive_objective, kd_loss, kd_objective, spherical_kmeans, train)
+                                    RowAdam, contrastive_objective, kd_loss, kd_objective, query_kd_loss,
+                                    query_kd_objective, spherical_kmeans, train)
 from swembed.runtime.tokenizer import TokenIds
 
 
@@ -45,6 +46,48 @@ def test_contrastive_loss_matches_the_formula_and_rewards_alignment():
     eye = torch.eye(6, 8)
     assert contrastive_loss(eye, eye * 3, tau).item() < 1e-6  # aligned, orthogonal pairs: no loss
     assert contrastive_loss(eye, eye.roll(1, 0), tau).item() > 10  # every pair mismatched
+
+
+def test_query_kd_loss_matches_the_formula_and_is_minimal_at_the_teacher():
+    """Each query's softmax over the batch's documents (its own included), the teacher's to the student's."""
+    torch.manual_seed(0)
+    unit = torch.nn.functional.normalize
+    tq, td = unit(torch.randn(5, 8), dim=-1), unit(torch.randn(5, 8), dim=-1)
+    sq, sd = unit(torch.randn(5, 3), dim=-1), unit(torch.randn(5, 3), dim=-1)
+    tau = 0.05
+    expected = sum(-(torch.softmax(tq[i] @ td.T / tau, 0) * torch.log_softmax(sq[i] @ sd.T / tau, 0)).sum()
+                   for i in range(5)) / 5
+    assert torch.isclose(query_kd_loss(sq, sd, tq, td, tau), expected, atol=1e-5)
+    queries, documents = tq.clone().requires_grad_(True), td.clone().requires_grad_(True)
+    query_kd_loss(queries, documents, tq, td, tau).backward()
+    for grad, at in ((queries.grad, tq), (documents.grad, td)):  # no move along the sphere at the teacher
+        assert (grad - (grad * at).sum(-1, keepdim=True) * at).abs().max() < 1e-4
+    assert query_kd_loss(sq, sd, tq, td, tau) > query_kd_loss(tq, td, tq, td, tau)
+
+
+def test_query_kd_trains_beside_sentence_kd_without_choosing_the_best_table(tmp_path):
+    """The query objective lowers its own held-out loss, while early stopping and the best table read the
+    sentence objective alone."""
+    device = torch.device("cpu")
+    table, (kd, _) = problem(device)
+    rng = np.random.default_rng(3)
+    unit = torch.nn.functional.normalize
+    queries, documents = random_texts(rng, 300, 60), random_texts(rng, 300, 60)
+    meaning = unit(torch.tensor(rng.normal(size=(60, 16)), dtype=torch.float32), dim=-1)
+
+    def teacher(texts):
+        rows = torch.repeat_interleave(torch.arange(len(texts.lengths)), torch.as_tensor(texts.lengths))
+        return unit(torch.zeros(len(texts.lengths), 16).index_add_(0, rows, meaning[torch.as_tensor(texts.ids)]),
+                    dim=-1)
+
+    query = query_kd_objective(PackedRows(queries, device), PackedRows(documents, device), teacher(queries),
+                               teacher(documents), 0.05, 1.0, "query kd", 48, 16, np.random.default_rng(1))
+    assert not query.selects and len(query.train) == 300 - 30
+    learned, history = train(table, [kd, query], SETTINGS, device, tmp_path, 0.0)
+    first, rounds = history["initial_parts"], history["rounds"]
+    assert history["initial_val_loss"] == pytest.approx(first["kd"])
+    assert [r["val_loss"] for r in rounds] == pytest.approx([r["val_parts"]["kd"] for r in rounds])
+    assert min(r["val_parts"]["query kd"] for r in rounds) < first["query kd"]
 
 
 def test_row_adam_moves_rows_as_sparse_adam_does_and_resumes_from_its_state():

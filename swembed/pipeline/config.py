@@ -133,11 +133,15 @@ class CoTeacherConfig:
 class ParagraphsConfig:
     """KD also on paragraphs: ``count`` runs of ``sentences`` consecutive corpus lines (one document, mostly), read
     by the teacher as one text (truncated as it truncates), at ``weight`` beside the sentence objectives, so the
-    table learns what a long text's vector looks like (``swembed.pipeline.paragraphs``); count = 0: off."""
+    table learns what a long text's vector looks like; and at ``query_weight`` the asymmetric KD of a query (the
+    corpus line just before each run) against the batch's paragraphs, so it learns what a short text matching a
+    long one looks like (``swembed.pipeline.paragraphs``). Early stopping reads the sentence objectives only.
+    count = 0: off."""
 
     count: int = 0
     sentences: int = 4
     weight: float = 0.5
+    query_weight: float = 0.0
 
 
 @dataclass
@@ -379,6 +383,7 @@ RANGES = {
     "paragraphs.count": Range(0),
     "paragraphs.sentences": Range(1),
     "paragraphs.weight": Range(0),
+    "paragraphs.query_weight": Range(0),
     "shrinkage.k": Range(0),
     "alone.k": Range(0),
     "grams.buckets": Range(0),

@@ -47,10 +47,15 @@ class DistillInputs:
         weights = [weight for step, config in self.post if step.section == "coteacher" for _, weight in config.pairs()]
         return stages, weights
 
-    def paragraphs(self) -> tuple[dict[str, StageResult], float]:
-        """Each language's ``paragraphs`` stage, and the weight of their KD objective."""
-        weights = [config.weight for step, config in self.post if step.section == "paragraphs"]
-        return {lang: stage for _, lang, stage in self.prepared.get("paragraphs", [])}, (weights or [0.0])[0]
+    def paragraphs(self) -> tuple[dict[str, tuple[StageResult, StageResult | None]], float, float]:
+        """Each language's ``paragraphs`` stage and its ``queries`` stage (or None), the weight of the paragraphs'
+        KD objective and that of the queries' KD against them."""
+        sections = [config for step, config in self.post if step.section == "paragraphs"]
+        stages: dict[str, list] = {}
+        for label, lang, stage in self.prepared.get("paragraphs", []):
+            stages.setdefault(lang, [None, None])[label.startswith("queries")] = stage
+        weight, query_weight = (sections[0].weight, sections[0].query_weight) if sections else (0.0, 0.0)
+        return {lang: (pair[0], pair[1]) for lang, pair in stages.items()}, weight, query_weight
 
 
 def distill_identity(config: DistillConfig, inputs: DistillInputs, seed: int) -> dict:
@@ -77,7 +82,7 @@ def run_distill(ctx: StageContext, config: DistillConfig, inputs: DistillInputs)
         from tokenizers import Tokenizer
 
         from swembed.pipeline.train import (LoopSettings, PackedRows, centred, contrastive_objective, kd_objective,
-                                            random_batches, retrieval_accuracy, train)
+                                            query_kd_objective, random_batches, retrieval_accuracy, train)
         from swembed.teachers.base import pick_device
 
         dev = pick_device(ctx.device)
@@ -112,13 +117,22 @@ def run_distill(ctx: StageContext, config: DistillConfig, inputs: DistillInputs)
                         objectives.append(replace(objectives[-1], name=f"{name} random batches",
                                                   weight=config.kd_weight * config.random_batch_weight,
                                                   batches=random_batches))
-            paragraph_stages, paragraph_weight = inputs.paragraphs()
-            for lang, stage in paragraph_stages.items():
+            paragraph_stages, paragraph_weight, query_weight = inputs.paragraphs()
+            for lang, (stage, query_stage) in paragraph_stages.items():
                 paragraphs = files.read_lines(stage.path / files.TARGET_SENTENCES)
+                packed = PackedRows(tokenizers[lang].encode_batch(paragraphs), dev)
                 goal = torch.as_tensor(np.load(stage.path / files.TARGETS), device=dev)
-                objectives.append(kd_objective(PackedRows(tokenizers[lang].encode_batch(paragraphs), dev), goal,
-                                               config.tau, config.kd_weight * paragraph_weight,
-                                               f"kd {lang} paragraphs", config.val_sentences, config.batch_size, rng))
+                if paragraph_weight > 0:
+                    objectives.append(replace(kd_objective(packed, goal, config.tau, config.kd_weight * paragraph_weight,
+                                                           f"kd {lang} paragraphs", config.val_sentences,
+                                                           config.batch_size, rng), selects=False))
+                if query_stage is not None:
+                    queries = files.read_lines(query_stage.path / files.TARGET_SENTENCES)
+                    objectives.append(query_kd_objective(
+                        PackedRows(tokenizers[lang].encode_batch(queries), dev), packed,
+                        torch.as_tensor(np.load(query_stage.path / files.TARGETS), device=dev), goal, config.tau,
+                        config.kd_weight * query_weight, f"query kd {lang}", config.val_sentences, config.batch_size,
+                        rng))
                 stats[f"paragraphs {lang}"] = len(paragraphs)
         for (a, b), stage in inputs.pairs.items():
             pairs = read_pairs(stage, config.min_teacher_similarity)

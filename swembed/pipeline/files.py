@@ -10,6 +10,7 @@
 | alone    | ALONE                                                                                      |
 | coteacher| TARGETS (the co-teacher's vectors of the extract's TARGET_SENTENCES)                       |
 | paragraphs| TARGET_SENTENCES (one paragraph a line), TARGETS (the teacher's vectors of them)          |
+| queries  | TARGET_SENTENCES (the query of each paragraph, same order), TARGETS                        |
 | distill  | TABLE, HISTORY                                                                             |
 | grams    | GRAMS                                                                                      |
 """

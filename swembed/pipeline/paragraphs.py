@@ -4,6 +4,11 @@ runs of ``sentences`` lines each, drawn (seeded) from the corpus stage's sentenc
 come from one document; the teacher truncates them as it truncates any text. The distill stage adds a KD
 objective on them at ``weight`` (``PARAGRAPHS``, registered in ``swembed.pipeline.build``).
 Artifact: ``target_sentences.txt`` (one paragraph a line) and ``targets.npy`` (N, H') in that order.
+
+Stage 5e, queries (when ``query_weight`` > 0): for each paragraph the corpus line just before its run (after it,
+for a run at the corpus start), read by the teacher; the distill stage adds the asymmetric KD of these short
+texts against the long ones (a retrieval query against documents: the line is near the run, never in it).
+Artifact: the same two files, row i the query of paragraph i.
 """
 from __future__ import annotations
 
@@ -19,12 +24,23 @@ from swembed.runtime.folder import atomic_save_npy
 logger = logging.getLogger(__name__)
 
 
+def run_starts(n_sentences: int, count: int, per_paragraph: int, seed: int) -> np.ndarray:
+    """The first line of ``count`` (at most all) non-overlapping runs of ``per_paragraph`` consecutive lines, drawn
+    with ``seed``, in corpus order."""
+    runs = n_sentences // per_paragraph
+    return np.sort(np.random.default_rng(seed).permutation(runs)[:count]) * per_paragraph
+
+
 def paragraphs_of(sentences: list[str], count: int, per_paragraph: int, seed: int) -> list[str]:
-    """``count`` (at most all) non-overlapping runs of ``per_paragraph`` consecutive sentences, each joined with
-    spaces, drawn with ``seed`` and kept in corpus order."""
-    runs = len(sentences) // per_paragraph
-    starts = np.sort(np.random.default_rng(seed).permutation(runs)[:count]) * per_paragraph
-    return [" ".join(sentences[s : s + per_paragraph]) for s in starts]
+    """The runs of ``run_starts``, each joined with spaces."""
+    return [" ".join(sentences[s : s + per_paragraph])
+            for s in run_starts(len(sentences), count, per_paragraph, seed)]
+
+
+def queries_of(sentences: list[str], count: int, per_paragraph: int, seed: int) -> list[str]:
+    """The query of each run of ``paragraphs_of``: the line before it, or after it for a run at line 0."""
+    return [sentences[s - 1 if s > 0 else s + per_paragraph]
+            for s in run_starts(len(sentences), count, per_paragraph, seed)]
 
 
 def run_paragraphs(ctx: StageContext, config: ParagraphsConfig, corpus: StageResult, teacher) -> StageResult:
@@ -43,18 +59,41 @@ def run_paragraphs(ctx: StageContext, config: ParagraphsConfig, corpus: StageRes
     return ctx.run("paragraphs", identity, [corpus], compute)
 
 
+def run_queries(ctx: StageContext, config: ParagraphsConfig, corpus: StageResult, teacher) -> StageResult:
+    """The query line of each paragraph (``queries_of``), encoded with ``teacher``."""
+    identity = {"count": config.count, "sentences": config.sentences, "seed": ctx.seed, "query": "line before",
+                "teacher": {k: v for k, v in teacher.describe().items() if k != "path"}}
+
+    def compute(run: StageRun) -> dict:
+        texts = queries_of(files.read_lines(corpus.path / files.SENTENCES), config.count, config.sentences, ctx.seed)
+        logger.info("queries: the teacher reads the %d query lines of the paragraphs", len(texts))
+        atomic_save_npy(run.out / files.TARGETS, teacher.encode(texts).astype(np.float32))
+        (run.out / files.TARGET_SENTENCES).write_text("".join(t + "\n" for t in texts), encoding="utf-8")
+        return {"queries": len(texts)}
+
+    return ctx.run("queries", identity, [corpus], compute)
+
+
 def _prepare(ctx: StageContext, config: ParagraphsConfig, sources: PrepareSources) -> Prepared:
-    return [(f"paragraphs ({lang})", lang, run_paragraphs(ctx, config, corpus, sources.teacher))
-            for lang, corpus in sources.corpora.items()]
+    prepared = []
+    for lang, corpus in sources.corpora.items():
+        prepared.append((f"paragraphs ({lang})", lang, run_paragraphs(ctx, config, corpus, sources.teacher)))
+        if config.query_weight > 0:
+            prepared.append((f"queries ({lang})", lang, run_queries(ctx, config, corpus, sources.teacher)))
+    return prepared
 
 
 def _plan(config: ParagraphsConfig, words: int) -> list[str]:
-    return [(f"{config.count:,} paragraphs of {config.sentences} corpus sentences through the teacher ([paragraphs]; "
-             "cached after the first build)")]
+    queries = " and the line before each" if config.query_weight > 0 else ""
+    return [(f"{config.count:,} paragraphs of {config.sentences} corpus sentences{queries} through the teacher "
+             "([paragraphs]; cached after the first build)")]
 
 
 PARAGRAPHS = PostTraining("paragraphs", enabled=lambda config: config.count > 0, prepare=_prepare,
                           identity=lambda config: {"paragraphs": config.count,
                                                    "paragraph_sentences": config.sentences,
-                                                   "paragraph_weight": config.weight},
+                                                   "paragraph_weight": config.weight,
+                                                   "early_stopping": "sentence objectives",
+                                                   **({"paragraph_query_weight": config.query_weight}
+                                                      if config.query_weight > 0 else {})},
                           plan=_plan)

@@ -4,14 +4,16 @@ encoded exactly as the inference tokeniser encodes them (weighted mean of rows, 
 * ``kd``: knowledge distillation of sentence similarities (paper eq. 2-3): the cross-entropy of the teacher's
   in-batch similarity softmax (diagonal excluded, temperature tau) to the student's.
 * ``contrastive``: the symmetric in-batch InfoNCE on translation pairs (paper eq. 4-5).
+* ``query kd``: asymmetric distillation: each short text's softmax over the batch's long texts (its own
+  document among them, diagonal included), the teacher's to the student's; what a retrieval ranking asks for.
 
 KD batches are random (the paper) or ``neighbours``: each batch is drawn from one cell of a spherical k-means
 over the teacher vectors, so the in-batch softmax must rank close neighbours as the teacher does; that is the
 fine-grained similarity STS asks for (+0.7 STS-B dev at an equal step budget, ``reports/ablations.md``).
 
 Each step adds every objective's weighted loss on its own batch; Adam moves only the rows in the
-batches. Early stopping on the weighted held-out loss (patience in rounds of ``eval_every`` steps); the best
-table is kept. Batches are drawn per round from seeded generators and the state is checkpointed (at most
+batches. Early stopping on the weighted held-out loss of the objectives that ``select`` (patience in rounds of
+``eval_every`` steps); the best table is kept. Batches are drawn per round from seeded generators and the state is checkpointed (at most
 every ``checkpoint_seconds``), so a killed run resumes to the identical table. Runs on the CPU or CUDA.
 """
 from __future__ import annotations
@@ -51,6 +53,15 @@ def contrastive_loss(a: torch.Tensor, b: torch.Tensor, tau: float) -> torch.Tens
     logits = F.normalize(a, dim=-1) @ F.normalize(b, dim=-1).T / tau
     target = torch.arange(len(a), device=a.device)
     return (F.cross_entropy(logits, target) + F.cross_entropy(logits.T, target)) / 2
+
+
+def query_kd_loss(queries: torch.Tensor, documents: torch.Tensor, teacher_queries: torch.Tensor,
+                  teacher_documents: torch.Tensor, tau: float) -> torch.Tensor:
+    """Cross-entropy of the teacher's softmax of each query over the batch's documents to the student's (all
+    rows L2-normalised; row i of the documents is query i's own)."""
+    s = queries @ documents.T / tau
+    t = teacher_queries @ teacher_documents.T / tau
+    return -(t.softmax(dim=-1) * s.log_softmax(dim=-1)).sum(dim=-1).mean()
 
 
 def centred(targets: torch.Tensor) -> torch.Tensor:
@@ -171,6 +182,7 @@ class Objective:
     texts: tuple[PackedRows, ...]
     loss: Callable[[list[torch.Tensor], torch.Tensor], torch.Tensor]
     batches: Callable[[np.random.Generator, int, int, int], np.ndarray] = random_batches
+    selects: bool = True  # its held-out loss counts in early stopping and in choosing the best table
 
 
 def kd_objective(packed: PackedRows, targets: torch.Tensor, tau: float, weight: float, name: str, n_held: int,
@@ -204,6 +216,26 @@ def kd_objective(packed: PackedRows, targets: torch.Tensor, tau: float, weight: 
     anchors = held_vectors[torch.as_tensor(rng.choice(len(held), n_batches, replace=False), device=targets.device)]
     nearest = (anchors @ held_vectors.T).topk(min(batch_size, len(held)), dim=1).indices.cpu().numpy()
     return Objective(name, weight, train, [np.sort(held[n]) for n in nearest], (packed,), loss, CellBatches(cells))
+
+
+def query_kd_objective(queries: PackedRows, documents: PackedRows, query_targets: torch.Tensor,
+                       document_targets: torch.Tensor, tau: float, weight: float, name: str, n_held: int,
+                       batch_size: int, rng: np.random.Generator) -> Objective:
+    """Asymmetric distillation (``query_kd_loss``) on pairs: row i of ``queries`` belongs with row i of
+    ``documents``; teacher vectors in the same order. It trains beside the sentence objectives and does not
+    select (a long text's loss would otherwise decide when sentence distillation stops)."""
+    usable = np.intersect1d(queries.nonempty(), documents.nonempty())
+    usable = usable[rng.permutation(len(usable))]
+    n_held = min(n_held, len(usable) // 10)
+    if len(usable) - n_held < batch_size or n_held < 2:
+        raise ValueError(f"{name}: needs at least {batch_size + 2} pairs with known words, got {len(usable)}")
+    held, train = np.sort(usable[:n_held]), usable[n_held:]
+
+    def loss(vectors: list[torch.Tensor], batch: torch.Tensor) -> torch.Tensor:
+        return query_kd_loss(vectors[0], vectors[1], query_targets[batch], document_targets[batch], tau)
+
+    return Objective(name, weight, train, np.array_split(held, max(1, n_held // batch_size)), (queries, documents),
+                     loss, selects=False)
 
 
 def contrastive_objective(left: PackedRows, right: PackedRows, tau: float, weight: float, name: str, n_held: int,
@@ -319,7 +351,7 @@ def train(table: np.ndarray, objectives: list[Objective], settings: LoopSettings
     @torch.no_grad()
     def held_out_loss() -> tuple[float, dict]:
         parts = {o.name: float(np.mean([losses([(o, rows)])[0][0].item() for rows in o.held_out])) for o in objectives}
-        return sum(o.weight * parts[o.name] for o in objectives), parts
+        return sum(o.weight * parts[o.name] for o in objectives if o.selects), parts
 
     state_path = partial / _STATE
     if state_path.is_file():
