@@ -10,12 +10,12 @@ The CLI (flags, ``--recipe``) and ``swembed.build`` both make a ``BuildConfig`` 
 """
 from __future__ import annotations
 
-import math
 import tomllib
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
 
 from swembed._extras import require
+from swembed.runtime.ranges import Range
 from swembed.runtime.tokenizer import TokenizationRules
 from swembed.teachers.base import TEACHER_DTYPES
 
@@ -314,30 +314,6 @@ LEGACY_DISTILL_KEYS = {"co_teacher": ("coteacher", "teachers"), "co_teacher_weig
                        "gram_buckets": ("grams", "buckets")}
 
 
-@dataclass(frozen=True)
-class Range:
-    """The values a numeric setting takes: from ``low`` (``above``: excluding it) to ``high``, finite;
-    ``unset`` says what leaving it out (None) means, where it may be left out."""
-
-    low: float
-    high: float | None = None
-    above: bool = False
-    unset: str = ""
-
-    def holds(self, value: object) -> bool:
-        if value is None:
-            return bool(self.unset)
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            return True  # a wrong type is the type check's to report
-        return (math.isfinite(value) and (value > self.low if self.above else value >= self.low)
-                and (self.high is None or value <= self.high))
-
-    def __str__(self) -> str:
-        text = (f"between {self.low:g} and {self.high:g}" if self.high is not None
-                else f"above {self.low:g}" if self.above else f"at least {self.low:g}")
-        return text + (f" (leave it out for {self.unset})" if self.unset else "")
-
-
 # Every numeric build setting and its range: the one place they are checked (recipes, flags and swembed.build
 # alike). A value out of range is refused before any work, naming the setting and its range.
 RANGES = {
@@ -391,8 +367,7 @@ class OptionError(BuildError):
     def __init__(self, key: str, value: object, source: str = "", name: str | None = None) -> None:
         self.key, self.value, self.source = key, value, source
         where = f"{source}: " if source else ""
-        finite = "a finite number " if isinstance(value, float) and not math.isfinite(value) else ""
-        super().__init__(f"{where}{name or key_label(key)} must be {finite}{RANGES[key]}, got {value!r}")
+        super().__init__(where + RANGES[key].refusal(name or key_label(key), value))
 
     def named(self, name: str) -> OptionError:
         """The same refusal naming the setting ``name`` (a flag)."""
