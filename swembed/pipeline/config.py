@@ -290,12 +290,16 @@ class BuildConfig:
                 str(self.work_path)]
 
     def check_before_work(self, overwrite: bool = False) -> None:
-        """What a build can check before loading the teacher (and before importing torch): the settings, the
-        output folder, and that every corpus source (and word list) exists and starts like text."""
+        """What a build can check before loading the teacher (and before importing torch): the settings, that the
+        teacher and co-teachers are names a teacher can have, the output folder, and that every corpus source (and
+        word list) exists and starts like text."""
         from swembed.pipeline.sources import check_sources
         from swembed.runtime.folder import check_writable
+        from swembed.teachers.registry import check_teacher_name
 
         self.validate()
+        for name in [self.teacher, *(name for name, _ in self.coteacher.pairs() if self.distill_enabled)]:
+            check_teacher_name(str(name))
         check_writable(Path(self.out), overwrite, self.input_paths())
         for lang in self.langs:
             check_sources(self.corpus_for(lang).sources)
