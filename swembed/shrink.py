@@ -28,6 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
+from swembed.runtime.ranges import Range, check_ranges
+
 STORAGES = ("float32", "float16", "int8", "int4", "codebook")
 GRAM_TARGETS = ("word", "residual")
 _DROPPED_KEYS = ("format", "format_version", "dtype", "dim", "vocab_size", "tokenizer", "storage", "pieces", "grams",
@@ -49,20 +51,22 @@ class ShrinkConfig:
     seed: int = 0
 
     def validate(self) -> None:
-        for name in ("words", "pieces", "dim"):
-            value = getattr(self, name)
-            if value is not None and value < 1:
-                raise ValueError(f"shrink {name} must be at least 1, got {value}")
-        if self.gram_buckets is not None and self.gram_buckets < 0:
-            raise ValueError(f"shrink gram_buckets must be 0 (no gram rows) or more, got {self.gram_buckets}")
+        check_ranges(SHRINK_RANGES, self, lambda name: f"shrink {name}")
         if self.gram_target not in GRAM_TARGETS:
             raise ValueError(f"shrink gram_target must be one of {GRAM_TARGETS}, got {self.gram_target!r}")
-        if self.oov_weight is not None and not self.oov_weight > 0:
-            raise ValueError(f"shrink oov_weight must be above 0, got {self.oov_weight}")
         if self.storage not in STORAGES:
             raise ValueError(f"shrink storage must be one of {STORAGES}, got {self.storage!r}")
-        if self.centroids < 1:
-            raise ValueError(f"shrink centroids must be at least 1, got {self.centroids}")
+
+
+# ShrinkConfig's numeric settings (the recipe keys; the flags spell them with dashes)
+SHRINK_RANGES = {
+    "words": Range(1, unset="the source's words"),
+    "pieces": Range(1, unset="the source's pieces"),
+    "dim": Range(1, unset="the source's dim"),
+    "gram_buckets": Range(0, unset="the source's gram rows; 0 drops them"),
+    "oov_weight": Range(0, above=True, unset="the source's weight"),
+    "centroids": Range(1),
+}
 
 
 @dataclass

@@ -178,8 +178,14 @@ def test_bad_inputs_fail_clearly_and_write_nothing(model_dir, tmp_path, capsys):
     (tmp_path / "a.jsonl").write_text('{"text": "fine"}\n{"body": "no text field"}\n', encoding="utf-8")
     (tmp_path / "b.jsonl").write_text('{"text": "fine"}\nnot json\n', encoding="utf-8")
     (tmp_path / "c.csv").write_text("text\nx\n", encoding="utf-8")
+    (tmp_path / "fine.txt").write_text("the cat\n", encoding="utf-8")
+    good = str(tmp_path / "fine.txt")
     cases = [([str(tmp_path / "missing.txt")], "input not found"), ([str(tmp_path / "a.jsonl")], "a.jsonl:2: no 'text'"),
-             ([str(tmp_path / "b.jsonl")], "b.jsonl:2: not a JSON object"), ([str(tmp_path / "c.csv")], "unknown input")]
+             ([str(tmp_path / "b.jsonl")], "b.jsonl:2: not a JSON object"), ([str(tmp_path / "c.csv")], "unknown input"),
+             ([good, "--threshold", "1.5"], "--threshold must be between -1 and 1 (leave it out for 0.9, or 0.5 with "
+                                             "a target), got 1.5"),
+             ([good, "--target-fraction", "0"], "--target-fraction must be above 0 and at most 1 (leave it out for no "
+                                                 "target), got 0.0")]
     for inputs, message in cases:
         assert main(["dedup", *inputs, "--model", str(model_dir), "--out", str(tmp_path / "out"), "--quiet"]) == 2
         assert message in capsys.readouterr().err

@@ -137,6 +137,13 @@ def test_cli_recipe_flags_and_bad_input(piece_model: Path, tmp_path: Path):
     recipe.write_text('source = "x"\nwordz = 6\n')
     bad = run_cli(["shrink", "--recipe", recipe, "--out", tmp_path / "x"], same_process=True)
     assert bad.returncode == 2 and "wordz" in bad.stderr and str(recipe) in bad.stderr
+    for flag, value, message in (("--gram-buckets", "-1", "shrink gram_buckets must be at least 0 (leave it out for "
+                                  "the source's gram rows; 0 drops them), got -1"),
+                                 ("--oov-weight", "nan", "shrink oov_weight must be a finite number above 0 (leave it "
+                                  "out for the source's weight), got nan")):
+        bad = run_cli(["shrink", piece_model, "--out", tmp_path / "x", flag, value], same_process=True)
+        assert bad.returncode == 2 and bad.stderr.strip().endswith(f"error: {message}"), bad.stderr
+        assert not (tmp_path / "x").exists()
 
 
 def test_residual_gram_target_makes_the_backoff_recall_dropped_words(piece_model: Path, tmp_path: Path):

@@ -25,6 +25,7 @@ from swembed.dedup.clusters import (CLUSTERINGS, connected_roots, merge_to_targe
                                     representatives, star_representatives, text_hashes)
 from swembed.dedup.records import KeptWriter, check_inputs, read_batches
 from swembed.runtime.folder import atomic_directory
+from swembed.runtime.ranges import Range, check_ranges
 
 MAPPING_HEADER = "record\tfile\tposition\trepresentative\tsimilarity\treason\n"
 
@@ -48,18 +49,19 @@ class DedupConfig:
             raise ValueError(f"--keep must be first or longest, got {self.keep!r}")
         if self.target_size is not None and self.target_fraction is not None:
             raise ValueError("give --target-size or --target-fraction, not both")
-        if self.target_size is not None and self.target_size < 1:
-            raise ValueError(f"--target-size must be at least 1, got {self.target_size}")
-        if self.target_fraction is not None and not 0 < self.target_fraction <= 1:
-            raise ValueError(f"--target-fraction must be in (0, 1], got {self.target_fraction}")
-        if self.threshold is not None and not -1 <= self.threshold <= 1:
-            raise ValueError(f"--threshold is a cosine in [-1, 1], got {self.threshold}")
-        if self.k < 1:
-            raise ValueError(f"--k must be at least 1, got {self.k}")
+        check_ranges(DEDUP_RANGES, self, lambda name: "--" + name.replace("_", "-"))
         if self.clusters not in CLUSTERINGS:
             raise ValueError(f"--clusters must be one of {', '.join(CLUSTERINGS)}, got {self.clusters!r}")
-        if self.batch_size < 1:
-            raise ValueError(f"--batch-size must be at least 1, got {self.batch_size}")
+
+
+# DedupConfig's numeric settings, named by their flags (--target-size)
+DEDUP_RANGES = {
+    "target_size": Range(1, unset="no target"),
+    "target_fraction": Range(0, 1, above=True, unset="no target"),
+    "threshold": Range(-1, 1, unset="0.9, or 0.5 with a target"),  # a cosine
+    "k": Range(1),
+    "batch_size": Range(1),
+}
 
 
 @dataclass

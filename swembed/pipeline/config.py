@@ -10,12 +10,12 @@ The CLI (flags, ``--recipe``) and ``swembed.build`` both make a ``BuildConfig`` 
 """
 from __future__ import annotations
 
-import math
 import tomllib
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
 
 from swembed._extras import require
+from swembed.runtime.ranges import Range
 from swembed.runtime.tokenizer import TokenizationRules
 from swembed.teachers.base import TEACHER_DTYPES
 
@@ -294,12 +294,16 @@ class BuildConfig:
                 str(self.work_path)]
 
     def check_before_work(self, overwrite: bool = False) -> None:
-        """What a build can check before loading the teacher (and before importing torch): the settings, the
-        output folder, and that every corpus source (and word list) exists and starts like text."""
+        """What a build can check before loading the teacher (and before importing torch): the settings, that the
+        teacher and co-teachers are names a teacher can have, the output folder, and that every corpus source (and
+        word list) exists and starts like text."""
         from swembed.pipeline.sources import check_sources
         from swembed.runtime.folder import check_writable
+        from swembed.teachers.registry import check_teacher_name
 
         self.validate()
+        for name in [self.teacher, *(name for name, _ in self.coteacher.pairs() if self.distill_enabled)]:
+            check_teacher_name(str(name))
         check_writable(Path(self.out), overwrite, self.input_paths())
         for lang in self.langs:
             check_sources(self.corpus_for(lang).sources)
@@ -316,30 +320,6 @@ SECTIONS = {f.name: f.type for f in fields(BuildConfig) if is_dataclass(getattr(
 LEGACY_DISTILL_KEYS = {"co_teacher": ("coteacher", "teachers"), "co_teacher_weight": ("coteacher", "weights"),
                        "shrinkage": ("shrinkage", "k"), "alone_shrinkage": ("alone", "k"),
                        "gram_buckets": ("grams", "buckets")}
-
-
-@dataclass(frozen=True)
-class Range:
-    """The values a numeric setting takes: from ``low`` (``above``: excluding it) to ``high``, finite;
-    ``unset`` says what leaving it out (None) means, where it may be left out."""
-
-    low: float
-    high: float | None = None
-    above: bool = False
-    unset: str = ""
-
-    def holds(self, value: object) -> bool:
-        if value is None:
-            return bool(self.unset)
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            return True  # a wrong type is the type check's to report
-        return (math.isfinite(value) and (value > self.low if self.above else value >= self.low)
-                and (self.high is None or value <= self.high))
-
-    def __str__(self) -> str:
-        text = (f"between {self.low:g} and {self.high:g}" if self.high is not None
-                else f"above {self.low:g}" if self.above else f"at least {self.low:g}")
-        return text + (f" (leave it out for {self.unset})" if self.unset else "")
 
 
 # Every numeric build setting and its range: the one place they are checked (recipes, flags and swembed.build
@@ -396,8 +376,7 @@ class OptionError(BuildError):
     def __init__(self, key: str, value: object, source: str = "", name: str | None = None) -> None:
         self.key, self.value, self.source = key, value, source
         where = f"{source}: " if source else ""
-        finite = "a finite number " if isinstance(value, float) and not math.isfinite(value) else ""
-        super().__init__(f"{where}{name or key_label(key)} must be {finite}{RANGES[key]}, got {value!r}")
+        super().__init__(where + RANGES[key].refusal(name or key_label(key), value))
 
     def named(self, name: str) -> OptionError:
         """The same refusal naming the setting ``name`` (a flag)."""

@@ -57,6 +57,15 @@ TEACHERS: dict[str, TeacherSpec] = {
 }
 
 
+def check_teacher_name(name_or_path: str) -> None:
+    """Refuse a name no teacher can have: not a folder, not a short name, not a hub id (``owner/name``). It imports
+    and fetches nothing, so a build refuses a mistyped teacher before any work (``BuildConfig.check_before_work``)."""
+    if name_or_path in TEACHERS or "/" in name_or_path or Path(name_or_path).expanduser().is_dir():
+        return
+    known = ", ".join(sorted(TEACHERS))
+    raise TeacherError(f"unknown teacher {name_or_path!r}: not a folder, not a short name ({known}), not a hub id")
+
+
 def resolve_teacher(name_or_path: str) -> tuple[Path, TeacherSpec]:
     """Find a teacher's local folder: a path, a short name (offline package first) or a hub id."""
     local = Path(name_or_path).expanduser()
@@ -64,6 +73,7 @@ def resolve_teacher(name_or_path: str) -> tuple[Path, TeacherSpec]:
         if not (local / "config.json").is_file():
             raise TeacherError(f"teacher folder {local} has no config.json: not a transformers/sentence-transformers model")
         return local.resolve(), TeacherSpec(name=local.name, hub_id=str(local))
+    check_teacher_name(name_or_path)
     spec = TEACHERS.get(name_or_path) or next((s for s in TEACHERS.values() if s.hub_id == name_or_path), None)
     if spec is not None and spec.offline_package:
         try:
@@ -85,9 +95,6 @@ def resolve_teacher(name_or_path: str) -> tuple[Path, TeacherSpec]:
         except (ModuleNotFoundError, TeacherError) as exc:  # no offline copy to be had: try the hub below
             offline_error = exc
     hub_id = spec.hub_id if spec else name_or_path
-    if "/" not in hub_id:
-        known = ", ".join(sorted(TEACHERS))
-        raise TeacherError(f"unknown teacher {name_or_path!r}: not a folder, not a short name ({known}), not a hub id")
     try:
         from huggingface_hub import snapshot_download
 

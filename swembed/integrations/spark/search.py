@@ -21,6 +21,7 @@ from pyspark import AccumulatorParam
 from swembed.dedup.clusters import connected_roots, near_pairs
 from swembed.dedup.job import DedupConfig
 from swembed.integrations.spark.model import vectors_from_bytes
+from swembed.runtime.ranges import Range, check_ranges
 
 MAX_AUTO_CELLS = 16_384
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # multiplicative hash: spreads consecutive ids over the blocks
@@ -40,13 +41,7 @@ class CellSearch:
     seed: int = 0
 
     def validate(self) -> None:
-        for name in ("cells_per_text", "cell_rows", "sample_per_cell", "max_sample", "kmeans_iterations"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
-        if self.cells is not None and self.cells < 1:
-            raise ValueError(f"cells must be at least 1, got {self.cells}")
-        if self.max_task_rows < 2:
-            raise ValueError(f"max_task_rows must be at least 2, got {self.max_task_rows}")
+        check_ranges(CELL_SEARCH_RANGES, self)
 
     def cell_count(self, n_vectors: int) -> int:
         wanted = self.cells or min(MAX_AUTO_CELLS, round(n_vectors * self.cells_per_text / self.cell_rows))
@@ -55,6 +50,14 @@ class CellSearch:
     def sample_size(self, n_vectors: int) -> int:
         """How many vectors the driver collects to train the cells."""
         return min(n_vectors, self.cell_count(n_vectors) * self.sample_per_cell, self.max_sample)
+
+
+CELL_SEARCH_RANGES = {
+    "cells": Range(1, unset="distinct texts * cells_per_text / cell_rows"),
+    **{name: Range(1) for name in ("cells_per_text", "cell_rows", "sample_per_cell", "max_sample",
+                                   "kmeans_iterations")},
+    "max_task_rows": Range(2),
+}
 
 
 def nearest_cells(centroids: np.ndarray, x: np.ndarray, m: int) -> np.ndarray:
