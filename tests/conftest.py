@@ -37,7 +37,8 @@ def pytest_cmdline_main(config):
     if config.option.dist == "no":
         config.option.dist = "loadfile"
         config.option.loadscopereorder = False  # files in collection order: Spark's first (pytest_collection_modifyitems)
-    threads = str(max(1, int(os.environ.get("OMP_NUM_THREADS") or cpus) // config.option.numprocesses))
+    given = os.environ.get("OMP_NUM_THREADS", "")
+    threads = str(max(1, (int(given) if given.isdigit() else cpus) // config.option.numprocesses))
     os.environ.update({name: threads for name in THREAD_VARIABLES})
 
 
