@@ -14,6 +14,32 @@ import pytest
 
 GUARD = Path(__file__).resolve().parent / "teacher_guard"
 _UNGUARDED = {"PYTHONPATH": os.environ.get("PYTHONPATH")}
+WORKERS = 2  # processes for a run of the whole suite (or a tier of it: -m "not teacher")
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config):
+    """A run that names no test file (``pytest``, ``pytest -m "not teacher"``, ``pytest tests``) runs in ``WORKERS``
+    processes (pytest-xdist, a test dependency), a file each at a time so that a module's fixtures (Spark's session)
+    start once, with the machine's threads shared among them: each worker and the commands its tests start get
+    OMP_NUM_THREADS (or the CPU count) divided by the workers, so that two workers' numeric threads do not wait on
+    each other. A run that names test files or tests, ``-n`` given (``-n 0``: one process), ``--pdb`` or
+    ``--collect-only`` is left alone; so is a machine with one CPU or without pytest-xdist."""
+    if "PYTEST_XDIST_WORKER" in os.environ:  # a worker (its -n is reset to None): never start workers of its own
+        return
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    named = config.args_source == pytest.Config.ArgsSource.ARGS and not all(Path(a).is_dir() for a in config.args)
+    if (named or not config.pluginmanager.hasplugin("xdist") or config.option.numprocesses is not None or cpus < 2
+            or config.getoption("usepdb") or config.getoption("collectonly")):
+        return
+    config.option.numprocesses = min(WORKERS, cpus)
+    if config.option.dist == "no":
+        config.option.dist = "loadfile"
+        config.option.loadscopereorder = False  # files in collection order: Spark's first (pytest_collection_modifyitems)
+    given = os.environ.get("OMP_NUM_THREADS", "")
+    threads = str(max(1, (int(given) if given.isdigit() else cpus) // config.option.numprocesses))
+    os.environ.update({name: threads for name in THREAD_VARIABLES})
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -128,7 +154,9 @@ def snapshot(path: Path) -> dict[str, bytes]:
 
 
 def pytest_collection_modifyitems(config, items):
-    """Tests marked ``slow`` run only when asked for by a marker expression naming them (``-m slow``)."""
+    """The Spark tests run first (with ``-n``, the longest file starts at once instead of ending the run alone).
+    Tests marked ``slow`` run only when asked for by a marker expression naming them (``-m slow``)."""
+    items.sort(key=lambda item: item.get_closest_marker("spark") is None)  # stable: otherwise in collection order
     if "slow" in (config.getoption("-m") or ""):
         return
     skip = pytest.mark.skip(reason="slow: run with -m slow")
