@@ -26,7 +26,8 @@ weighs W in the mean, the tokenisation setting ``oov_weight``); ``words:LIST`` (
 the table lacks gets the row a build with ``[vocab] word_lists`` gives a word seen in no sentence: the teacher's
 vector of the word read alone, carried into the table by the ridge map of ``swembed.pipeline.alone`` fitted on
 the words seen in >= 20 sentences, instead of the back-off through pieces and grams; needs ``--work``, the
-build's work folder with its alone stage; no rebuild). ``sif:K+scale:S`` combines (sif first).
+build's work folder with its alone stage; no rebuild; the report's list is Debian's ``wamerican-huge``:
+``apt-get install wamerican-huge``). ``sif:K+scale:S`` combines (sif first).
 """
 from __future__ import annotations
 
