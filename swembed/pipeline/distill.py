@@ -51,11 +51,11 @@ class DistillInputs:
         """Each language's ``paragraphs`` stage and its ``queries`` stage (or None), the weight of the paragraphs'
         KD objective and that of the queries' KD against them."""
         sections = [config for step, config in self.post if step.section == "paragraphs"]
-        stages: dict[str, list] = {}
-        for label, lang, stage in self.prepared.get("paragraphs", []):
-            stages.setdefault(lang, [None, None])[label.startswith("queries")] = stage
+        found = {(stage.name, lang): stage for _, lang, stage in self.prepared.get("paragraphs", [])}
+        stages = {lang: (stage, found.get(("queries", lang))) for (name, lang), stage in found.items()
+                  if name == "paragraphs"}
         weight, query_weight = (sections[0].weight, sections[0].query_weight) if sections else (0.0, 0.0)
-        return {lang: (pair[0], pair[1]) for lang, pair in stages.items()}, weight, query_weight
+        return stages, weight, query_weight
 
 
 def distill_identity(config: DistillConfig, inputs: DistillInputs, seed: int) -> dict:
