@@ -152,7 +152,7 @@ def with_listed_words(spec: str, work: Path, word_list: Path):
     """The table ``spec`` plus one row per word of ``word_list`` it lacks, appended after every other row."""
     from swembed import load
     from swembed.pipeline import files
-    from swembed.pipeline.alone import FIT_CONTEXTS, RIDGE
+    from swembed.pipeline.alone import alone_map
     from swembed.runtime import StaticEmbedder
     from swembed.runtime.tokenizer import WordTokenizer
     from swembed.teachers import load_teacher
@@ -165,11 +165,8 @@ def with_listed_words(spec: str, work: Path, word_list: Path):
     if len(alone) != len(contexts):
         raise SystemExit(f"{work}: its alone stage has {len(alone)} words, the table {len(contexts)}")
     new = list_words(word_list, model.tokenizer)
-    fit = np.flatnonzero(contexts >= FIT_CONTEXTS)
-    x = np.c_[alone[fit], np.ones(len(fit))].astype(np.float64)
-    beta = np.linalg.solve(x.T @ x + RIDGE * np.eye(x.shape[1]), x.T @ table[fit].astype(np.float64))
-    vectors = load_teacher(model.config["teacher"]["name"], device="cpu").encode(new).astype(np.float64)
-    added = (np.c_[vectors, np.ones(len(vectors))] @ beta).astype(np.float32)
+    vectors = load_teacher(model.config["teacher"]["name"], device="cpu").encode(new)
+    added = alone_map(alone, table[: len(contexts)], contexts)(vectors).astype(np.float32)
     vocab = {**model.tokenizer.vocab, **{w: len(table) + i for i, w in enumerate(new)}}
     old = model.tokenizer
     tokenizer = WordTokenizer(vocab, old.rules, old.pieces, old.piece_rows, old.gram_rows)

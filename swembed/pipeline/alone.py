@@ -32,15 +32,21 @@ def run_alone(ctx: StageContext, compose: StageResult, teacher) -> StageResult:
     return ctx.run("alone", identity, [compose], compute)
 
 
+def alone_map(alone: np.ndarray, words: np.ndarray, contexts: np.ndarray):
+    """The ridge map (with a bias) from alone vectors into the table, fitted on the rows ``words`` of the words seen
+    in >= FIT_CONTEXTS sentences (the most frequent words if none is): a function of any words' alone vectors."""
+    fit = np.flatnonzero(contexts >= min(FIT_CONTEXTS, contexts.max(initial=0)))
+    x = np.c_[alone[fit], np.ones(len(fit))].astype(np.float64)
+    beta = np.linalg.solve(x.T @ x + RIDGE * np.eye(x.shape[1]), x.T @ words[fit].astype(np.float64))
+    return lambda vectors: np.c_[vectors, np.ones(len(vectors))].astype(np.float64) @ beta
+
+
 def shrink_to_alone(table: np.ndarray, alone: np.ndarray, contexts: np.ndarray, k: float) -> int:
     """In place: word row i (of ``len(contexts)``) becomes ``(n v + k a) / (n + k)``, n its contexts and ``a`` its
-    alone vector mapped into the table by ridge regression on the rows of words seen in >= FIT_CONTEXTS
-    sentences (the most frequent words if none is); a word with no context takes ``a``. Returns the rows moved."""
+    alone vector mapped into the table (``alone_map``); a word with no context takes ``a``. Returns the rows
+    moved."""
     words = table[: len(contexts)]
-    fit = np.flatnonzero(contexts >= min(FIT_CONTEXTS, contexts.max(initial=0)))
-    x = np.c_[alone, np.ones(len(alone))].astype(np.float64)
-    gram = x[fit].T @ x[fit] + RIDGE * np.eye(x.shape[1])
-    mapped = x @ np.linalg.solve(gram, x[fit].T @ words[fit].astype(np.float64))
+    mapped = alone_map(alone, words, contexts)(alone)
     moved = shrink(words, mapped, contexts, k, np.ones(len(contexts), dtype=bool))
     alone_only = contexts == 0
     words[alone_only] = mapped[alone_only]

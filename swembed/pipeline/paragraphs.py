@@ -43,35 +43,31 @@ def queries_of(sentences: list[str], count: int, per_paragraph: int, seed: int) 
             for s in run_starts(len(sentences), count, per_paragraph, seed)]
 
 
-def run_paragraphs(ctx: StageContext, config: ParagraphsConfig, corpus: StageResult, teacher) -> StageResult:
-    """Draw the paragraphs from the ``corpus`` stage and encode them with ``teacher``."""
-    identity = {"count": config.count, "sentences": config.sentences, "seed": ctx.seed,
+def _read_by_teacher(ctx: StageContext, stage: str, texts_of, config: ParagraphsConfig, corpus: StageResult,
+                     teacher, extra: dict | None = None) -> StageResult:
+    """The ``stage`` whose artifact is ``texts_of(corpus sentences, count, sentences, seed)`` and their vectors
+    from ``teacher``; ``extra`` joins its identity."""
+    identity = {"count": config.count, "sentences": config.sentences, "seed": ctx.seed, **(extra or {}),
                 "teacher": {k: v for k, v in teacher.describe().items() if k != "path"}}
 
     def compute(run: StageRun) -> dict:
-        texts = paragraphs_of(files.read_lines(corpus.path / files.SENTENCES), config.count, config.sentences,
-                              ctx.seed)
-        logger.info("paragraphs: the teacher reads %d paragraphs of %d sentences", len(texts), config.sentences)
+        texts = texts_of(files.read_lines(corpus.path / files.SENTENCES), config.count, config.sentences, ctx.seed)
+        logger.info("%s: the teacher reads %d texts (runs of %d sentences)", stage, len(texts), config.sentences)
         atomic_save_npy(run.out / files.TARGETS, teacher.encode(texts).astype(np.float32))
         (run.out / files.TARGET_SENTENCES).write_text("".join(t + "\n" for t in texts), encoding="utf-8")
-        return {"paragraphs": len(texts), "mean_words": round(float(np.mean([len(t.split()) for t in texts])), 1)}
+        return {stage: len(texts), "mean_words": round(float(np.mean([len(t.split()) for t in texts])), 1)}
 
-    return ctx.run("paragraphs", identity, [corpus], compute)
+    return ctx.run(stage, identity, [corpus], compute)
+
+
+def run_paragraphs(ctx: StageContext, config: ParagraphsConfig, corpus: StageResult, teacher) -> StageResult:
+    """Draw the paragraphs from the ``corpus`` stage and encode them with ``teacher``."""
+    return _read_by_teacher(ctx, "paragraphs", paragraphs_of, config, corpus, teacher)
 
 
 def run_queries(ctx: StageContext, config: ParagraphsConfig, corpus: StageResult, teacher) -> StageResult:
     """The query line of each paragraph (``queries_of``), encoded with ``teacher``."""
-    identity = {"count": config.count, "sentences": config.sentences, "seed": ctx.seed, "query": "line before",
-                "teacher": {k: v for k, v in teacher.describe().items() if k != "path"}}
-
-    def compute(run: StageRun) -> dict:
-        texts = queries_of(files.read_lines(corpus.path / files.SENTENCES), config.count, config.sentences, ctx.seed)
-        logger.info("queries: the teacher reads the %d query lines of the paragraphs", len(texts))
-        atomic_save_npy(run.out / files.TARGETS, teacher.encode(texts).astype(np.float32))
-        (run.out / files.TARGET_SENTENCES).write_text("".join(t + "\n" for t in texts), encoding="utf-8")
-        return {"queries": len(texts)}
-
-    return ctx.run("queries", identity, [corpus], compute)
+    return _read_by_teacher(ctx, "queries", queries_of, config, corpus, teacher, {"query": "line before"})
 
 
 def _prepare(ctx: StageContext, config: ParagraphsConfig, sources: PrepareSources) -> Prepared:
