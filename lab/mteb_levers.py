@@ -19,7 +19,9 @@ Each variant of a table is scored on
 Variants (comma-separated): ``base``; ``scale:S`` (vectors times S: MTEB's classifier is LogisticRegression(C=1)
 on raw vectors, so the scale is its regularisation); ``sif:K`` (each word row times K / (K + n), n the
 sentences the word was seen in (word_contexts.npy): smooth inverse frequency with a = K / sentences; rows of
-pieces, grams and words encoded alone keep weight 1);
+pieces, grams and words encoded alone keep weight 1); ``zipf:P`` (each word row times (log(1 + r) / log(1 + V))^P,
+r the word's frequency rank, 1 for the most frequent, V the words: model2vec's Zipf weighting, softened by P;
+the rarest word and the rows of pieces and grams keep weight 1);
 ``center`` (the mean vector of corpus paragraphs subtracted, then re-normalised); ``sentences`` (a text is the
 mean of its sentences' unit vectors: long documents weigh each sentence alike); ``oov:W`` (an unknown word
 weighs W in the mean, the tokenisation setting ``oov_weight``); ``words:LIST`` (each word of the word list LIST
@@ -194,6 +196,21 @@ def variant_encoder(spec: str, variant: str, corpus_sample: list[str], work: Pat
             weights = np.ones(len(table), dtype=np.float32)
             counts = np.asarray(model.word_contexts, dtype=np.float64)
             weights[: len(counts)] = float(value) / (float(value) + counts)
+            encode = StaticEmbedder(table * weights[:, None], model.tokenizer, model.config, None, model.tokenizers,
+                                    model.word_contexts).encode
+        elif name == "zipf":  # each word row times (log(1 + rank) / log(1 + words))^P, rank 1 = the most frequent
+            from swembed import load
+            from swembed.runtime import StaticEmbedder
+
+            if kind != "swembed":
+                raise SystemExit(f"{variant}: zipf needs a swembed table (word_contexts.npy)")
+            model = load(spec)
+            table = model.float_rows()
+            counts = np.asarray(model.word_contexts, dtype=np.float64)
+            rank = np.empty(len(counts))
+            rank[np.argsort(-counts, kind="stable")] = np.arange(1, len(counts) + 1)
+            weights = np.ones(len(table), dtype=np.float32)
+            weights[: len(counts)] = (np.log1p(rank) / np.log1p(len(counts))) ** float(value)
             encode = StaticEmbedder(table * weights[:, None], model.tokenizer, model.config, None, model.tokenizers,
                                     model.word_contexts).encode
         elif name == "center":
