@@ -176,6 +176,32 @@ def with_listed_words(spec: str, work: Path, word_list: Path):
     return StaticEmbedder(np.vstack([table, added]), tokenizer, model.config)
 
 
+def sif_weights(counts: np.ndarray, k: float) -> np.ndarray:
+    """Smooth inverse frequency: K / (K + n), n = the sentences each word was seen in."""
+    return k / (k + counts)
+
+
+def zipf_weights(counts: np.ndarray, power: float) -> np.ndarray:
+    """(log(1 + r) / log(1 + V))^P, r = each word's frequency rank (1 = the most frequent), V = the words."""
+    rank = np.empty(len(counts))
+    rank[np.argsort(-counts, kind="stable")] = np.arange(1, len(counts) + 1)
+    return (np.log1p(rank) / np.log1p(len(counts))) ** power
+
+
+def reweighted(spec: str, weights_of: Callable[[np.ndarray, float], np.ndarray], value: float) -> Encoder:
+    """The table ``spec`` with each word row times ``weights_of(counts, value)``; pieces and grams keep 1."""
+    from swembed import load
+    from swembed.runtime import StaticEmbedder
+
+    model = load(spec)
+    table = model.float_rows()
+    counts = np.asarray(model.word_contexts, dtype=np.float64)
+    weights = np.ones(len(table), dtype=np.float32)
+    weights[: len(counts)] = weights_of(counts, value)
+    return StaticEmbedder(table * weights[:, None], model.tokenizer, model.config, None, model.tokenizers,
+                          model.word_contexts).encode
+
+
 def variant_encoder(spec: str, variant: str, corpus_sample: list[str], work: Path | None = None) -> Encoder:
     """The encode function of one variant of the table ``spec``."""
     kind, encode, _ = load_encoder(spec)
@@ -183,36 +209,10 @@ def variant_encoder(spec: str, variant: str, corpus_sample: list[str], work: Pat
     scale = 1.0
     for part in parts:
         name, _, value = part.partition(":")
-        if name == "sif":  # each word row times K / (K + n) (the runtime has no such setting: it lost on dev)
-            from swembed import load
-            from swembed.runtime import StaticEmbedder
-
+        if name in ("sif", "zipf"):  # per-word weights (the runtime has no such setting: neither was adopted)
             if kind != "swembed":
-                raise SystemExit(f"{variant}: sif needs a swembed table (word_contexts.npy)")
-            model = load(spec)
-            table = np.asarray(model.table, dtype=np.float32)
-            if model.scales is not None:
-                table = table * model.scales[:, None]
-            weights = np.ones(len(table), dtype=np.float32)
-            counts = np.asarray(model.word_contexts, dtype=np.float64)
-            weights[: len(counts)] = float(value) / (float(value) + counts)
-            encode = StaticEmbedder(table * weights[:, None], model.tokenizer, model.config, None, model.tokenizers,
-                                    model.word_contexts).encode
-        elif name == "zipf":  # each word row times (log(1 + rank) / log(1 + words))^P, rank 1 = the most frequent
-            from swembed import load
-            from swembed.runtime import StaticEmbedder
-
-            if kind != "swembed":
-                raise SystemExit(f"{variant}: zipf needs a swembed table (word_contexts.npy)")
-            model = load(spec)
-            table = model.float_rows()
-            counts = np.asarray(model.word_contexts, dtype=np.float64)
-            rank = np.empty(len(counts))
-            rank[np.argsort(-counts, kind="stable")] = np.arange(1, len(counts) + 1)
-            weights = np.ones(len(table), dtype=np.float32)
-            weights[: len(counts)] = (np.log1p(rank) / np.log1p(len(counts))) ** float(value)
-            encode = StaticEmbedder(table * weights[:, None], model.tokenizer, model.config, None, model.tokenizers,
-                                    model.word_contexts).encode
+                raise SystemExit(f"{variant}: {name} needs a swembed table (word_contexts.npy)")
+            encode = reweighted(spec, sif_weights if name == "sif" else zipf_weights, float(value))
         elif name == "center":
             mean = encode(corpus_sample).mean(axis=0)
             encode = (lambda inner, mu: lambda texts: _unit(inner(texts) - mu))(encode, mean)
