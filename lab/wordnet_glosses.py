@@ -8,18 +8,19 @@ and writes one gzip text file, one sentence a line, for a recipe's ``[corpus] so
     python -m lab.wordnet_glosses --out models/corpora/wordnet_glosses.txt.gz
 
 The quoted usage examples inside a gloss are dropped (``corpora/en/wordnet_examples.txt.gz`` has them); each
-synset's definitions (the gloss before its first example, split on ``;``) become one line, headed by the synset's
-lemmas (underscores read as spaces, at most four).
+synset's definitions (its gloss without the examples, ``;`` between definitions) become one line, headed by the
+synset's lemmas (underscores read as spaces, at most four).
 """
 from __future__ import annotations
 
 import argparse
 import gzip
-import os
 import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+
+from swembed.runtime.outputs import atomic_file
 
 WORDNET = Path("/usr/share/wordnet")
 PARTS = ("noun", "verb", "adj", "adv")
@@ -58,17 +59,14 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         print(f"{args.wordnet}: no data.{missing[0]} (apt-get install wordnet-base)", file=sys.stderr)
         return 1
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    partial = args.out.with_name(args.out.name + ".partial")
     written = 0
-    with gzip.open(partial, "wt", encoding="utf-8") as out:
+    with atomic_file(args.out, overwrite=True) as tmp, gzip.open(tmp, "wt", encoding="utf-8") as out:
         for part in PARTS:
             for line in synset_lines(args.wordnet / f"data.{part}"):
                 sentence = gloss_sentence(line)
                 if sentence:
                     out.write(sentence + "\n")
                     written += 1
-    os.replace(partial, args.out)
     print(f"{args.out}: {written:,} glosses", file=sys.stderr)
     return 0
 
