@@ -24,7 +24,9 @@ r the word's frequency rank, 1 for the most frequent, V the words: model2vec's Z
 the rarest word and the rows of pieces and grams keep weight 1);
 ``center`` (the mean vector of corpus paragraphs subtracted, then re-normalised); ``sentences`` (a text is the
 mean of its sentences' unit vectors: long documents weigh each sentence alike); ``oov:W`` (an unknown word
-weighs W in the mean, the tokenisation setting ``oov_weight``); ``words:LIST`` (each word of the word list LIST
+weighs W in the mean, the tokenisation setting ``oov_weight``); ``minctx:K`` (the words
+seen in K sentences or fewer lose their rows and back off to pieces and grams, as unknown words do);
+``words:LIST`` (each word of the word list LIST
 the table lacks gets the row a build with ``[vocab] word_lists`` gives a word seen in no sentence: the teacher's
 vector of the word read alone, carried into the table by the ridge map of ``swembed.pipeline.alone`` fitted on
 the words seen in >= 20 sentences, instead of the back-off through pieces and grams; needs ``--work``, the
@@ -229,6 +231,17 @@ def variant_encoder(spec: str, variant: str, corpus_sample: list[str], work: Pat
             old = model.tokenizer
             tokenizer = WordTokenizer(old.vocab, replace(old.rules, oov_weight=float(value)), old.pieces,
                                       old.piece_rows, old.gram_rows)
+            encode = StaticEmbedder(model.table, tokenizer, model.config, model.scales, None,
+                                    model.word_contexts, model.codes).encode
+        elif name == "minctx":  # words seen in <= K sentences lose their rows and back off to pieces and grams
+            from swembed import load
+            from swembed.runtime import StaticEmbedder
+            from swembed.runtime.tokenizer import WordTokenizer
+
+            model = load(spec)
+            old, counts = model.tokenizer, np.asarray(model.word_contexts)
+            vocab = {w: r for w, r in old.vocab.items() if r >= len(counts) or counts[r] > int(value)}
+            tokenizer = WordTokenizer(vocab, old.rules, old.pieces, old.piece_rows, old.gram_rows)
             encode = StaticEmbedder(model.table, tokenizer, model.config, model.scales, None,
                                     model.word_contexts, model.codes).encode
         elif name == "words":
