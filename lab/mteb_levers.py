@@ -204,6 +204,24 @@ def reweighted(spec: str, weights_of: Callable[[np.ndarray, float], np.ndarray],
                           model.word_contexts).encode
 
 
+def retokenized(spec: str, oov_weight: float | None = None, min_contexts: int = 0) -> Encoder:
+    """The table ``spec`` read by a changed tokeniser: unknown words weighing ``oov_weight`` in the mean, and the
+    words seen in fewer than ``min_contexts`` sentences treated as unknown (they back off to pieces and grams)."""
+    from dataclasses import replace
+
+    from swembed import load
+    from swembed.runtime import StaticEmbedder
+    from swembed.runtime.tokenizer import WordTokenizer
+
+    model = load(spec)
+    old, counts = model.tokenizer, np.asarray(model.word_contexts)
+    rules = old.rules if oov_weight is None else replace(old.rules, oov_weight=oov_weight)
+    vocab = {w: r for w, r in old.vocab.items() if r >= len(counts) or counts[r] >= min_contexts}
+    tokenizer = WordTokenizer(vocab, rules, old.pieces, old.piece_rows, old.gram_rows)
+    return StaticEmbedder(model.table, tokenizer, model.config, model.scales, None, model.word_contexts,
+                          model.codes).encode
+
+
 def variant_encoder(spec: str, variant: str, corpus_sample: list[str], work: Path | None = None) -> Encoder:
     """The encode function of one variant of the table ``spec``."""
     kind, encode, _ = load_encoder(spec)
@@ -221,29 +239,9 @@ def variant_encoder(spec: str, variant: str, corpus_sample: list[str], work: Pat
         elif name == "sentences":  # a long text = the mean of its sentences' unit vectors
             encode = (lambda inner: lambda texts: sentence_mean(inner, texts))(encode)
         elif name == "oov":  # unknown words weigh W in the mean (tokenisation setting oov_weight)
-            from dataclasses import replace
-
-            from swembed import load
-            from swembed.runtime import StaticEmbedder
-            from swembed.runtime.tokenizer import WordTokenizer
-
-            model = load(spec)
-            old = model.tokenizer
-            tokenizer = WordTokenizer(old.vocab, replace(old.rules, oov_weight=float(value)), old.pieces,
-                                      old.piece_rows, old.gram_rows)
-            encode = StaticEmbedder(model.table, tokenizer, model.config, model.scales, None,
-                                    model.word_contexts, model.codes).encode
+            encode = retokenized(spec, oov_weight=float(value))
         elif name == "minctx":  # words seen in <= K sentences lose their rows and back off to pieces and grams
-            from swembed import load
-            from swembed.runtime import StaticEmbedder
-            from swembed.runtime.tokenizer import WordTokenizer
-
-            model = load(spec)
-            old, counts = model.tokenizer, np.asarray(model.word_contexts)
-            vocab = {w: r for w, r in old.vocab.items() if r >= len(counts) or counts[r] > int(value)}
-            tokenizer = WordTokenizer(vocab, old.rules, old.pieces, old.piece_rows, old.gram_rows)
-            encode = StaticEmbedder(model.table, tokenizer, model.config, model.scales, None,
-                                    model.word_contexts, model.codes).encode
+            encode = retokenized(spec, min_contexts=int(value) + 1)
         elif name == "words":
             if work is None:
                 raise SystemExit(f"{variant}: words:LIST needs --work (the build's work folder)")
