@@ -222,6 +222,9 @@ def retokenized(spec: str, oov_weight: float | None = None, min_contexts: int = 
                           model.codes).encode
 
 
+TABLE_VARIANTS = ("sif", "zipf", "oov", "minctx", "words")  # they rebuild a swembed table's encoder
+
+
 def variant_encoder(spec: str, variant: str, corpus_sample: list[str], work: Path | None = None) -> Encoder:
     """The encode function of one variant of the table ``spec``."""
     kind, encode, _ = load_encoder(spec)
@@ -229,9 +232,9 @@ def variant_encoder(spec: str, variant: str, corpus_sample: list[str], work: Pat
     scale = 1.0
     for part in parts:
         name, _, value = part.partition(":")
+        if name in TABLE_VARIANTS and kind != "swembed":
+            raise SystemExit(f"{variant}: {name} needs a swembed table (word_contexts.npy)")
         if name in ("sif", "zipf"):  # per-word weights (the runtime has no such setting: neither was adopted)
-            if kind != "swembed":
-                raise SystemExit(f"{variant}: {name} needs a swembed table (word_contexts.npy)")
             encode = reweighted(spec, sif_weights if name == "sif" else zipf_weights, float(value))
         elif name == "center":
             mean = encode(corpus_sample).mean(axis=0)
