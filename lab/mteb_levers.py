@@ -11,7 +11,10 @@ Each variant of a table is scored on
   function or class of the installed scipy, scikit-learn, sympy, networkx, numpy, pandas and matplotlib (read
   with ``ast``, nothing imported) against its description paragraphs, ranked among all of them by cosine: text no
   build read, with words the vocabulary lacks (SciFact's queries have 11% unknown words; the set above none);
-* STS-B dev (Spearman x100), so a lever that costs STS shows it.
+* STS-B dev (Spearman x100), so a lever that costs STS shows it;
+* with ``--pairs-dev FILE``, a held-out set of ``query<TAB>document`` pairs (each query's document ranked among
+  all the file's documents; ``lab.debian_descriptions --dev-out``): the in-domain check of a ``[retrieval]``
+  lever, whose training pairs come from the same source.
 
     python -m lab.mteb_levers MODEL --data ../shared/data --variants base,scale:4,sif:1000 \\
         --json reports/mteb-levers/NAME.json
@@ -258,12 +261,22 @@ def variant_encoder(spec: str, variant: str, corpus_sample: list[str], work: Pat
     return encode
 
 
-def score_variant(encode: Encoder, data: Path, retrieval, docstrings) -> dict[str, float]:
+def pairs_dev(path: Path):
+    """(queries, documents, index of each query's document) of a ``query<TAB>document`` file (plain or .gz)."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as handle:
+        pairs = [line.rstrip("\n").split("\t", 1) for line in handle if "\t" in line]
+    return [q for q, _ in pairs], [d for _, d in pairs], np.arange(len(pairs))
+
+
+def score_variant(encode: Encoder, data: Path, retrieval, docstrings, pairs=None) -> dict[str, float]:
     scores = evaluate_mteb(encode, data / "eval-mteb", CLASSIFICATION, split="dev")
     scores["classification dev mean"] = scores.pop("mean")
     scores["retrieval dev nDCG@10"] = ndcg_at_10(encode, *retrieval)
     scores["docstring dev nDCG@10"] = ndcg_at_10(encode, *docstrings)
     scores["STS-B dev"] = evaluate_sts(encode, data / "eval", (DEV,))[DEV]
+    if pairs is not None:
+        scores["pairs dev nDCG@10"] = ndcg_at_10(encode, *pairs)
     return scores
 
 
@@ -274,15 +287,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--variants", default="base")
     parser.add_argument("--json", help="append one JSON line per variant here")
     parser.add_argument("--work", type=Path, help="the build's work folder (for words:LIST)")
+    parser.add_argument("--pairs-dev", type=Path, help="held-out query<TAB>document pairs to rank as well")
     args = parser.parse_args(argv)
     data = Path(args.data)
     retrieval, docstrings = retrieval_dev(data), docstring_dev()
     sample = retrieval_dev(data, n_docs=20000, n_queries=0, seed=1)[1]  # for ``center``: documents, not queries
     for variant in args.variants.split(","):
         start = time.time()
-        scores = score_variant(variant_encoder(args.model, variant, sample, args.work), data, retrieval, docstrings)
+        scores = score_variant(variant_encoder(args.model, variant, sample, args.work), data, retrieval, docstrings,
+                               pairs_dev(args.pairs_dev) if args.pairs_dev else None)
         row = {"model": args.model, "variant": variant, "scores": scores, "seconds": round(time.time() - start, 1),
-               **({"work": str(args.work)} if args.work else {})}
+               **({"work": str(args.work)} if args.work else {}),
+               **({"pairs_dev": str(args.pairs_dev)} if args.pairs_dev else {})}
         print(json.dumps(row), flush=True)
         if args.json:
             Path(args.json).parent.mkdir(parents=True, exist_ok=True)

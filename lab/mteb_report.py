@@ -21,7 +21,7 @@ from swembed.eval.mteb_tasks import SHORT_NAMES
 
 COLUMNS = list(SHORT_NAMES.values())
 LEVER_COLUMNS = ["Banking77", "AmazonCF-en", "Emotion", "TweetSentiment", "classification dev mean",
-                 "retrieval dev nDCG@10", "docstring dev nDCG@10", "STS-B dev"]
+                 "retrieval dev nDCG@10", "docstring dev nDCG@10", "STS-B dev", "pairs dev nDCG@10"]
 ROOT = Path(__file__).resolve().parent.parent
 SCORES, LEVERS = ROOT / "reports" / "mteb" / "scores", ROOT / "reports" / "mteb" / "levers"
 
@@ -83,6 +83,7 @@ def lever_tables() -> list[str]:
         rel = path.relative_to(ROOT)
         variants = ",".join(r["variant"] for r in rows)
         work = f" --work {rows[0]['work']}" if rows[0].get("work") else ""
+        work += f" --pairs-dev {rows[0]['pairs_dev']}" if rows[0].get("pairs_dev") else ""
         command = f"python -m lab.mteb_levers {rows[0]['model']} --variants {variants}{work} --json {rel}"
         lines += [f"### {rows[0]['model']}", "", f"`{command}`", "", f"<!-- generated: {command} -->",
                   "", "| variant | " + " | ".join(LEVER_COLUMNS) + " |", "|---" * (len(LEVER_COLUMNS) + 1) + "|"]
@@ -102,7 +103,8 @@ def render(data: Path, intro: str) -> str:
              "Dev = the classifiers' train rows (every fifth held out, MTEB's undersampling and classifier on the "
              "rest), a retrieval dev set of sentence -> surrounding-paragraph pairs from WikiText-2 and the gensim "
              "Wikipedia sample, a docstring retrieval dev set (summary line -> description of the functions and "
-             "classes of seven installed Python libraries: text no build read, with unknown words), and STS-B dev "
+             "classes of seven installed Python libraries: text no build read, with unknown words), STS-B dev, and "
+             "for the `[retrieval]` rows the held-out Debian summary -> description pairs (pairs dev) "
              "(`lab/mteb_levers.py` says how each is made; — = not scored).", "",
              *lever_tables()]
     return "\n".join(parts).rstrip() + "\n"

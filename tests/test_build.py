@@ -234,6 +234,39 @@ def test_paragraphs_are_runs_of_corpus_sentences_read_by_the_teacher_and_a_weigh
 
 
 @pytest.mark.teacher
+def test_retrieval_pairs_are_read_by_the_teacher_and_train_beside_the_sentence_kd(reference_build, tmp_path):
+    """``[retrieval]``: the retrieval stage keeps each query<TAB>document pair once (repeats and pairs holding an
+    excluded text dropped) with the teacher's vectors of both sides; distillation adds one objective on them
+    (``loss`` picks which) that does not decide early stopping."""
+    from swembed.teachers import load_teacher
+
+    corpus, _, _ = reference_build
+    lines = corpus.read_text().split("\n")[:-1]
+    pairs = [f"{lines[i]}\t{' '.join(lines[i + 1 : i + 4])}" for i in range(0, 396, 2)]
+    held_out = tmp_path / "held_out.txt"
+    held_out.write_text(lines[0] + "\n")
+    (tmp_path / "pairs.tsv").write_text("\n".join(pairs + pairs[:5]) + "\n")
+    for loss, objective in (("kd", "retrieval kd"), ("contrastive", "retrieval contrastive")):
+        root = tmp_path / loss
+        root.mkdir()
+        result, _, work = build_with_recipe(corpus, root, f'exclude = ["{held_out}"]\n[retrieval]\nfiles = '
+                                                           f'["{tmp_path / "pairs.tsv"}"]\nloss = "{loss}"\n')
+        assert "the query-document pairs of 1 file(s) through the teacher" in result.stderr
+        stage = next(work.glob("retrieval-*"))
+        kept = (stage / "pairs.tsv").read_text().split("\n")[:-1]
+        assert kept == pairs[1:]  # the first pair's query is the excluded line; the repeats are gone
+        teacher = load_teacher("minilm", device="cpu")
+        np.testing.assert_allclose(np.load(stage / "query_targets.npy"),
+                                   teacher.encode([p.split("\t")[0] for p in kept]), atol=1e-5)
+        np.testing.assert_allclose(np.load(stage / "document_targets.npy"),
+                                   teacher.encode([p.split("\t")[1] for p in kept]), atol=1e-5)
+        history = json.loads((next(work.glob("distill-*")) / "history.json").read_text())
+        assert set(history["initial_parts"]) == {"kd en", objective}
+        assert history["initial_val_loss"] == pytest.approx(history["initial_parts"]["kd en"])
+        assert 0 < history["train_examples"][objective] < len(kept)
+
+
+@pytest.mark.teacher
 def test_a_co_teacher_encodes_the_extract_sentences_in_order_and_kd_aims_at_the_weighted_cosines(reference_build,
                                                                                                   tmp_path):
     """``[distill] co_teacher``: a coteacher stage holds another teacher's vectors of the extract's sentences in
@@ -511,6 +544,9 @@ def test_loss_weights_and_script_variants_are_checked_before_any_work(tmp_path):
                            ({"distill": {"co_teacher": ["me5-small", "mpnet"], "co_teacher_weight": 0.3}},
                             "one weight per co-teacher: 2 names, 1 weights"),
                            ({"vocab": {"word_lists": ["w.txt"]}}, "is for one-language builds"),
+                           ({"retrieval": {"files": ["p.tsv"]}}, "[retrieval] files are for one-language builds"),
+                           ({"retrieval": {"loss": "mse"}}, "[retrieval] loss must be kd or contrastive, got 'mse'"),
+                           ({"retrieval": {"weight": -1.0}}, "r.toml: [retrieval] weight must be at least 0"),
                            ({"script_variants": {"zh": "s2hk"}}, "script_variants: zh = 's2hk' is not one of")):
         with pytest.raises(BuildError, match=re.escape(message)):
             apply_settings(BuildConfig(), {**settings, **extra}, "r.toml").validate()

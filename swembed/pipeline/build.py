@@ -25,6 +25,7 @@ from swembed.pipeline.distill import DistillInputs, run_distill
 from swembed.pipeline.extract import Selection, extract_identity, run_extract
 from swembed.pipeline.grams import GRAM_ROWS
 from swembed.pipeline.paragraphs import PARAGRAPHS
+from swembed.pipeline.retrieval import RETRIEVAL
 from swembed.pipeline.parallel import run_pairs
 from swembed.pipeline.pca import check_dims, kept_components, run_pca
 from swembed.pipeline.plan import DeviceMonitor, build_plan
@@ -39,7 +40,7 @@ logger = logging.getLogger(__name__)
 
 # The stages around training, each reading its own config section (BuildConfig.<section>), in the order they run:
 # prepare hooks before training, refine hooks on the trained table (shrinkage before alone), rows after it.
-POST_TRAINING: tuple[PostTraining, ...] = (SHRINKAGE, ALONE, COTEACHER, PARAGRAPHS, GRAM_ROWS)
+POST_TRAINING: tuple[PostTraining, ...] = (SHRINKAGE, ALONE, COTEACHER, PARAGRAPHS, RETRIEVAL, GRAM_ROWS)
 
 
 def post_training(config: BuildConfig) -> list[tuple[PostTraining, object]]:
@@ -138,7 +139,8 @@ def _build(ctx: StageContext, config: BuildConfig, teacher, monitor: DeviceMonit
                                                           [extracts[config.langs[0]], extracts[lang]])
                        for lang, paths in config.parallel_files().items()}
         stages += [(f"pairs ({a}-{b})", stage) for (a, b), stage in pair_stages.items()]
-        sources = PrepareSources(teacher, compose, extracts, lambda name: load_build_teacher(name, config), corpora)
+        sources = PrepareSources(teacher, compose, extracts, lambda name: load_build_teacher(name, config), corpora,
+                                 config.exclude)
         prepared = {step.section: step.prepare(ctx, section, sources) for step, section in post if step.prepare}
         stages += [(label, stage) for items in prepared.values() for label, _, stage in items]
         final = run_distill(ctx, config.distill, DistillInputs(pca, compose, extracts, rules, tokenizer_json,

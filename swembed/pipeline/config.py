@@ -145,6 +145,21 @@ class ParagraphsConfig:
 
 
 @dataclass
+class RetrievalConfig:
+    """Retrieval supervision: ``query<TAB>document`` pairs from ``files`` (a title and its body, a question and
+    its answer; evaluation text excluded), trained at ``weight`` beside the sentence objectives so the table
+    learns which long texts a short one should find (``swembed.pipeline.retrieval``). ``loss``: ``"kd"``, the
+    teacher's softmax of each query over the batch's documents distilled (as ``[paragraphs] query_weight``), or
+    ``"contrastive"``, each query's own document as the label (in-batch InfoNCE, both directions). Early stopping
+    reads the sentence objectives only. No files: off."""
+
+    files: list[str] = field(default_factory=list)
+    weight: float = 1.0
+    loss: str = "kd"
+    max_pairs: int | None = None
+
+
+@dataclass
 class ShrinkageConfig:
     """After training, a word seen in n sentences becomes (n v + k u) / (n + k), u its trained piece composition
     (what the tokeniser gives it were it unknown; ``swembed.pipeline.shrinkage``); k = 0: off."""
@@ -200,6 +215,7 @@ class BuildConfig:
     distill: DistillConfig = field(default_factory=DistillConfig)
     coteacher: CoTeacherConfig = field(default_factory=CoTeacherConfig)
     paragraphs: ParagraphsConfig = field(default_factory=ParagraphsConfig)
+    retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)
     shrinkage: ShrinkageConfig = field(default_factory=ShrinkageConfig)
     alone: AloneConfig = field(default_factory=AloneConfig)
     grams: GramsConfig = field(default_factory=GramsConfig)
@@ -274,6 +290,10 @@ class BuildConfig:
             raise BuildError(f"--max-words {self.corpus.max_words} is below --min-words {self.corpus.min_words}")
         if self.lexicon_top_k is not None and self.lexicon_top_k > self.pca.dim:
             raise BuildError(f"--lexicon-top-k must be between 1 and --dim {self.pca.dim}, got {self.lexicon_top_k}")
+        if self.retrieval.loss not in ("kd", "contrastive"):
+            raise BuildError(f"[retrieval] loss must be kd or contrastive, got {self.retrieval.loss!r}")
+        if self.retrieval.files and self.multilingual:
+            raise BuildError("[retrieval] files are for one-language builds (their pairs train langs[0])")
         if self.distill.random_batch_weight and not self.distill.cell_size:
             raise BuildError("random_batch_weight needs cell_size (without neighbour cells every batch is random)")
         co_weights = [weight for _, weight in self.coteacher.pairs()]
@@ -291,7 +311,7 @@ class BuildConfig:
         replaced."""
         sources = [s for lang in self.langs for s in self.corpus_for(lang).sources]
         return [str(self.teacher), *map(str, sources), *map(str, self.exclude), *map(str, self.vocab.word_lists),
-                str(self.work_path)]
+                *map(str, self.retrieval.files), str(self.work_path)]
 
     def check_before_work(self, overwrite: bool = False) -> None:
         """What a build can check before loading the teacher (and before importing torch): the settings, that the
@@ -312,6 +332,10 @@ class BuildConfig:
             if not Path(path).expanduser().is_file():
                 raise BuildError(f"word list not found: {path} (--word-lists / [vocab] word_lists)")
         check_sources(self.vocab.word_lists)  # a binary word list fails here too
+        for path in self.retrieval.files:
+            if not Path(path).expanduser().is_file():
+                raise BuildError(f"retrieval pairs not found: {path} ([retrieval] files)")
+        check_sources(self.retrieval.files)
 
 
 # the sections: every field of BuildConfig that is itself a dataclass (a recipe's tables)
@@ -364,6 +388,8 @@ RANGES = {
     "paragraphs.sentences": Range(1),
     "paragraphs.weight": Range(0),
     "paragraphs.query_weight": Range(0),
+    "retrieval.weight": Range(0),
+    "retrieval.max_pairs": Range(1, unset="every pair"),
     "shrinkage.k": Range(0),
     "alone.k": Range(0),
     "grams.buckets": Range(0),

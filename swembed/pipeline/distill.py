@@ -58,6 +58,13 @@ class DistillInputs:
         return stages, weight, query_weight
 
 
+    def retrieval(self) -> tuple[StageResult | None, object]:
+        """The ``retrieval`` stage (or None) and its config section."""
+        sections = [config for step, config in self.post if step.section == "retrieval"]
+        stages = [stage for _, _, stage in self.prepared.get("retrieval", [])]
+        return (stages[0] if stages else None), (sections[0] if sections else None)
+
+
 def distill_identity(config: DistillConfig, inputs: DistillInputs, seed: int) -> dict:
     """The distill stage's identity: its section, the seed, and what each post-training hook adds. Options at
     their off value are left out, so caches from before an option existed stay valid."""
@@ -134,6 +141,11 @@ def run_distill(ctx: StageContext, config: DistillConfig, inputs: DistillInputs)
                         config.kd_weight * query_weight, f"query kd {lang}", config.val_sentences, config.batch_size,
                         rng))
                 stats[f"paragraphs {lang}"] = len(paragraphs)
+        retrieval_stage, retrieval = inputs.retrieval()
+        if retrieval_stage is not None:
+            objectives.append(retrieval_objective(retrieval_stage, retrieval, tokenizers[next(iter(extracts))], config,
+                                                  rng, dev))
+            stats["retrieval pairs"] = len(objectives[-1].train) + sum(map(len, objectives[-1].held_out))
         for (a, b), stage in inputs.pairs.items():
             pairs = read_pairs(stage, config.min_teacher_similarity)
             stats[f"pairs {a}-{b}"] = len(pairs)
@@ -164,6 +176,27 @@ def run_distill(ctx: StageContext, config: DistillConfig, inputs: DistillInputs)
     prepared = [stage for items in inputs.prepared.values() for _, _, stage in items]
     return ctx.run("distill", identity, [pca, compose, *extracts.values(), *inputs.pairs.values(), *prepared],
                    compute)
+
+
+def retrieval_objective(stage: StageResult, section, tokenizer: WordTokenizer, config: DistillConfig,
+                        rng: np.random.Generator, dev):
+    """The ``[retrieval]`` objective on a ``retrieval`` stage's pairs (``section.loss``: the teacher's query softmax
+    distilled, or the contrastive loss with each pair's own document as the label); it never selects the table."""
+    import torch
+
+    from swembed.pipeline.retrieval import read_retrieval_pairs
+    from swembed.pipeline.train import PackedRows, contrastive_objective, query_kd_objective
+
+    queries, documents, query_targets, document_targets = read_retrieval_pairs(stage)
+    order = rng.permutation(len(queries))[: section.max_pairs or None]
+    left = PackedRows(tokenizer.encode_batch([queries[i] for i in order]), dev)
+    right = PackedRows(tokenizer.encode_batch([documents[i] for i in order]), dev)
+    if section.loss == "contrastive":
+        return replace(contrastive_objective(left, right, config.tau, section.weight, "retrieval contrastive",
+                                             config.val_sentences, config.batch_size), selects=False)
+    return query_kd_objective(left, right, torch.as_tensor(query_targets[order], device=dev),
+                              torch.as_tensor(document_targets[order], device=dev), config.tau, section.weight,
+                              "retrieval kd", config.val_sentences, config.batch_size, rng)
 
 
 def rare_words_as_pieces(tokenizer: WordTokenizer, contexts: np.ndarray, max_contexts: int, ids: TokenIds,

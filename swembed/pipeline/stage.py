@@ -249,13 +249,15 @@ class PostTraining:
 @dataclass
 class PrepareSources:
     """What a ``prepare`` hook may read: the build's teacher, its compose and extract stages, a loader of
-    other teachers on the build's device and precision, and each language's corpus stage."""
+    other teachers on the build's device and precision, each language's corpus stage, and the held-out text
+    (``BuildConfig.exclude``) no training text may repeat."""
 
     teacher: object
     compose: StageResult
     extracts: dict[str, StageResult]
     load_teacher: Callable[[str], object]
     corpora: dict[str, StageResult] = field(default_factory=dict)
+    exclude: list[str] = field(default_factory=list)
 
 
 @dataclass

@@ -1,0 +1,66 @@
+"""Stage 5f, retrieval: query-document pairs (``query<TAB>document`` files, ``[retrieval] files``) with the
+evaluation text excluded, each side read by the teacher. The distill stage adds an objective on them at
+``weight``: the teacher's softmax of each query over the batch's documents distilled (``loss = "kd"``), or the
+pair's own document as the label (``"contrastive"``), so the table learns what a short text that should find a
+long one looks like, from real pairs rather than the corpus's neighbouring lines (``[paragraphs]``).
+Artifact: ``pairs.tsv`` (the pairs kept), ``query_targets.npy`` and ``document_targets.npy`` (N, H') in order.
+"""
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from swembed.pipeline.config import RetrievalConfig
+from swembed.pipeline.parallel import read_parallel
+from swembed.pipeline.sources import HELD_OUT_RULE, describe_source, expand_sources, held_out_keys
+from swembed.pipeline.stage import PostTraining, Prepared, PrepareSources, StageContext, StageResult, StageRun
+from swembed.runtime.folder import atomic_save_npy
+
+logger = logging.getLogger(__name__)
+PAIRS, QUERY_TARGETS, DOCUMENT_TARGETS = "pairs.tsv", "query_targets.npy", "document_targets.npy"
+
+
+def run_retrieval_pairs(ctx: StageContext, config: RetrievalConfig, exclude: list[str], teacher) -> StageResult:
+    """Read the pairs (exact repeats and pairs repeating an ``exclude`` text dropped) and encode both sides."""
+    identity = {"files": [describe_source(p) for p in config.files],
+                "exclude": [describe_source(p) for p in expand_sources(exclude)], **HELD_OUT_RULE,
+                "teacher": {k: v for k, v in teacher.describe().items() if k != "path"}}
+
+    def compute(run: StageRun) -> dict:
+        pairs = read_parallel(config.files, held_out_keys(exclude))
+        if not pairs:
+            raise ValueError(f"[retrieval] files {config.files}: no query<TAB>document pair")
+        logger.info("retrieval: the teacher reads %d queries and their documents", len(pairs))
+        atomic_save_npy(run.out / QUERY_TARGETS, teacher.encode([q for q, _ in pairs]).astype(np.float32))
+        atomic_save_npy(run.out / DOCUMENT_TARGETS, teacher.encode([d for _, d in pairs]).astype(np.float32))
+        with open(run.out / PAIRS, "w", encoding="utf-8") as handle:
+            handle.writelines(f"{q}\t{d}\n" for q, d in pairs)
+        return {"pairs": len(pairs), "document_mean_words": round(float(np.mean([len(d.split()) for _, d in pairs])), 1)}
+
+    return ctx.run("retrieval", identity, [], compute)
+
+
+def read_retrieval_pairs(stage: StageResult) -> tuple[list[str], list[str], np.ndarray, np.ndarray]:
+    """Queries, documents and their teacher vectors, from a ``retrieval`` stage's artifact."""
+    with open(stage.path / PAIRS, encoding="utf-8") as handle:
+        pairs = [line.rstrip("\n").split("\t", 1) for line in handle]
+    return ([q for q, _ in pairs], [d for _, d in pairs], np.load(stage.path / QUERY_TARGETS),
+            np.load(stage.path / DOCUMENT_TARGETS))
+
+
+def _prepare(ctx: StageContext, config: RetrievalConfig, sources: PrepareSources) -> Prepared:
+    lang = next(iter(sources.extracts))
+    return [("retrieval pairs", lang, run_retrieval_pairs(ctx, config, sources.exclude, sources.teacher))]
+
+
+def _plan(config: RetrievalConfig, words: int) -> list[str]:
+    return [f"the query-document pairs of {len(config.files)} file(s) through the teacher ([retrieval]; cached after "
+            "the first build)"]
+
+
+RETRIEVAL = PostTraining("retrieval", enabled=lambda config: bool(config.files), prepare=_prepare,
+                         identity=lambda config: {"retrieval_weight": config.weight, "retrieval_loss": config.loss,
+                                                  **({"retrieval_max_pairs": config.max_pairs}
+                                                     if config.max_pairs else {})},
+                         plan=_plan)
