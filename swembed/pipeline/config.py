@@ -147,7 +147,7 @@ class ParagraphsConfig:
 @dataclass
 class RetrievalConfig:
     """Retrieval supervision: ``query<TAB>document`` pairs from ``files`` (a title and its body, a question and
-    its answer; evaluation text excluded), trained at ``weight`` beside the sentence objectives so the table
+    its answer; evaluation text excluded; further tab-separated fields ignored, as in parallel files), trained at ``weight`` beside the sentence objectives so the table
     learns which long texts a short one should find (``swembed.pipeline.retrieval``). ``loss``: ``"kd"``, the
     teacher's softmax of each query over the batch's documents distilled (as ``[paragraphs] query_weight``), or
     ``"contrastive"``, each query's own document as the label (in-batch InfoNCE, both directions). Early stopping

@@ -57,7 +57,6 @@ class DistillInputs:
         weight, query_weight = (sections[0].weight, sections[0].query_weight) if sections else (0.0, 0.0)
         return stages, weight, query_weight
 
-
     def retrieval(self) -> tuple[StageResult | None, object]:
         """The ``retrieval`` stage (or None) and its config section."""
         sections = [config for step, config in self.post if step.section == "retrieval"]
