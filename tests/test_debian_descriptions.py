@@ -43,7 +43,8 @@ def test_each_record_gives_its_summary_and_its_description_joined_without_paragr
 
 def test_repeated_and_short_descriptions_are_dropped():
     kept = [package for package, _, _ in pairs(INDEX, min_words=8)]
-    assert kept == ["bowtie2", "r-cran-lme4"]  # the examples package repeats bowtie2's first 20 words; tiny is too short
+    # the examples package repeats bowtie2's first 20 words; tiny is too short
+    assert kept == ["bowtie2", "r-cran-lme4"]
 
 
 def test_split_packages_fall_on_the_same_side_of_the_dev_split():

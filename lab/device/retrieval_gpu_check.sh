@@ -36,8 +36,9 @@ lines = make_sentences(400)
 (root / "pairs.tsv").write_text("".join(f"{lines[i]}\t{' '.join(lines[i + 1 : i + 4])}\n" for i in range(0, 396, 2)))
 for loss in ("kd", "contrastive"):
     (root / f"{loss}.toml").write_text(f'[retrieval]\nfiles = ["{root}/pairs.tsv"]\nloss = "{loss}"\n')
-    args = ["build", "--recipe", str(root / f"{loss}.toml"), *small_build_args(root / "corpus.txt", root / f"m-{loss}")[1:],
-            "--device", "cuda", "--work-dir", str(root / f"w-{loss}")]
+    args = ["build", "--recipe", str(root / f"{loss}.toml"),
+            *small_build_args(root / "corpus.txt", root / f"m-{loss}")[1:], "--device", "cuda",
+            "--work-dir", str(root / f"w-{loss}")]
     result = subprocess.run([sys.executable, "-m", "swembed.cli", *args], capture_output=True, text=True)
     print(loss, "rc", result.returncode, result.stderr[-600:] if result.returncode else "")
     if result.returncode == 0:

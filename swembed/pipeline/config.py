@@ -147,11 +147,12 @@ class ParagraphsConfig:
 @dataclass
 class RetrievalConfig:
     """Retrieval supervision: ``query<TAB>document`` pairs from ``files`` (a title and its body, a question and
-    its answer; evaluation text excluded; further tab-separated fields ignored, as in parallel files), trained at ``weight`` beside the sentence objectives so the table
-    learns which long texts a short one should find (``swembed.pipeline.retrieval``). ``loss``: ``"kd"``, the
-    teacher's softmax of each query over the batch's documents distilled (as ``[paragraphs] query_weight``), or
-    ``"contrastive"``, each query's own document as the label (in-batch InfoNCE, both directions). Early stopping
-    reads the sentence objectives only. No files: off."""
+    its answer; evaluation text excluded; further tab-separated fields ignored, as in parallel files), trained
+    at ``weight`` beside the sentence objectives so the table learns which long texts a short one should find
+    (``swembed.pipeline.retrieval``). ``loss``: ``"kd"``, the teacher's softmax of each query over the batch's
+    documents distilled (as ``[paragraphs] query_weight``), or ``"contrastive"``, each query's own document as the
+    label (in-batch InfoNCE, both directions). ``max_pairs`` caps the pairs. Early stopping reads the sentence
+    objectives only. No files: off."""
 
     files: list[str] = field(default_factory=list)
     weight: float = 1.0

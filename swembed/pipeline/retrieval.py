@@ -36,7 +36,8 @@ def run_retrieval_pairs(ctx: StageContext, config: RetrievalConfig, exclude: lis
         atomic_save_npy(run.out / DOCUMENT_TARGETS, teacher.encode([d for _, d in pairs]).astype(np.float32))
         with open(run.out / PAIRS, "w", encoding="utf-8") as handle:
             handle.writelines(f"{q}\t{d}\n" for q, d in pairs)
-        return {"pairs": len(pairs), "document_mean_words": round(float(np.mean([len(d.split()) for _, d in pairs])), 1)}
+        words = np.mean([len(d.split()) for _, d in pairs])
+        return {"pairs": len(pairs), "document_mean_words": round(float(words), 1)}
 
     return ctx.run("retrieval", identity, [], compute)
 
