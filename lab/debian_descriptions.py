@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from swembed.runtime.outputs import atomic_file
+from swembed.runtime.textfile import COMPRESSED
 
 PREFIX_WORDS = 20
 TRANSLATION_GLOB = "*_debian_dists_*_main_i18n_Translation-en*"
@@ -43,16 +44,12 @@ def fetch_translation(folder: Path) -> Path:
 
 
 def read_index(path: Path) -> str:
-    """The text of a Translation-en index, plain or compressed (.lz4, .gz, .xz)."""
+    """The text of a Translation-en index, plain, .lz4 (apt's own lists) or compressed as corpora may be."""
     if path.suffix == ".lz4":
         return subprocess.run(["lz4", "-dc", str(path)], check=True, capture_output=True).stdout.decode("utf-8",
                                                                                                        "replace")
-    if path.suffix == ".gz":
-        return gzip.decompress(path.read_bytes()).decode("utf-8", "replace")
-    if path.suffix == ".xz":
-        import lzma
-        return lzma.decompress(path.read_bytes()).decode("utf-8", "replace")
-    return path.read_text(encoding="utf-8", errors="replace")
+    with COMPRESSED.get(path.suffix, open)(path, "rt", encoding="utf-8", errors="replace") as handle:
+        return handle.read()
 
 
 def descriptions(index: str) -> Iterator[tuple[str, str, str]]:

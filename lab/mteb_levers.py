@@ -53,6 +53,7 @@ import numpy as np
 from swembed.eval.mteb_tasks import CLASSIFICATION, evaluate_mteb
 from swembed.eval.models import load_encoder
 from swembed.eval.sts import DEV, evaluate_sts
+from swembed.pipeline.parallel import read_parallel
 
 Encoder = Callable[[list[str]], np.ndarray]
 RETRIEVAL_SOURCES = ("corpora/en/wikitext2.txt.gz", "corpora/en/gensim_enwiki.txt.gz")
@@ -262,10 +263,9 @@ def variant_encoder(spec: str, variant: str, corpus_sample: list[str], work: Pat
 
 
 def pairs_dev(path: Path):
-    """(queries, documents, index of each query's document) of a ``query<TAB>document`` file (plain or .gz)."""
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as handle:
-        pairs = [line.rstrip("\n").split("\t", 1) for line in handle if "\t" in line]
+    """(queries, documents, index of each query's document) of a ``query<TAB>document`` file (plain or .gz), read
+    as a build reads ``[retrieval] files`` (``read_parallel``)."""
+    pairs = read_parallel([str(path)])
     return [q for q, _ in pairs], [d for _, d in pairs], np.arange(len(pairs))
 
 

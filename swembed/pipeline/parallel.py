@@ -13,6 +13,7 @@ from swembed.pipeline import files
 from swembed.pipeline.sources import HELD_OUT_RULE, describe_source, expand_sources, held_out_keys, is_held_out
 
 
+PAIRS = "pairs.tsv"
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef\u3000-\u303f"
 _CJK_GAP = re.compile(f"(?<=[{_CJK}]) +(?=[{_CJK}])")
 
@@ -77,8 +78,7 @@ def run_pairs(ctx, lang: str, paths: list[str], exclude: list[str], teacher, sco
 
     def compute(run: StageRun) -> dict:
         pairs = read_parallel(paths, held_out_keys(exclude))
-        with open(run.out / "pairs.tsv", "w", encoding="utf-8") as handle:
-            handle.writelines(f"{a}\t{b}\n" for a, b in pairs)
+        write_pairs(run.out, pairs)
         stats = {"pairs_read": len(pairs)}
         if score and pairs:
             vectors, reused = encode_reusing(teacher, [text for pair in pairs for text in pair], extracts)
@@ -91,9 +91,15 @@ def run_pairs(ctx, lang: str, paths: list[str], exclude: list[str], teacher, sco
     return ctx.run(f"pairs-{lang}", identity, [], compute)
 
 
+def write_pairs(folder: Path, pairs: list[tuple[str, str]]) -> None:
+    """A stage's ``pairs.tsv``: one ``a<TAB>b`` line per pair (``read_pairs`` reads it back)."""
+    with open(folder / PAIRS, "w", encoding="utf-8") as handle:
+        handle.writelines(f"{a}\t{b}\n" for a, b in pairs)
+
+
 def read_pairs(result, min_similarity: float | None = None) -> list[tuple[str, str]]:
     """The pairs of a ``pairs`` stage artifact, those the teacher scores below ``min_similarity`` dropped."""
-    with open(Path(result.path) / "pairs.tsv", encoding="utf-8") as handle:
+    with open(Path(result.path) / PAIRS, encoding="utf-8") as handle:
         pairs = [tuple(line.rstrip("\n").split("\t", 1)) for line in handle]
     if min_similarity is None:
         return pairs

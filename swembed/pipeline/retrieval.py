@@ -12,13 +12,13 @@ import logging
 import numpy as np
 
 from swembed.pipeline.config import RetrievalConfig
-from swembed.pipeline.parallel import read_parallel
+from swembed.pipeline.parallel import read_pairs, read_parallel, write_pairs
 from swembed.pipeline.sources import HELD_OUT_RULE, describe_source, expand_sources, held_out_keys
 from swembed.pipeline.stage import PostTraining, Prepared, PrepareSources, StageContext, StageResult, StageRun
 from swembed.runtime.folder import atomic_save_npy
 
 logger = logging.getLogger(__name__)
-PAIRS, QUERY_TARGETS, DOCUMENT_TARGETS = "pairs.tsv", "query_targets.npy", "document_targets.npy"
+QUERY_TARGETS, DOCUMENT_TARGETS = "query_targets.npy", "document_targets.npy"
 
 
 def run_retrieval_pairs(ctx: StageContext, config: RetrievalConfig, exclude: list[str], teacher) -> StageResult:
@@ -34,8 +34,7 @@ def run_retrieval_pairs(ctx: StageContext, config: RetrievalConfig, exclude: lis
         logger.info("retrieval: the teacher reads %d queries and their documents", len(pairs))
         atomic_save_npy(run.out / QUERY_TARGETS, teacher.encode([q for q, _ in pairs]).astype(np.float32))
         atomic_save_npy(run.out / DOCUMENT_TARGETS, teacher.encode([d for _, d in pairs]).astype(np.float32))
-        with open(run.out / PAIRS, "w", encoding="utf-8") as handle:
-            handle.writelines(f"{q}\t{d}\n" for q, d in pairs)
+        write_pairs(run.out, pairs)
         words = np.mean([len(d.split()) for _, d in pairs])
         return {"pairs": len(pairs), "document_mean_words": round(float(words), 1)}
 
@@ -44,8 +43,7 @@ def run_retrieval_pairs(ctx: StageContext, config: RetrievalConfig, exclude: lis
 
 def read_retrieval_pairs(stage: StageResult) -> tuple[list[str], list[str], np.ndarray, np.ndarray]:
     """Queries, documents and their teacher vectors, from a ``retrieval`` stage's artifact."""
-    with open(stage.path / PAIRS, encoding="utf-8") as handle:
-        pairs = [line.rstrip("\n").split("\t", 1) for line in handle]
+    pairs = read_pairs(stage)
     return ([q for q, _ in pairs], [d for _, d in pairs], np.load(stage.path / QUERY_TARGETS),
             np.load(stage.path / DOCUMENT_TARGETS))
 
