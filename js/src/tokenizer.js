@@ -2,11 +2,12 @@
  * Text -> table rows and weights, as swembed/runtime/tokenizer.py does it (docs/format.md, "Tokenisation"):
  * Unicode normalisation, lower-casing, words = maximal runs of letters and digits (Python's [^\W_]+, which is
  * exactly Unicode categories L* and N*), a known word its row at weight 1, an unknown word its back-off rows.
+ * Every character fact is Unicode 14.0.0's (unicode.js), as Python 3.11's.
  */
 import { crc32Update } from './crc32.js';
+import { UNICODE_VERSION, WORDS, normalize, toLowerCase } from './unicode.js';
 
 export const WORD_PATTERN = '[^\\W_]+';
-const WORDS = /[\p{L}\p{N}]+/gu;
 const GRAM_SIZES = [3, 4, 5];
 const OOV_CACHE_LIMIT = 1_000_000;
 const encoder = new TextEncoder();
@@ -17,8 +18,12 @@ export class FormatError extends Error {}
 export function tokenizationRules(spec = {}, where = 'config.json') {
   const rules = {
     word_pattern: WORD_PATTERN, lowercase: true, unicode_normalization: 'NFKC', oov_backoff: 'teacher_prefix',
-    words: 'pattern', oov_weight: 1.0, ...spec,
+    words: 'pattern', oov_weight: 1.0, unicode_version: UNICODE_VERSION, ...spec,
   };
+  if (rules.unicode_version !== UNICODE_VERSION) {
+    throw new FormatError(`${where}: tokenization unicode_version ${JSON.stringify(rules.unicode_version)} is not ` +
+      `supported by swembed.js (only ${UNICODE_VERSION})`);
+  }
   if (rules.words !== 'pattern') {
     throw new FormatError(`${where}: tokenization words = ${JSON.stringify(rules.words)} is not supported by ` +
       'swembed.js (only "pattern"; teacher tokens and word segmenters need Python)');
@@ -67,9 +72,8 @@ export class WordTokenizer {
 
   /** Normalise and (if the rules say so) lower-case. */
   prepare(text) {
-    const form = this.rules.unicode_normalization;
-    const normal = form ? text.normalize(form) : text;
-    return this.rules.lowercase ? normal.toLowerCase() : normal;
+    const normal = normalize(text, this.rules.unicode_normalization);
+    return this.rules.lowercase ? toLowerCase(normal) : normal;
   }
 
   words(text) {
