@@ -165,10 +165,10 @@ def cmd_ensemble(args) -> int:
 def cmd_dedup(args) -> int:
     from swembed.dedup import DedupConfig, dedup
 
-    config = DedupConfig(threshold=args.threshold, text_column=args.text_column, keep=args.keep,
+    config = DedupConfig(threshold=args.threshold, text_columns=tuple(args.text_column or ["text"]), keep=args.keep,
                          target_size=args.target_size, target_fraction=args.target_fraction, k=args.k,
                          method=args.search, batch_size=args.batch_size, progress=not args.quiet,
-                         clusters=args.clusters)
+                         clusters=args.clusters, pairs_floor=args.pairs_floor)
     if args.engine == "spark":
         from swembed._extras import require
 
@@ -181,12 +181,37 @@ def cmd_dedup(args) -> int:
             raise ValueError(f"--spark-conf takes KEY=VALUE, got {bad[0]!r}")
         conf = dict(item.split("=", 1) for item in args.spark_conf)
         summary = dedup_files(args.inputs, args.model, args.out, config, master=args.spark_master, conf=conf,
-                              overwrite=args.overwrite)
+                              overwrite=args.overwrite, against=args.against)
     else:
-        summary = dedup(args.inputs, args.model, args.out, config, overwrite=args.overwrite)
+        summary = dedup(args.inputs, args.model, args.out, config, overwrite=args.overwrite, against=args.against)
+    _print_dedup_summary(summary, args.out)
+    return 0
+
+
+def _print_dedup_summary(summary: dict, out: str) -> None:
     print(f"{summary['records']:,} records: kept {summary['kept']:,}, exact duplicates "
-          f"{summary['exact_duplicates']:,}, near duplicates {summary['near_duplicates']:,} "
-          f"(cosine >= {summary['threshold']:.3f}) -> {args.out}/", file=sys.stderr)
+          f"{summary['exact_duplicates']:,}, near duplicates {summary['near_duplicates']:,}, near a reference "
+          f"{summary.get('reference_duplicates', 0):,} -> {out}/\n{summary['guarantee']}", file=sys.stderr)
+
+
+def cmd_dedup_rethreshold(args) -> int:
+    from swembed.dedup.state import rethreshold
+
+    _print_dedup_summary(rethreshold(args.run, args.threshold, args.out, args.overwrite, not args.quiet), args.out)
+    return 0
+
+
+def cmd_dedup_explain(args) -> int:
+    from swembed.dedup.explain import explain
+
+    print(explain(args.run, args.out, args.pairs, args.overwrite))
+    return 0
+
+
+def cmd_dedup_select(args) -> int:
+    from swembed.dedup.select import select
+
+    print(select(args.run, args.out, args.outliers, args.representatives, args.k, args.overwrite))
     return 0
 
 
@@ -311,13 +336,20 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="folder for kept/, mapping.tsv and summary.json")
     p.add_argument("--threshold", type=float, help="cosine for near duplicates (default 0.9; with a target: "
                    "the lowest similarity searched, default 0.5)")
-    p.add_argument("--text-column", default="text", help="the text field of .jsonl/.parquet records")
+    p.add_argument("--text-column", action="append", metavar="COLUMN",
+                   help="the text field of .jsonl/.parquet records (default text); repeat it to dedup on several "
+                   "columns at once (their values joined by a newline); every column is kept in the output")
+    p.add_argument("--against", nargs="+", metavar="REF", help="reference files (e.g. a test set): remove each input "
+                   "record at cosine >= --threshold to a reference record, and nothing else; references are only read")
     p.add_argument("--keep", choices=["first", "longest"], default="first", help="which record a cluster keeps")
     p.add_argument("--clusters", choices=["star", "components"], default="star",
                    help="star (default): each removed record is a near duplicate of the one that keeps it; "
-                   "components: transitive groups (a~b~c chains merge); --target-* always merges so")
-    p.add_argument("--target-size", type=int, help="merge the most similar first until this many records remain")
+                   "components: transitive groups (a~b~c chains merge; the summary gives the lowest cosine)")
+    p.add_argument("--target-size", type=int, help="star: the highest threshold keeping at most this many records; "
+                   "components: merge the most similar first until this many remain")
     p.add_argument("--target-fraction", type=float, help="as --target-size, as a fraction of the records")
+    p.add_argument("--pairs-floor", type=float, help="the lowest cosine of the pairs stored in state/ for "
+                   "dedup-rethreshold and dedup-explain (default: the threshold - 0.1)")
     p.add_argument("--k", type=int, default=16, help="neighbours searched per distinct text")
     p.add_argument("--search", choices=["auto", "exact", "ann"], default="auto")
     p.add_argument("--batch-size", type=int, default=8192)
@@ -329,6 +361,27 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--spark-master", default="local[*]", help="with --engine spark: the master URL")
     p.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
                    help="with --engine spark: a Spark setting, e.g. spark.driver.memory=2g (repeatable)")
+    p = sub.add_parser("dedup-rethreshold", help="re-cut a finished swembed dedup run at another threshold, from "
+                       "its state/ (no encoding or search): the same result as a fresh run")
+    p.add_argument("run", help="a swembed dedup --out folder")
+    p.add_argument("--threshold", type=float, required=True, help="the new cosine (at least the run's pairs floor)")
+    p.add_argument("--out", required=True, help="the new run folder")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --out folder")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p = sub.add_parser("dedup-explain", help="look before you cut: the least similar pairs a run removed, a threshold "
+                       "sweep and a histogram of nearest-neighbour similarities")
+    p.add_argument("run", help="a swembed dedup --out folder")
+    p.add_argument("--out", required=True, help="folder for least-similar.tsv, sweep.tsv and similarities.png")
+    p.add_argument("--pairs", type=int, default=20, help="how many of the least similar removed pairs to show")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --out folder")
+    p = sub.add_parser("dedup-select", help="outliers (lowest mean cosine to their k nearest) and representatives "
+                       "(greedy facility location) among a run's kept records")
+    p.add_argument("run", help="a swembed dedup --out folder")
+    p.add_argument("--out", required=True, help="folder for outliers.tsv and representatives.tsv")
+    p.add_argument("--outliers", type=int, default=0, help="how many outliers to list")
+    p.add_argument("--representatives", type=int, default=0, help="how many representatives to choose")
+    p.add_argument("--k", type=int, default=16, help="nearest neighbours per record")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --out folder")
     p = sub.add_parser("lens-clusters", help="the LENS head: KMeans over a model's LM head (or token embeddings)")
     p.add_argument("--model", required=True, help="teacher short name, folder or hub id")
     p.add_argument("--k", type=int, default=4000)
@@ -368,7 +421,9 @@ def main(argv: list[str] | None = None) -> int:
     level = logging.DEBUG if args.verbose else logging.WARNING if getattr(args, "quiet", False) else logging.INFO
     logging.basicConfig(level=level, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
     handlers = {"build": cmd_build, "encode": cmd_encode, "export": cmd_export, "conformance": cmd_conformance,
-                "ensemble": cmd_ensemble, "dedup": cmd_dedup, "shrink": cmd_shrink, "lens-clusters": cmd_lens_clusters,
+                "ensemble": cmd_ensemble, "dedup": cmd_dedup,
+                "dedup-rethreshold": cmd_dedup_rethreshold, "dedup-explain": cmd_dedup_explain,
+                "dedup-select": cmd_dedup_select, "shrink": cmd_shrink, "lens-clusters": cmd_lens_clusters,
                 "eval": cmd_eval}
     try:
         with terminate_raises():  # SIGTERM unwinds like Ctrl-C: temp outputs are removed on the way out

@@ -28,8 +28,8 @@ def read_mapping(out: Path) -> list[dict]:
 
 
 def stored(vectors: np.ndarray) -> np.ndarray:
-    """Vectors as dedup keeps them (float16), so borderline pairs are judged on the same numbers."""
-    return vectors.astype(np.float16).astype(np.float32)
+    """Vectors as dedup keeps them (float32, as the table gives them)."""
+    return np.asarray(vectors, dtype=np.float32)
 
 
 def reference_clusters(vectors: np.ndarray, threshold: float) -> list[int]:
@@ -145,15 +145,20 @@ def test_target_size_and_keep_longest(model_dir, tmp_path):
              "market prices rose", "rain will fall tomorrow", "the dog sat"]
     (tmp_path / "in.txt").write_text("\n".join(texts) + "\n", encoding="utf-8")
     summary = dedup([tmp_path / "in.txt"], model_dir, tmp_path / "out",
-                    DedupConfig(target_size=5, keep="longest", threshold=-1.0, progress=False))
-    assert summary["kept"] == 5
+                    DedupConfig(target_size=5, keep="longest", threshold=-1.0, progress=False, clusters="components"))
+    assert summary["kept"] == 5 and "transitive" in summary["guarantee"]
     rows = read_mapping(tmp_path / "out")
     for row in rows:  # each representative is the longest text of its cluster
         members = [int(r["record"]) for r in rows if r["representative"] == row["representative"]]
         assert len(texts[int(row["representative"])]) == max(len(texts[m]) for m in members)
-    fraction = dedup([tmp_path / "in.txt"], model_dir, tmp_path / "out2",
-                     DedupConfig(target_fraction=0.5, threshold=-1.0, progress=False))
-    assert fraction["kept"] == 4
+    assert summary["lowest_similarity_to_keeper"] == pytest.approx(
+        min(float(r["similarity"]) for r in rows if r["reason"] == "near"), abs=1e-4)
+    for target in (dict(target_size=5), dict(target_fraction=0.5)):  # star: at most the target, never a chain
+        star = dedup([tmp_path / "in.txt"], model_dir, tmp_path / "star", DedupConfig(
+            **target, keep="longest", threshold=-1.0, progress=False), overwrite=True)
+        assert 1 <= star["kept"] <= (5 if "target_size" in target else 4) and star["guarantee"].startswith("star")
+        assert all(float(r["similarity"]) >= star["threshold"] - 1e-4
+                   for r in read_mapping(tmp_path / "star") if r["reason"] == "near")
 
 
 def test_jsonl_and_parquet_keep_their_format_and_fields(model_dir, tmp_path):
@@ -164,7 +169,7 @@ def test_jsonl_and_parquet_keep_their_format_and_fields(model_dir, tmp_path):
     (tmp_path / "a.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
     pq.write_table(pa.Table.from_pylist(records), tmp_path / "b.parquet", row_group_size=3)
     summary = dedup([tmp_path / "a.jsonl", tmp_path / "b.parquet"], model_dir, tmp_path / "out",
-                    DedupConfig(text_column="body", progress=False))
+                    DedupConfig(text_columns=("body",), progress=False))
     assert summary["records"] == 8 and summary["kept"] == 3  # b's rows duplicate a's exactly
     kept_jsonl = [json.loads(line) for line in (tmp_path / "out" / "kept" / "a.jsonl").read_text().splitlines()]
     assert [r["id"] for r in kept_jsonl] == [0, 2, 3]

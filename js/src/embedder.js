@@ -4,6 +4,7 @@
  */
 import { halfToFloat, parseNpy } from './npy.js';
 import { FormatError, WordTokenizer, tokenizationRules } from './tokenizer.js';
+import { PADDED } from './unicode.js';
 import { WordPiece } from './wordpiece.js';
 
 export const FORMAT_NAME = 'swe-static';
@@ -37,7 +38,7 @@ export class StaticEmbedder {
     const rows = this.codes ? this.codes.length : table.shape[0];
     const dim = table.shape[1];
     const words = vocabText.split(/\r\n|\r|\n/);
-    words.pop(); // every line ends in a newline
+    words.pop(); // what follows the last line end: empty when every line ends in one, as it must
     if (words.length !== rows) {
       throw new FormatError(`${words.length} words in vocab.txt but ${rows} table rows`);
     }
@@ -71,6 +72,7 @@ export class StaticEmbedder {
     const grams = range('grams');
     const rules = tokenizationRules(config.tokenization || {});
     const end = pieces ? pieces[0] : rows;
+    checkWords(words, end);
     const vocab = new Map();
     for (let i = 0; i < end; i++) vocab.set(words[i], i);
     const pieceRows = new Map();
@@ -177,6 +179,30 @@ function unpackInt4(table, dim) {
     }
   }
   return { dtype: 'int8', shape: [rows, dim], data: out };
+}
+
+/**
+ * vocab.txt as Python's reader checks it (swembed/runtime/folder.py, check_words): no byte-order mark, and in the
+ * word rows [0, end) no empty label, none with surrounding white space, none twice (each would silently never
+ * match, or match another row).
+ */
+function checkWords(words, end) {
+  if (words.length && words[0].startsWith('\ufeff')) {
+    throw new FormatError('vocab.txt: starts with a byte-order mark (U+FEFF); save it as UTF-8 without one');
+  }
+  const first = new Map();
+  for (let i = 0; i < end; i++) {
+    const word = words[i];
+    if (!word || PADDED.test(word)) {
+      throw new FormatError(`vocab.txt:${i + 1}: ${JSON.stringify(word)} is empty or has surrounding whitespace; ` +
+        'words are matched exactly');
+    }
+    if (first.has(word)) {
+      throw new FormatError(`vocab.txt:${i + 1}: ${JSON.stringify(word)} repeats line ${first.get(word) + 1}; each ` +
+        'word must be on one line only');
+    }
+    first.set(word, i);
+  }
 }
 
 function checkConfig(config) {

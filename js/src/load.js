@@ -4,7 +4,9 @@
 import { StaticEmbedder } from './embedder.js';
 import { FormatError } from './tokenizer.js';
 
-const isUrl = (s) => /^[a-z][a-z0-9+.-]*:\/\//i.test(s) || typeof window !== 'undefined';
+/** A URL, or any location where there is no file system to read (a page or a Web Worker: a path is a URL there). */
+const isUrl = (s) => /^[a-z][a-z0-9+.-]*:\/\//i.test(s) || typeof globalThis.location !== 'undefined' ||
+  typeof globalThis.process?.versions?.node !== 'string';
 
 /** A reader of the folder's files: name -> ArrayBuffer, or null when the file does not exist. */
 export async function folderReader(location) {
@@ -31,7 +33,8 @@ export async function folderReader(location) {
   };
 }
 
-const text = (buffer) => new TextDecoder('utf-8', { fatal: true }).decode(buffer);
+// A byte-order mark is kept, not skipped: Python reads the files as plain UTF-8 and refuses one (docs/format.md).
+const decoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
 /** Load a swembed table folder (config.json, vocab.txt, embeddings.npy, scales.npy, tokenizer.json). */
 export async function loadModel(location) {
@@ -41,25 +44,38 @@ export async function loadModel(location) {
     if (buffer === null) throw new FormatError(`${location}: ${name} is missing`);
     return buffer;
   };
-  const parseJson = (name, buffer) => {
+  const text = (name, buffer) => {
     try {
-      return JSON.parse(text(buffer));
+      return decoder.decode(buffer);
+    } catch {
+      throw new FormatError(`${location}/${name}: not UTF-8`);
+    }
+  };
+  const parseJson = (name, buffer) => {
+    const decoded = text(name, buffer);
+    try {
+      return JSON.parse(decoded);
     } catch (error) {
       throw new FormatError(`${location}/${name}: not valid JSON (${error.message})`);
     }
   };
   const config = parseJson('config.json', await need('config.json'));
   const backoff = (config.tokenization || {}).oov_backoff;
+  // "tokenizer": null declares that the table has no sub-word tokenizer: a tokenizer.json beside it is not read
+  const wantsTokenizer = backoff !== 'none' && config.tokenizer !== null;
   const [vocab, embeddings, scales, tokenizer, codes] = await Promise.all([
-    need('vocab.txt'), need('embeddings.npy'), read('scales.npy'), backoff === 'none' ? null : read('tokenizer.json'),
+    need('vocab.txt'), need('embeddings.npy'), read('scales.npy'), wantsTokenizer ? read('tokenizer.json') : null,
     read('codes.npy'),
   ]);
-  if (tokenizer === null && backoff !== 'none' && config.tokenizer !== null) {
+  if (tokenizer === null && wantsTokenizer) {
     throw new FormatError(`${location}: tokenizer.json is missing; the table's tokenisation needs it for the ` +
       'sub-word back-off (or config.json declares "tokenizer": null)');
   }
-  return new StaticEmbedder({
-    config, vocabText: text(vocab), embeddings, scales, codes,
-    tokenizerJson: tokenizer ? parseJson('tokenizer.json', tokenizer) : null,
-  });
+  const tokenizerJson = tokenizer ? parseJson('tokenizer.json', tokenizer) : null;
+  try {
+    return new StaticEmbedder({ config, vocabText: text('vocab.txt', vocab), embeddings, scales, codes, tokenizerJson });
+  } catch (error) {
+    if (!error.message.startsWith(String(location))) error.message = `${location}: ${error.message}`;
+    throw error; // the folder named, the class kept (FormatError, NpyError, UnsupportedTokenizerError)
+  }
 }

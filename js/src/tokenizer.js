@@ -5,7 +5,7 @@
  * Every character fact is Unicode 14.0.0's (unicode.js), as Python 3.11's.
  */
 import { crc32Update } from './crc32.js';
-import { UNICODE_VERSION, WORDS, normalize, toLowerCase } from './unicode.js';
+import { WORDS, normalize, toLowerCase } from './unicode.js';
 
 export const WORD_PATTERN = '[^\\W_]+';
 const GRAM_SIZES = [3, 4, 5];
@@ -18,12 +18,14 @@ export class FormatError extends Error {}
 export function tokenizationRules(spec = {}, where = 'config.json') {
   const rules = {
     word_pattern: WORD_PATTERN, lowercase: true, unicode_normalization: 'NFKC', oov_backoff: 'teacher_prefix',
-    words: 'pattern', oov_weight: 1.0, unicode_version: UNICODE_VERSION, ...spec,
+    words: 'pattern', oov_weight: 1.0,
   };
-  if (rules.unicode_version !== UNICODE_VERSION) {
-    throw new FormatError(`${where}: tokenization unicode_version ${JSON.stringify(rules.unicode_version)} is not ` +
-      `supported by swembed.js (only ${UNICODE_VERSION})`);
+  const unknown = Object.keys(spec).filter((key) => !(key in rules));
+  if (unknown.length) {
+    throw new FormatError(`${where}: tokenization has unknown key ${JSON.stringify(unknown[0])} (known: ` +
+      `${Object.keys(rules).join(', ')})`);
   }
+  Object.assign(rules, spec);
   if (rules.words !== 'pattern') {
     throw new FormatError(`${where}: tokenization words = ${JSON.stringify(rules.words)} is not supported by ` +
       'swembed.js (only "pattern"; teacher tokens and word segmenters need Python)');

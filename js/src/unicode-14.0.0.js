@@ -149,4 +149,6 @@ export const LOWER =
   '1.w 1.w 1.w 1.w 1.w 1.w 1.w 1.w 1.w 1.w 1.w 1.w 1.w 1.w 1.w 1.w 1.w 1.w 1.w 1.w 1.w 1.w 1.w 1.w 1.w 1.w 1.w 1.' +
   'w 1.w 1.w 1.w 1.w o81.y 1.y 1.y 1.y 1.y 1.y 1.y 1.y 1.y 1.y 1.y 1.y 1.y 1.y 1.y 1.y 1.y 1.y 1.y 1.y 1.y 1.y 1.' +
   'y 1.y 1.y 1.y 1.y 1.y 1.y 1.y 1.y 1.y 1.y 1.y';
+export const SPACE =
+  '9.4 f.4 2t.0 r.0 4bk.0 1vk.a u.1 6.0 1c.0 335.0';
 export const LOWER_LONG = { 0x130: '\u{69}\u{307}' };

@@ -27,6 +27,8 @@ const characterClass = (packed, negate = false) => `[${negate ? '^' : ''}${unpac
 export const WORDS = new RegExp(`${characterClass(data.WORD)}+`, 'gu');
 const ASSIGNED_RUN = new RegExp(`${characterClass(data.ASSIGNED)}+`, 'gu');
 const ASCII = /^[\0-\x7f]*$/;
+/** A label that starts or ends with white space (Python's `str.isspace()`: what `str.strip()` removes). */
+export const PADDED = new RegExp(`^${characterClass(data.SPACE)}|${characterClass(data.SPACE)}$`, 'u');
 
 /**
  * Unicode normalisation as of 14.0.0: each run of code points assigned in 14.0.0 is normalised by the engine

@@ -1,85 +1,135 @@
 """The dedup core, shared by the one-machine command and the Spark integration: exact-duplicate keys,
-near-duplicate pairs (ANN or exact blockwise search), clusters (stars that cannot chain by default, or connected
-components) and representatives."""
+near-duplicate pairs (ANN or exact blockwise search, float32 scores), clusters (stars that cannot chain by default,
+also for a target size; or connected components) and representatives."""
 from __future__ import annotations
 
 import hashlib
 import re
-import unicodedata
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 
 import numpy as np
+
+from swembed.runtime.tokenizer import normalize_text
 
 _SPACES = re.compile(r"\s+")
 EXACT_SEARCH_BELOW = 50_000  # unique texts; below this an exact blockwise search is faster than building an index
 SCORES_PER_BLOCK = 1 << 24  # exact search scores this many pairs at a time (64 MB of float32)
 
 
-def normalized_key(text: str) -> str:
-    """What exact dedup compares: NFKC, case-folded, whitespace collapsed and stripped."""
-    return _SPACES.sub(" ", unicodedata.normalize("NFKC", text).casefold()).strip()
+@dataclass(frozen=True)
+class ExactKey:
+    """What exact dedup compares: the text as the table reads it (its Unicode normalisation; lower-cased only
+    when the table lower-cases), whitespace collapsed and stripped. A case-sensitive table keeps "US" and "us"
+    apart."""
+
+    form: str = "NFKC"
+    lowercase: bool = True
+
+    @classmethod
+    def of_model(cls, model) -> ExactKey:
+        """The key of a loaded table: its normalisation; lower-cased when every tokenizer of it lower-cases."""
+        tokenizers = [model.tokenizer, *getattr(model, "tokenizers", {}).values()]
+        return cls(model.tokenizer.rules.unicode_normalization, all(t.rules.lowercase for t in tokenizers))
+
+    def key(self, text: str) -> str:
+        text = normalize_text(text, self.form)
+        return _SPACES.sub(" ", text.lower() if self.lowercase else text).strip()
+
+    def hashes(self, texts: Sequence[str]) -> np.ndarray:
+        """64-bit BLAKE2b of each text's key (collision odds ~N^2 / 2^65: 3e-8 for 1M texts)."""
+        return np.fromiter((int.from_bytes(hashlib.blake2b(self.key(t).encode("utf-8", "replace"),
+                                                           digest_size=8).digest(), "little") for t in texts),
+                           dtype=np.uint64, count=len(texts))
 
 
-def text_hashes(texts: Sequence[str]) -> np.ndarray:
-    """64-bit BLAKE2b of each text's normalised key (collision odds ~N^2 / 2^65: 3e-8 for 1M texts)."""
-    return np.fromiter((int.from_bytes(hashlib.blake2b(normalized_key(t).encode("utf-8", "replace"),
-                                                       digest_size=8).digest(), "little") for t in texts),
-                       dtype=np.uint64, count=len(texts))
-
-
-def exact_search_pairs(vectors: np.ndarray, threshold: float, k: int, block: int | None = None
-                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """All pairs i < j with cosine >= threshold among each row's ``k`` nearest (exact, blockwise: by default
-    ``SCORES_PER_BLOCK`` scores at a time, at most 4096 rows)."""
-    x = np.asarray(vectors, dtype=np.float32)
-    block = block or max(1, min(4096, SCORES_PER_BLOCK // max(len(x), 1)))
-    rows, cols, sims = [], [], []
+def exact_neighbours(queries: np.ndarray, base: np.ndarray, k: int, skip_self_from: int | None = None
+                     ) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+    """Blocks of (first query row, neighbour ids, float32 cosines) of each query row's ``k`` nearest rows of
+    ``base`` (exact, ``SCORES_PER_BLOCK`` scores at a time, at most 4096 rows; unsorted within a row; a row with
+    fewer than ``k`` candidates has id -1, score -inf). ``skip_self_from``: query row i is base row
+    ``skip_self_from + i``, never its own neighbour."""
+    x, y = np.asarray(queries, dtype=np.float32), np.asarray(base, dtype=np.float32)
+    block = max(1, min(4096, SCORES_PER_BLOCK // max(len(y), 1)))
+    take = min(k, len(y) - (skip_self_from is not None))
     for start in range(0, len(x), block):
-        scores = x[start : start + block] @ x.T
-        rows_here = np.arange(scores.shape[0])
-        scores[rows_here, start + rows_here] = -np.inf  # drop self-matches
-        take = min(k, len(x) - 1)
+        scores = x[start : start + block] @ y.T
+        if skip_self_from is not None:
+            here = np.arange(scores.shape[0])
+            scores[here, skip_self_from + start + here] = -np.inf
         if take <= 0:
-            break
+            yield start, np.full((len(scores), k), -1, np.int64), np.full((len(scores), k), -np.inf, np.float32)
+            continue
         top = np.argpartition(-scores, take - 1, axis=1)[:, :take]
         top_scores = np.take_along_axis(scores, top, axis=1)
-        r, c = np.nonzero(top_scores >= threshold)
-        rows.append(r + start)
-        cols.append(top[r, c])
-        sims.append(top_scores[r, c])
-    return _unique_pairs(rows, cols, sims)
+        pad = k - take
+        yield (start, np.pad(top, ((0, 0), (0, pad)), constant_values=-1),
+               np.pad(top_scores, ((0, 0), (0, pad)), constant_values=-np.inf))
 
 
-def ann_search_pairs(vectors: np.ndarray, threshold: float, k: int, nprobe: int = 16, seed: int = 0
-                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Pairs i < j with cosine >= threshold among each row's ``k`` approximate nearest neighbours: faiss IVF
-    (inner product on unit vectors, ~4 sqrt(N) lists, trained on a seeded sample), exact scores."""
+def ann_neighbours(vectors: np.ndarray, k: int, nprobe: int = 16, seed: int = 0
+                   ) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+    """As ``exact_neighbours`` of ``vectors`` among themselves, approximately: faiss IVF (inner product on unit
+    vectors, ~4 sqrt(N) lists, trained on a seeded sample), exact float32 scores; self-matches and missing
+    neighbours are id -1."""
+    x = np.ascontiguousarray(vectors, dtype=np.float32)
+    n = len(x)
+    if n < 2:
+        return
+    index = ivf_index(x, nprobe, seed)
+    for start in range(0, n, 65_536):
+        scores, neighbours = index.search(x[start : start + 65_536], k + 1)
+        row = np.arange(start, start + len(scores))[:, None]
+        neighbours[neighbours == row] = -1
+        yield start, neighbours, scores
+
+
+def ivf_index(x: np.ndarray, nprobe: int = 16, seed: int = 0):
+    """A faiss IVF inner-product index of the float32 rows ``x``: ~4 sqrt(N) lists (never more than the rows can
+    train: faiss wants 39 per list), trained on a seeded sample, searching ``nprobe`` lists."""
     from swembed._extras import require
 
     require("dedup", "faiss")
     import faiss
 
-    x = np.ascontiguousarray(vectors, dtype=np.float32)
     n, dim = x.shape
-    if n < 2:
-        return _unique_pairs([], [], [])
-    # ~4 sqrt(N) lists, but never more than the points can train (faiss wants 39 per list; a tiny input: one list)
     nlist = int(max(1, min(65_536, max(16, 4 * np.sqrt(n)), n // 39)))
-    quantizer = faiss.IndexFlatIP(dim)
-    index = faiss.IndexIVFFlat(quantizer, dim, nlist, faiss.METRIC_INNER_PRODUCT)
+    index = faiss.IndexIVFFlat(faiss.IndexFlatIP(dim), dim, nlist, faiss.METRIC_INNER_PRODUCT)
     sample = np.random.default_rng(seed).choice(n, size=min(n, 64 * nlist), replace=False)
     index.train(x[np.sort(sample)])
     index.add(x)
     index.nprobe = nprobe
-    rows, cols, sims = [], [], []
-    for start in range(0, n, 65_536):
-        scores, neighbours = index.search(x[start : start + 65_536], k + 1)
-        row = np.repeat(np.arange(start, start + len(scores)), k + 1).reshape(scores.shape)
-        ok = (neighbours >= 0) & (neighbours != row) & (scores >= threshold)
-        rows.append(row[ok])
-        cols.append(neighbours[ok])
-        sims.append(scores[ok])
-    return _unique_pairs(rows, cols, sims)
+    return index
+
+
+def nearest_in(queries: np.ndarray, base: np.ndarray, method: str = "auto", nprobe: int = 16
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """Each query row's most similar row of ``base`` and their float32 cosine (exact blockwise below
+    ``EXACT_SEARCH_BELOW`` base rows, else faiss IVF; ``method`` forces one); no base rows: id -1, -inf."""
+    x, y = np.ascontiguousarray(queries, dtype=np.float32), np.ascontiguousarray(base, dtype=np.float32)
+    ids, sims = np.full(len(x), -1, np.int64), np.full(len(x), -np.inf, np.float32)
+    if len(y) == 0 or len(x) == 0:
+        return ids, sims
+    if method == "exact" or (method == "auto" and len(y) < EXACT_SEARCH_BELOW) or len(y) < 2:
+        for start, top, scores in exact_neighbours(x, y, 1):
+            ids[start : start + len(top)], sims[start : start + len(top)] = top[:, 0], scores[:, 0]
+        return ids, sims
+    index = ivf_index(y, nprobe)
+    for start in range(0, len(x), 65_536):
+        scores, top = index.search(x[start : start + 65_536], 1)
+        ids[start : start + len(top)], sims[start : start + len(top)] = top[:, 0], scores[:, 0]
+    return ids, sims
+
+
+def neighbours(vectors: np.ndarray, k: int, method: str = "auto", nprobe: int = 16
+               ) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+    """Each row's ``k`` nearest other rows in blocks (see ``exact_neighbours``); ``method``: auto, exact or ann
+    (faiss; auto: ann from ``EXACT_SEARCH_BELOW`` rows)."""
+    if method not in ("auto", "exact", "ann"):
+        raise ValueError(f"search method must be auto, exact or ann, got {method!r}")
+    if method == "exact" or (method == "auto" and len(vectors) < EXACT_SEARCH_BELOW):
+        return exact_neighbours(vectors, vectors, k, skip_self_from=0)
+    return ann_neighbours(vectors, k, nprobe)
 
 
 def _unique_pairs(rows, cols, sims) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -93,12 +143,16 @@ def _unique_pairs(rows, cols, sims) -> tuple[np.ndarray, np.ndarray, np.ndarray]
 
 def near_pairs(vectors: np.ndarray, threshold: float, k: int = 16, method: str = "auto", nprobe: int = 16
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Near-duplicate pairs (i < j, cosine >= threshold); ``method``: auto, exact or ann (faiss)."""
-    if method not in ("auto", "exact", "ann"):
-        raise ValueError(f"search method must be auto, exact or ann, got {method!r}")
-    if method == "exact" or (method == "auto" and len(vectors) < EXACT_SEARCH_BELOW):
-        return exact_search_pairs(vectors, threshold, k)
-    return ann_search_pairs(vectors, threshold, k, nprobe)
+    """Near-duplicate pairs (i < j, float32 cosine >= threshold) among each row's ``k`` nearest; ``method``: auto,
+    exact or ann (faiss). The pairs at a higher threshold are exactly these pairs filtered (same neighbours)."""
+    rows, cols, sims = [], [], []
+    for start, ids, scores in neighbours(vectors, k, method, nprobe):
+        ok = (ids >= 0) & (scores >= threshold)
+        r, c = np.nonzero(ok)
+        rows.append(r + start)
+        cols.append(ids[r, c])
+        sims.append(scores[r, c])
+    return _unique_pairs(rows, cols, sims)
 
 
 def connected_roots(n: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -153,6 +207,34 @@ def star_representatives(n: int, a: np.ndarray, b: np.ndarray, sims: np.ndarray,
     first = np.r_[True, member[best][1:] != member[best][:-1]]
     rep[member[best][first]] = partner[best][first]
     return rep
+
+
+def star_to_target(n: int, a: np.ndarray, b: np.ndarray, sims: np.ndarray, rank: np.ndarray, target: int,
+                   floor: float) -> tuple[np.ndarray, float]:
+    """Stars (``star_representatives``) at the highest threshold among the pairs' similarities that keeps at most
+    ``target`` of the ``n`` texts (a binary search over those similarities; the kept count falls as the threshold
+    does, almost always monotonically). Every removed text has cosine >= the returned threshold to its keeper.
+    When even ``floor`` (all the pairs) keeps more than ``target``, that is the result. Returns (representatives,
+    threshold)."""
+    if n <= target or len(sims) == 0:
+        return np.arange(n), floor
+
+    def stars_at(value: float) -> np.ndarray:
+        keep = sims >= value
+        return star_representatives(n, a[keep], b[keep], sims[keep], rank)
+
+    values = np.unique(sims)
+    lowest = stars_at(float(values[0]))
+    if int((lowest == np.arange(n)).sum()) > target:
+        return lowest, floor
+    low, high = 0, len(values) - 1  # values[low] keeps <= target
+    while low < high:
+        middle = (low + high + 1) // 2
+        if int((stars_at(float(values[middle])) == np.arange(n)).sum()) <= target:
+            low = middle
+        else:
+            high = middle - 1
+    return stars_at(float(values[low])), float(values[low])
 
 
 def merge_to_target(n: int, a: np.ndarray, b: np.ndarray, sims: np.ndarray, target: int

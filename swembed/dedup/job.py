@@ -1,14 +1,18 @@
 """`swembed dedup`: exact then near-duplicate mining over text files, accounting for every input record.
 
-Pass 1 streams the inputs once: normalised-text hashes find exact duplicates, and only the first
-occurrence of each text is encoded (vectors go to a float16 file on disk). Pass 2 searches
-near-duplicate pairs among those vectors (exact blockwise below ``EXACT_SEARCH_BELOW`` texts, faiss
-IVF above) and groups them: by default stars that cannot chain (``clusters.star_representatives``: every
-removed text has cosine >= threshold to the text that keeps it), or connected components (``--clusters
-components``, transitive groups; ``--target-*`` always merges so). Pass 3 streams the inputs again and writes the kept records
-(in each input's own format) and ``mapping.tsv``: every record, its cluster representative, their
-cosine and why it was kept or dropped. Memory grows with the number of distinct texts (hash table,
-vectors, index), not with the input's size.
+Pass 1 streams the inputs once: hashes of each text's key (``clusters.ExactKey``: the text as the table reads it)
+find exact duplicates, and only the first occurrence of each text is encoded (float32 vectors on disk, so the
+threshold is applied to the numbers the table gives). Pass 2 searches near-duplicate pairs among those vectors
+(exact blockwise below ``EXACT_SEARCH_BELOW`` texts, faiss IVF above) down to ``pairs_floor`` and groups those at
+or above the threshold: by default stars that cannot chain (``clusters.star_representatives``: every removed text
+has cosine >= threshold to the text that keeps it), also with ``--target-*`` (the highest threshold whose stars keep
+at most the target), or connected components (``--clusters components``: transitive groups, whose summary states
+the lowest cosine of a removed record to its keeper). With ``--against REF...`` an input record is removed when a
+reference record is at cosine >= threshold (or is the same text), and nothing else is. Pass 3 streams the inputs
+again and writes the kept records (in each input's own format, bytes as they were) and ``mapping.tsv``: every
+record, its representative, their cosine and why it was kept or dropped. ``state/`` keeps what a re-cut
+(``swembed.dedup.state``), an explanation and a selection need. Memory grows with the number of distinct texts
+(hash table, vectors, index), not with the input's size.
 """
 from __future__ import annotations
 
@@ -21,19 +25,22 @@ from pathlib import Path
 
 import numpy as np
 
-from swembed.dedup.clusters import (CLUSTERINGS, connected_roots, merge_to_target, near_pairs, preference_rank,
-                                    representatives, star_representatives, text_hashes)
+from swembed.dedup.clusters import (CLUSTERINGS, ExactKey, connected_roots, merge_to_target, near_pairs,
+                                    nearest_in, preference_rank, representatives, star_representatives,
+                                    star_to_target)
 from swembed.dedup.records import KeptWriter, check_inputs, read_batches
 from swembed.runtime.folder import atomic_directory
 from swembed.runtime.ranges import Range, check_ranges
 
 MAPPING_HEADER = "record\tfile\tposition\trepresentative\tsimilarity\treason\n"
+REASONS = ("kept", "exact", "near", "reference")
+VECTORS_FILE = "vectors.f32"  # under state/: the distinct texts' float32 vectors, in first-occurrence order
 
 
 @dataclass
 class DedupConfig:
     threshold: float | None = None  # cosine; default 0.9, or the search floor 0.5 with a target
-    text_column: str = "text"
+    text_columns: tuple[str, ...] = ("text",)  # of .jsonl/.parquet records; several are joined by a newline
     keep: str = "first"  # or "longest"
     target_size: int | None = None
     target_fraction: float | None = None
@@ -43,6 +50,7 @@ class DedupConfig:
     batch_size: int = 8192
     progress: bool = True
     clusters: str = "star"  # star: each removed text is a near duplicate of its keeper; components: transitive
+    pairs_floor: float | None = None  # lowest cosine of the pairs stored for a re-cut; default threshold - 0.1
 
     def validate(self) -> None:
         if self.keep not in ("first", "longest"):
@@ -52,6 +60,31 @@ class DedupConfig:
         check_ranges(DEDUP_RANGES, self, lambda name: "--" + name.replace("_", "-"))
         if self.clusters not in CLUSTERINGS:
             raise ValueError(f"--clusters must be one of {', '.join(CLUSTERINGS)}, got {self.clusters!r}")
+        columns = [self.text_columns] if isinstance(self.text_columns, str) else list(self.text_columns)
+        if not columns or not all(isinstance(c, str) and c for c in columns) or len(set(columns)) < len(columns):
+            raise ValueError(f"--text-column takes distinct non-empty column names, got {columns}")
+        self.text_columns = tuple(columns)
+        if self.pairs_floor is not None and self.pairs_floor > self.threshold_value():
+            raise ValueError(f"--pairs-floor ({self.pairs_floor:g}) must be at most the threshold "
+                             f"({self.threshold_value():g})")
+
+    def has_target(self) -> bool:
+        return self.target_size is not None or self.target_fraction is not None
+
+    def threshold_value(self) -> float:
+        """The threshold (with a target: the lowest cosine searched)."""
+        return self.threshold if self.threshold is not None else (0.5 if self.has_target() else 0.9)
+
+    def floor(self) -> float:
+        """The lowest cosine of the pairs searched and stored."""
+        if self.pairs_floor is not None:
+            return self.pairs_floor
+        return self.threshold_value() if self.has_target() else max(-1.0, self.threshold_value() - 0.1)
+
+    def target(self, n_records: int) -> int | None:
+        if self.target_fraction is not None:
+            return max(1, round(self.target_fraction * n_records))
+        return self.target_size
 
 
 # DedupConfig's numeric settings, named by their flags (--target-size)
@@ -59,6 +92,7 @@ DEDUP_RANGES = {
     "target_size": Range(1, unset="no target"),
     "target_fraction": Range(0, 1, above=True, unset="no target"),
     "threshold": Range(-1, 1, unset="0.9, or 0.5 with a target"),  # a cosine
+    "pairs_floor": Range(-1, 1, unset="the threshold - 0.1"),
     "k": Range(1),
     "batch_size": Range(1),
 }
@@ -66,13 +100,15 @@ DEDUP_RANGES = {
 
 @dataclass
 class FirstPass:
-    """What pass 1 learns: per record its distinct text; per distinct text its first and longest record."""
+    """What pass 1 learns: per record its distinct text; per distinct text its first and longest record, its
+    key's hash and its vector."""
 
     unique_of_record: np.ndarray
     first_record: np.ndarray
     longest_record: np.ndarray
     longest_length: np.ndarray
     vectors: np.ndarray
+    hashes: np.ndarray
     seconds: float = 0.0
     extra: dict = field(default_factory=dict)
 
@@ -83,22 +119,22 @@ def _bar(total: int, enabled: bool, desc: str):
     return tqdm(total=total, unit="B", unit_scale=True, desc=desc, disable=not enabled, file=sys.stderr)
 
 
-def first_pass(files: list[Path], model, config: DedupConfig, vectors_path: Path) -> FirstPass:
+def first_pass(files: list[Path], model, config: DedupConfig, vectors_path: Path, key: ExactKey) -> FirstPass:
     start = time.perf_counter()
     seen: dict[int, int] = {}
     unique_of_record: list[np.ndarray] = []
     first_record, longest_record, longest_length = [], [], []
-    record = 0
+    record, per_file = 0, [0] * len(files)
     bar = _bar(sum(p.stat().st_size for p in files), config.progress, "dedup pass 1 (hash, encode)")
     with open(vectors_path, "wb") as vector_file:
-        for batch in read_batches(files, config.text_column, config.batch_size):
-            hashes = text_hashes(batch.texts).tolist()
+        for batch in read_batches(files, config.text_columns, config.batch_size):
+            hashes = key.hashes(batch.texts).tolist()
             uniques = np.empty(len(hashes), dtype=np.int64)
             new_texts = []
-            for offset, (key, text) in enumerate(zip(hashes, batch.texts)):
-                unique = seen.get(key)
+            for offset, (digest, text) in enumerate(zip(hashes, batch.texts)):
+                unique = seen.get(digest)
                 if unique is None:
-                    unique = seen[key] = len(first_record)
+                    unique = seen[digest] = len(first_record)
                     first_record.append(record + offset)
                     longest_record.append(record + offset)
                     longest_length.append(len(text))
@@ -107,75 +143,122 @@ def first_pass(files: list[Path], model, config: DedupConfig, vectors_path: Path
                     longest_record[unique], longest_length[unique] = record + offset, len(text)
                 uniques[offset] = unique
             if new_texts:
-                vector_file.write(model.encode(new_texts).astype(np.float16).tobytes())
+                vector_file.write(np.ascontiguousarray(model.encode(new_texts), dtype=np.float32).tobytes())
             unique_of_record.append(uniques)
             record += len(hashes)
+            per_file[batch.file] += len(hashes)
             bar.update(batch.progress_bytes)
             bar.set_postfix(records=f"{record:,}", distinct=f"{len(first_record):,}", refresh=False)
     bar.close()
     n_unique = len(first_record)
-    vectors = (np.fromfile(vectors_path, dtype=np.float16).reshape(n_unique, model.dim) if n_unique
-               else np.zeros((0, model.dim), np.float16))
+    vectors = (np.fromfile(vectors_path, dtype=np.float32).reshape(n_unique, model.dim) if n_unique
+               else np.zeros((0, model.dim), np.float32))
     return FirstPass(np.concatenate(unique_of_record) if unique_of_record else np.zeros(0, np.int64),
                      np.asarray(first_record, np.int64), np.asarray(longest_record, np.int64),
-                     np.asarray(longest_length, np.int64), vectors, time.perf_counter() - start)
+                     np.asarray(longest_length, np.int64), vectors, np.fromiter(seen, np.uint64, len(seen)),
+                     time.perf_counter() - start, {"records_per_file": per_file})
+
+
+def cosine_to(vectors: np.ndarray, rep: np.ndarray) -> np.ndarray:
+    """Each row's float32 cosine to row ``rep[i]`` (clipped to [-1, 1]; 1 for its own representative)."""
+    vectors = np.asarray(vectors, dtype=np.float32)
+    similarity = np.concatenate([np.einsum("ij,ij->i", vectors[i : i + 65_536], vectors[rep[i : i + 65_536]])
+                                 for i in range(0, len(rep), 65_536)] or [np.zeros(0, np.float32)])
+    np.clip(similarity, -1.0, 1.0, out=similarity)
+    similarity[rep == np.arange(len(rep))] = 1.0
+    return similarity
+
+
+def group(vectors: np.ndarray, lengths: np.ndarray, pairs: tuple, n_records: int, threshold: float,
+          config: DedupConfig) -> dict:
+    """Clusters of the distinct texts from the pairs searched (a, b, cosine; any floor <= ``threshold``): each
+    text's representative and cosine to it, the threshold applied (with a target: the one chosen) and what the
+    clustering guarantees. A fresh search at ``threshold`` gives the same pairs at or above it."""
+    n_unique = len(vectors)
+    a, b, sims = pairs
+    keep = sims >= threshold
+    a, b, sims = a[keep], b[keep], sims[keep]
+    target = config.target(n_records)
+    grouping = time.process_time()
+    if config.clusters == "components":
+        if target is not None:  # single linkage down to the target: transitive like components
+            roots, threshold = merge_to_target(n_unique, a, b, sims, target)
+        else:
+            roots = connected_roots(n_unique, a, b)
+        rep = representatives(roots, lengths, config.keep)
+    else:
+        rank = preference_rank(np.arange(n_unique), lengths, config.keep)
+        if target is not None:
+            rep, threshold = star_to_target(n_unique, a, b, sims, rank, target, threshold)
+        else:
+            rep = star_representatives(n_unique, a, b, sims, rank)
+    grouping = time.process_time() - grouping
+    return {"rep_unique": rep, "similarity": cosine_to(vectors, rep), "pairs": int(len(a)),
+            "threshold": float(threshold), "target": target, "grouping_cpu_s": grouping}
 
 
 def cluster_distinct(vectors: np.ndarray, lengths: np.ndarray, n_records: int, config: DedupConfig) -> dict:
-    """Near-duplicate clusters over the distinct texts (rows of ``vectors``, in first-occurrence order):
-    each one's representative row and its cosine to it. Shared with ``swembed.integrations.spark``."""
-    n_unique = len(vectors)
-    target = config.target_size
-    if config.target_fraction is not None:
-        target = max(1, round(config.target_fraction * n_records))
-    threshold = config.threshold if config.threshold is not None else (0.5 if target else 0.9)
-    vectors = np.asarray(vectors, dtype=np.float32)
-    a, b, sims = near_pairs(vectors, threshold, config.k, config.method, config.nprobe)
-    grouping = time.process_time()
-    if target is not None:  # merging down to a size is single linkage: its groups are transitive
-        roots, threshold = merge_to_target(n_unique, a, b, sims, target)
-        rep = representatives(roots, lengths, config.keep)
-    elif config.clusters == "components":
-        rep = representatives(connected_roots(n_unique, a, b), lengths, config.keep)
-    else:
-        rep = star_representatives(n_unique, a, b, sims, preference_rank(np.arange(n_unique), lengths, config.keep))
-    grouping = time.process_time() - grouping
-    similarity = np.concatenate([np.einsum("ij,ij->i", vectors[i : i + 65_536], vectors[rep[i : i + 65_536]])
-                                 for i in range(0, n_unique, 65_536)] or [np.zeros(0, np.float32)])
-    np.clip(similarity, -1.0, 1.0, out=similarity)  # float16 storage can overshoot 1 by 1e-4
-    similarity[rep == np.arange(n_unique)] = 1.0
-    return {"rep_unique": rep, "similarity": similarity, "pairs": len(a), "threshold": threshold, "target": target,
-            "grouping_cpu_s": grouping}
+    """Near-duplicate clusters over the distinct texts (rows of ``vectors``, in first-occurrence order), as
+    ``group`` gives them, and the pairs searched (``pairs``: a, b, cosine >= ``config.floor()``)."""
+    found = near_pairs(np.asarray(vectors, dtype=np.float32), config.floor(), config.k, config.method, config.nprobe)
+    return {**group(vectors, lengths, found, n_records, config.threshold_value(), config), "searched": found}
 
 
-def cluster(first: FirstPass, config: DedupConfig) -> dict:
-    """The representative record, cosine and reason (0 kept, 1 exact, 2 near duplicate) of every record."""
-    start = time.perf_counter()
+def against_references(first: FirstPass, references: FirstPass, first_reference_record: int, threshold: float,
+                       config: DedupConfig) -> dict:
+    """Each distinct input text's most similar reference (the same text when its key matches: cosine 1), as
+    a record number counting on after the inputs, and whether it is removed (cosine >= threshold)."""
+    best, sims = nearest_in(first.vectors, references.vectors, config.method, config.nprobe)
+    same = {int(h): i for i, h in enumerate(references.hashes.tolist())}
+    for row, digest in enumerate(first.hashes.tolist()):
+        match = same.get(int(digest))
+        if match is not None:
+            best[row], sims[row] = match, 1.0
+    return {"best_reference": best, "reference_similarity": sims,
+            "reference_record": first_reference_record + references.first_record}
+
+
+def cut_against(match: dict, threshold: float, n_unique: int) -> dict:
+    """The clusters of an ``--against`` run at ``threshold``: a removed text's representative is its reference
+    (a record number past the inputs), marked by ``removed``."""
+    removed = match["reference_similarity"] >= threshold
+    rep = np.arange(n_unique)
+    similarity = np.ones(n_unique, np.float32)
+    similarity[removed] = np.minimum(match["reference_similarity"][removed], 1.0)
+    return {"rep_unique": rep, "removed": removed, "reference_of": match["reference_record"][
+        np.maximum(match["best_reference"], 0)], "similarity": similarity, "pairs": int(removed.sum()),
+        "threshold": float(threshold), "target": None, "grouping_cpu_s": 0.0}
+
+
+def per_record(first: FirstPass, result: dict, keep: str) -> dict:
+    """The representative record, cosine and reason (0 kept, 1 exact, 2 near, 3 reference) of every record."""
     n_records = len(first.unique_of_record)
-    result = cluster_distinct(first.vectors, first.longest_length, n_records, config)
-    chosen = first.first_record if config.keep == "first" else first.longest_record
+    chosen = first.first_record if keep == "first" else first.longest_record
     record_unique = first.unique_of_record
     record_rep_unique = result["rep_unique"][record_unique]
     rep_record = chosen[record_rep_unique]
     reason = np.where(rep_record == np.arange(n_records), 0, np.where(record_unique == record_rep_unique, 1, 2))
-    return {**result, "rep_record": rep_record, "similarity": result["similarity"][record_unique],
-            "reason": reason, "seconds": time.perf_counter() - start}
+    if "removed" in result:  # --against: every copy of a removed text goes, to its reference
+        gone = result["removed"][record_unique]
+        rep_record = np.where(gone, result["reference_of"][record_unique], np.where(reason == 0, rep_record,
+                                                                                    np.arange(n_records)))
+        reason = np.where(gone, 3, 0)
+    return {**result, "rep_record": rep_record, "similarity": result["similarity"][record_unique], "reason": reason}
 
 
 def write_outputs(files: list[Path], config: DedupConfig, result: dict, tmp: Path) -> float:
     start = time.perf_counter()
     rep, sim, reason = result["rep_record"], result["similarity"], result["reason"]
-    names = ("kept", "exact", "near")
     writer = KeptWriter(files, tmp)
     record = 0
     bar = _bar(sum(p.stat().st_size for p in files), config.progress, "dedup pass 3 (write)")
     with open(tmp / "mapping.tsv", "w", encoding="utf-8") as mapping:
         mapping.write(MAPPING_HEADER)
-        for batch in read_batches(files, config.text_column, config.batch_size, full_rows=True):
+        for batch in read_batches(files, config.text_columns, config.batch_size, full_rows=True):
             ids = range(record, record + len(batch.texts))
             writer.write(batch, [reason[i] == 0 for i in ids])
             source = str(files[batch.file])
-            mapping.write("".join(f"{i}\t{source}\t{pos}\t{rep[i]}\t{sim[i]:.4f}\t{names[reason[i]]}\n"
+            mapping.write("".join(f"{i}\t{source}\t{pos}\t{rep[i]}\t{sim[i]:.4f}\t{REASONS[reason[i]]}\n"
                                   for i, pos in zip(ids, batch.positions)))
             record += len(batch.texts)
             bar.update(batch.progress_bytes)
@@ -184,38 +267,99 @@ def write_outputs(files: list[Path], config: DedupConfig, result: dict, tmp: Pat
     return time.perf_counter() - start
 
 
-def dedup(inputs: list[str | Path], model_path: str | Path, out: str | Path,
-          config: DedupConfig | None = None, overwrite: bool = False) -> dict:
-    """Run the three passes and write ``out/`` atomically (an existing ``out`` only when ``overwrite``); returns
-    the summary (also ``out/summary.json``)."""
-    from swembed import load
-    from swembed.runtime.folder import check_writable
+def guarantee(result: dict, clusters: str, against: bool) -> tuple[str, float | None]:
+    """What the run promises, in words, and the lowest cosine of a removed record to its keeper (None: none)."""
+    removed = result["reason"] >= 2
+    lowest = float(result["similarity"][removed].min()) if removed.any() else None
+    threshold = result["threshold"]
+    if against:
+        text = f"every removed record has cosine >= {threshold:.4f} to a reference record (or is the same text)"
+    elif clusters == "components":
+        weakest = "none removed" if lowest is None else f"{lowest:.4f}"
+        text = (f"components are transitive: a removed record is joined to its keeper by a chain of pairs with cosine "
+                f">= {threshold:.4f}, not always directly; the lowest cosine of a removed record to its keeper: "
+                f"{weakest}")
+    else:
+        text = f"star: every removed record has cosine >= {threshold:.4f} to the record that keeps it"
+    return text, lowest
 
+
+def file_stats(files: list[Path]) -> list[list[int]]:
+    """Size and modification time of each file (a re-cut refuses inputs that changed since)."""
+    return [[p.stat().st_size, p.stat().st_mtime_ns] for p in files]
+
+
+def dedup(inputs: list[str | Path], model_path: str | Path, out: str | Path, config: DedupConfig | None = None,
+          overwrite: bool = False, against: list[str | Path] | None = None) -> dict:
+    """Run the three passes and write ``out/`` atomically (an existing ``out`` only when ``overwrite``); returns
+    the summary (also ``out/summary.json``). ``against``: reference files; input records near one are removed."""
+    from swembed import load
     from swembed._extras import require
+    from swembed.dedup.state import save_state
+    from swembed.runtime.folder import check_writable
 
     config = config or DedupConfig()
     config.validate()
+    against = list(against or [])
+    if against and config.has_target():
+        raise ValueError("--against removes what is near the references; it takes no --target-size/--target-fraction")
     require("dedup", "scipy", *(["faiss"] if config.method == "ann" else []))
-    read = [*map(str, inputs), str(model_path)]
+    read = [*map(str, inputs), *map(str, against), str(model_path)]
     check_writable(Path(out), overwrite, read)
-    files = check_inputs(inputs, config.text_column)
+    files = check_inputs(inputs, config.text_columns)
+    reference_files = check_inputs(against, config.text_columns) if against else []
     model = load(model_path)
+    key = ExactKey.of_model(model)
     with atomic_directory(Path(out), overwrite, "dedup", read) as tmp:
-        first = first_pass(files, model, config, tmp / ".vectors.f16")
-        result = cluster(first, config)
+        (tmp / "state").mkdir()
+        first = first_pass(files, model, config, tmp / "state" / VECTORS_FILE, key)
+        start = time.perf_counter()
+        n_records = len(first.unique_of_record)
+        match = None
+        if against:
+            refs = first_pass(reference_files, model, config, tmp / "state" / ".references.f32", key)
+            match = against_references(first, refs, n_records, config.threshold_value(), config)
+            (tmp / "state" / ".references.f32").unlink()
+            result = cut_against(match, config.threshold_value(), len(first.first_record))
+            found = None
+        else:
+            result = cluster_distinct(first.vectors, first.longest_length, n_records, config)
+            found = result.pop("searched")
+        result = per_record(first, result, config.keep)
+        cluster_seconds = time.perf_counter() - start
         write_seconds = write_outputs(files, config, result, tmp)
-        (tmp / ".vectors.f16").unlink()
-        counts = np.bincount(result["reason"], minlength=3)
-        summary = {
-            "inputs": [str(p) for p in files], "model": str(model_path), "records": int(len(result["reason"])),
-            "kept": int(counts[0]), "exact_duplicates": int(counts[1]), "near_duplicates": int(counts[2]),
-            "distinct_texts": int(len(first.first_record)), "pairs_found": int(result["pairs"]),
-            "threshold": float(result["threshold"]), "target": result["target"],
-            "seconds": {"pass1_hash_encode": round(first.seconds, 2), "pass2_search_cluster":
-                        round(result["seconds"], 2), "pass3_write": round(write_seconds, 2),
-                        "grouping_cpu": round(result["grouping_cpu_s"], 3)},
-            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
-            "config": asdict(config),
-        }
+        summary = run_summary(files, reference_files, model_path, model.dim, config, first, result, {
+            "pass1_hash_encode": round(first.seconds, 2), "pass2_search_cluster": round(cluster_seconds, 2),
+            "pass3_write": round(write_seconds, 2), "grouping_cpu": round(result["grouping_cpu_s"], 3)})
+        if match is not None:
+            summary["references"] = reference_summary(reference_files, refs, n_records)
+        save_state(tmp / "state", first, result, found, match)
         (tmp / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     return summary
+
+
+def reference_summary(files: list[Path], refs: FirstPass, first_record: int) -> list[dict]:
+    """Where each reference file's records are numbered (record numbers go on after the inputs')."""
+    out, start = [], first_record
+    for path, records in zip(files, refs.extra.get("records_per_file", [])):
+        out.append({"file": str(path), "first_record": start, "records": records})
+        start += records
+    return out
+
+
+def run_summary(files: list[Path], reference_files: list[Path], model_path, dim: int, config: DedupConfig,
+                first: FirstPass, result: dict, seconds: dict) -> dict:
+    counts = np.bincount(result["reason"], minlength=4)
+    promise, lowest = guarantee(result, config.clusters, bool(reference_files))
+    return {
+        "inputs": [str(p) for p in files], "input_stats": file_stats(files),
+        "records_per_input": first.extra.get("records_per_file", []),
+        "against": [str(p) for p in reference_files], "against_stats": file_stats(reference_files),
+        "model": str(model_path), "dim": dim, "records": int(len(result["reason"])),
+        "kept": int(counts[0]), "exact_duplicates": int(counts[1]), "near_duplicates": int(counts[2]),
+        "reference_duplicates": int(counts[3]), "distinct_texts": int(len(first.first_record)),
+        "pairs_found": int(result["pairs"]), "threshold": float(result["threshold"]), "target": result["target"],
+        "pairs_floor": config.floor(), "guarantee": promise, "lowest_similarity_to_keeper": lowest,
+        "seconds": seconds, "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+        "config": asdict(config),
+    }
