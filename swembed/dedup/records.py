@@ -1,9 +1,11 @@
 """Streaming record readers and writers for ``swembed dedup``: ``.txt`` (one record per line), ``.jsonl`` and
-``.parquet`` (a text column). Every record gets a global index in input order and an address
-(file, line or row) so the mapping can account for each one.
+``.parquet`` (one or more text columns, joined by a newline). Every record gets a global index in input order
+and an address (file, line or row) so the mapping can account for each one.
 
 Text files are read as bytes: a line that is not valid UTF-8 is decoded with replacement characters
-for hashing and encoding, while the kept output gets its original bytes back.
+for hashing and encoding, while the kept output gets its original bytes back, line ending (``\n`` or ``\r\n``)
+included. A file that is not text (``runtime.textfile.check_text``, as ``swembed encode`` and ``build`` judge it)
+and a file name with a tab or line break (it would break ``mapping.tsv``'s lines) are refused.
 """
 from __future__ import annotations
 
@@ -11,6 +13,8 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from swembed.runtime.textfile import SNIFF_BYTES, check_text
 
 FORMATS = {".txt": "txt", ".jsonl": "jsonl", ".parquet": "parquet"}
 
@@ -21,7 +25,8 @@ class RecordError(ValueError):
 
 @dataclass
 class Batch:
-    """Consecutive records of one file: their texts, raw lines (txt/jsonl) and 1-based line or 0-based row numbers."""
+    """Consecutive records of one file: their texts, raw lines with their line endings (txt/jsonl) and 1-based
+    line or 0-based row numbers."""
 
     file: int
     texts: list[str]
@@ -38,8 +43,9 @@ def input_format(path: Path) -> str:
     return fmt
 
 
-def check_inputs(paths: list[str | Path], text_column: str) -> list[Path]:
-    """Resolve inputs and fail early, naming the problem: missing files, unknown kinds, missing columns."""
+def check_inputs(paths: Sequence[str | Path], text_columns: Sequence[str]) -> list[Path]:
+    """Resolve inputs and fail early, naming the problem: missing files, folders, unknown kinds, file names
+    ``mapping.tsv`` cannot hold, files that are not text, missing columns."""
     files = [Path(p) for p in paths]
     if not files:
         raise RecordError("no input files")
@@ -49,9 +55,18 @@ def check_inputs(paths: list[str | Path], text_column: str) -> list[Path]:
         if input_format(path) == "parquet":
             import pyarrow.parquet as pq
 
-            names = pq.read_schema(path).names
-            if text_column not in names:
-                raise RecordError(f"{path}: no column {text_column!r}; columns are {names}")
+            import pyarrow as pa
+
+            schema = pq.read_schema(path)
+            for column in text_columns:
+                if column not in schema.names:
+                    raise RecordError(f"{path}: no column {column!r}; columns are {schema.names}")
+                kind = schema.field(column).type
+                if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
+                    raise RecordError(f"{path}: column {column!r} holds {kind}, not text")
+        else:
+            with open(path, "rb") as handle:
+                check_text(path, handle.read(SNIFF_BYTES), RecordError)
     return files
 
 
@@ -59,24 +74,40 @@ def decode_line(raw: bytes) -> str:
     return raw.decode("utf-8", errors="replace")
 
 
-def _strip_newline(line: bytes) -> bytes:
+def strip_newline(line: bytes) -> bytes:
+    """A line without its ``\n`` or ``\r\n``."""
     return line[:-2] if line.endswith(b"\r\n") else line[:-1] if line.endswith(b"\n") else line
 
 
-def jsonl_text(raw: bytes, path: Path, number: int, text_column: str) -> str:
+def joined_text(values: Sequence[str]) -> str:
+    """A record's text from its text columns: their values joined by a newline (one column: its value)."""
+    return "\n".join(values)
+
+
+def jsonl_text(raw: bytes, path: Path, number: int, text_columns: Sequence[str]) -> str:
     try:
         record = json.loads(raw.decode("utf-8", errors="surrogateescape"))
     except json.JSONDecodeError as exc:
         raise RecordError(f"{path}:{number}: not a JSON object ({exc.msg})") from None
-    if not isinstance(record, dict) or text_column not in record:
-        raise RecordError(f"{path}:{number}: no {text_column!r} field")
-    text = record[text_column]
-    if not isinstance(text, str):
-        raise RecordError(f"{path}:{number}: {text_column!r} is {type(text).__name__}, not a string")
-    return text.encode("utf-8", errors="replace").decode("utf-8")  # lone surrogates -> '?'
+    values = []
+    for column in text_columns:
+        if not isinstance(record, dict) or column not in record:
+            raise RecordError(f"{path}:{number}: no {column!r} field")
+        text = record[column]
+        if not isinstance(text, str):
+            raise RecordError(f"{path}:{number}: {column!r} is {type(text).__name__}, not a string")
+        values.append(text.encode("utf-8", errors="replace").decode("utf-8"))  # lone surrogates -> '?'
+    return joined_text(values)
 
 
-def read_batches(files: list[Path], text_column: str = "text", batch_size: int = 8192,
+def parquet_texts(record_batch, text_columns: Sequence[str]) -> list[str]:
+    """The texts of a pyarrow batch's rows: the text columns (null: empty), joined."""
+    columns = [[v if v is not None else "" for v in record_batch.column(c).to_pylist()]
+               for c in text_columns]
+    return [joined_text(values) for values in zip(*columns)]
+
+
+def read_batches(files: list[Path], text_columns: Sequence[str] = ("text",), batch_size: int = 8192,
                  full_rows: bool = False) -> Iterator[Batch]:
     """Yield every record of ``files`` in order, ``batch_size`` at a time (never crossing files).
     ``full_rows``: parquet batches carry all columns (for writing kept rows), not just the text."""
@@ -87,9 +118,9 @@ def read_batches(files: list[Path], text_column: str = "text", batch_size: int =
 
             parquet = pq.ParquetFile(path)
             rows, size, start = parquet.metadata.num_rows, path.stat().st_size, 0
-            columns = None if full_rows else [text_column]
+            columns = None if full_rows else list(dict.fromkeys(text_columns))
             for record_batch in parquet.iter_batches(batch_size=batch_size, columns=columns):
-                texts = [t if t is not None else "" for t in record_batch.column(text_column).to_pylist()]
+                texts = parquet_texts(record_batch, text_columns)
                 yield Batch(index, texts, list(range(start, start + len(texts))), None,
                             size * len(texts) // max(rows, 1), record_batch if full_rows else None)
                 start += len(texts)
@@ -99,10 +130,10 @@ def read_batches(files: list[Path], text_column: str = "text", batch_size: int =
             for line in handle:
                 number += 1
                 consumed += len(line)
-                raw = _strip_newline(line)
-                texts.append(decode_line(raw) if fmt == "txt" else jsonl_text(raw, path, number, text_column))
+                raw = strip_newline(line)
+                texts.append(decode_line(raw) if fmt == "txt" else jsonl_text(raw, path, number, text_columns))
                 positions.append(number)
-                raws.append(raw)
+                raws.append(line)
                 if len(texts) == batch_size:
                     yield Batch(index, texts, positions, raws, consumed)
                     texts, positions, raws, consumed = [], [], [], 0
@@ -134,7 +165,7 @@ class KeptWriter:
             handle = self._handles.get(batch.file)
             if handle is None:
                 handle = self._handles[batch.file] = open(self._name(batch.file), "wb")
-            handle.write(b"".join(raw + b"\n" for raw, k in zip(batch.raw, keep) if k))
+            handle.write(b"".join(raw for raw, k in zip(batch.raw, keep) if k))
             return
         import pyarrow as pa
         import pyarrow.parquet as pq
