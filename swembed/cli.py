@@ -221,7 +221,7 @@ def cmd_lens_clusters(args) -> int:
     require("llm", "torch", "transformers", "sklearn")
     from swembed.lens_clusters import example_clusters, vocab_clusters
 
-    summary = vocab_clusters(args.model, args.k, Path(args.out), args.seed)
+    summary = vocab_clusters(args.model, args.k, Path(args.out), args.seed, overwrite=args.overwrite)
     print(f"{summary['rows']:,} rows of {args.model}'s {summary['matrix']} -> {args.k} clusters -> {args.out} "
           f"(centroids: {summary['centroids']})")
     for members in example_clusters(summary):
@@ -233,16 +233,17 @@ def cmd_eval(args) -> int:
     from swembed.eval.suites import data_dir, evaluate, suite_data
     from swembed.runtime.outputs import atomic_file, check_writable
 
+    read = [path for path in (args.model, args.data, args.bucc) if path]
     if args.json:
-        check_writable(Path(args.json), args.overwrite, [args.model], folder=False)  # before any scoring
     kind, scores = evaluate(args.model, args.suite, data_dir(args.data, suite_data(args.suite)), args.device,
                             Path(args.bucc) if args.bucc else None, args.give_lang,
                             args.tasks.split(",") if args.tasks else None, args.split)
+        check_writable(Path(args.json), args.overwrite, read, folder=False)  # before any scoring
     print(f"{args.model} ({kind})")
     for name, value in scores.items():
         print(f"  {name:<34}{value:7.2f}")
     if args.json:
-        with atomic_file(Path(args.json), args.overwrite, [args.model]) as tmp:
+        with atomic_file(Path(args.json), args.overwrite, read) as tmp:
             tmp.write_text(json.dumps({"model": args.model, "kind": kind, "suite": args.suite, "scores": scores},
                                       indent=2))
     return 0
@@ -279,8 +280,7 @@ def cmd_shrink(args) -> int:
 def cmd_conformance(args) -> int:
     from swembed.integrations.conformance import write_conformance
 
-    extra = Path(args.texts).read_text(encoding="utf-8").splitlines() if args.texts else None
-    record = write_conformance(args.model, args.out, extra, overwrite=args.overwrite)
+    record = write_conformance(args.model, args.out, args.texts, overwrite=args.overwrite)
     print(f"{len(record['texts'])} texts and their vectors from {args.model} -> {args.out}")
     return 0
 
@@ -387,6 +387,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--k", type=int, default=4000)
     p.add_argument("--out", required=True, help="JSON of cluster -> tokens; centroids go beside it")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --out file and its centroids")
     p = sub.add_parser("eval", help="STS (STS12-16, STS-B test, SICK-R), cross-lingual, robustness and MTEB suites")
     p.add_argument("model", help="a swembed model folder, model2vec:<folder>, wordllama, or a teacher")
     p.add_argument("--data", help="folder with sts12..sts16, stsb, sick, ... (default $SWEMBED_DATA/eval; "

@@ -37,25 +37,28 @@ def token_matrix(model: str | Path) -> tuple[np.ndarray, list[str], str]:
     return rows, [tokens_by_id.get(i, f"<id {i}>") for i in range(len(rows))], which
 
 
-def vocab_clusters(model: str, k: int, out: Path, seed: int = 0) -> dict:
+def vocab_clusters(model: str, k: int, out: Path, seed: int = 0, overwrite: bool = False) -> dict:
     """Cluster a model's token matrix into k clusters; write ``out`` (JSON: cluster -> tokens) and the centroids
-    beside it (``<out stem>.centroids.npy``, float32: a LENS head for that model)."""
-    from swembed.runtime.folder import atomic_save_npy
+    beside it (``<out stem>.centroids.npy``, float32: a LENS head for that model). Both are checked as every
+    output is (``check_writable``) before the clustering starts."""
+    from swembed.runtime.outputs import atomic_file, check_writable
 
+    out = Path(out)
+    centroid_path = out.with_name(out.stem + ".centroids.npy")
+    read = [str(model)]  # a teacher folder; a short name or hub id names no local path
+    for path in (out, centroid_path):
+        check_writable(path, overwrite, read, folder=False)
     rows, tokens, which = token_matrix(model)
     labels, centroids = cluster_rows(rows, k, seed)
     clusters = [[] for _ in range(k)]
     for token, label in zip(tokens, labels.tolist()):
         clusters[label].append(token)
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    centroid_path = out.with_name(out.stem + ".centroids.npy")
-    atomic_save_npy(centroid_path, centroids)
     summary = {"model": str(model), "matrix": which, "rows": int(len(rows)), "k": k, "seed": seed,
                "centroids": centroid_path.name, "clusters": {str(i): c for i, c in enumerate(clusters)}}
-    tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_text(json.dumps(summary, ensure_ascii=False, indent=0) + "\n", encoding="utf-8")
-    tmp.replace(out)
+    with atomic_file(centroid_path, overwrite, read) as tmp, open(tmp, "wb") as handle:
+        np.save(handle, centroids)
+    with atomic_file(out, overwrite, read) as tmp:
+        tmp.write_text(json.dumps(summary, ensure_ascii=False, indent=0) + "\n", encoding="utf-8")
     return summary
 
 

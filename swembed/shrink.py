@@ -193,7 +193,7 @@ class Source:
     row spans and word weights, and the gram fits made so far (keyed by buckets, target and kept pieces)."""
 
     def __init__(self, path: str | Path, cache_dir: str | Path | None = None) -> None:
-        from swembed import load
+        from swembed.runtime.embedder import load
 
         self.path = Path(path)
         self.cache_dir = Path(cache_dir) if cache_dir else None  # gram fits saved here, for later runs
@@ -253,7 +253,8 @@ def shrink(source: str | Path | Source, out: str | Path, config: ShrinkConfig, o
     from swembed.runtime.folder import TOKENIZER_FILE, check_writable, write_model_folder
 
     config.validate()
-    check_writable(Path(out), overwrite)
+    read = [str(source.path if isinstance(source, Source) else source)]
+    check_writable(Path(out), overwrite, read)  # never the source, a folder inside it or one holding it
     src = source if isinstance(source, Source) else Source(source)
     if src.model.tokenizer.rules.oov_backoff != "pieces" and (config.gram_buckets or config.words):
         raise ValueError(f"{src.path}: its unknown words back off by {src.model.tokenizer.rules.oov_backoff!r}, not "
@@ -296,7 +297,8 @@ def shrink(source: str | Path | Source, out: str | Path, config: ShrinkConfig, o
         arrays["word_contexts"] = np.asarray(src.contexts)[words].astype(np.int32)
     tokenizer_path = src.path / TOKENIZER_FILE
     tokenizer_json = tokenizer_path.read_text(encoding="utf-8") if tokenizer_path.is_file() else None
-    write_model_folder(Path(out), values, new_labels, new_config, tokenizer_json, arrays, overwrite=overwrite)
+    write_model_folder(Path(out), values, new_labels, new_config, tokenizer_json, arrays, overwrite=overwrite,
+                       inputs=read)
     return {**kept, "rows": len(new_labels), "storage": config.storage, "bytes": folder_bytes(out)}
 
 

@@ -172,25 +172,52 @@ def test_atomic_writes_leave_nothing_on_error(tmp_path):
     assert target.read_text() == '{"a": 1}' and not leftovers(tmp_path)
 
 
+KILLED_WRITER = """
+import os, signal, sys
+from pathlib import Path
+from swembed.runtime.outputs import atomic_directory, atomic_file
+writer = atomic_directory if sys.argv[2] == "folder" else atomic_file
+with writer(Path(sys.argv[1])) as tmp:
+    (tmp / "part.bin" if sys.argv[2] == "folder" else tmp).write_bytes(b"x" * 1000)
+    os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
 def test_a_dead_runs_temps_are_swept_and_a_live_ones_kept(tmp_path, tiny_model, records):
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    pid = int(dead.stdout)
     out = tmp_path / "out"
+    for kind, target in (("folder", out), ("file", out)):  # temps that a SIGKILLed writer left beside out
+        subprocess.run([sys.executable, "-c", KILLED_WRITER, str(target), kind], capture_output=True)
+    stale = leftovers(tmp_path)
+    assert len(stale) >= 2, stale
     live = temp_name(out)  # this test's own pid: alive
-    stale = Path(str(temp_name(out)).replace(f"-{os.getpid()}-", f"-{pid}-"))
-    for folder in (live, stale):
-        folder.mkdir()
-        (folder / ".vectors.f16").write_bytes(b"\x00" * 1024)
-    stale_file = Path(str(temp_name(out, ".npy")).replace(f"-{os.getpid()}-", f"-{pid}-"))
-    stale_file.write_bytes(b"x")
+    live.mkdir()
+    (live / ".vectors.f16").write_bytes(b"\x00" * 1024)
     assert run_cli(["dedup", records, "--model", tiny_model, "--out", out, "--quiet"]).returncode == 0
-    assert live.exists() and not stale.exists() and not stale_file.exists()
+    assert live.exists() and not any((tmp_path / name).exists() for name in stale if "/" not in name)
+
+
+def test_the_sweep_removes_only_temp_folders_swembed_made(tmp_path, tiny_model, records):
+    """A dead pid's folder or file that merely matches the temp pattern (no temp marker naming it, no complete
+    ownership marker) is a user's, and stays."""
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    out = tmp_path / "out"
+    lookalike = Path(str(temp_name(out)).replace(f"-{os.getpid()}-", f"-{int(dead.stdout)}-"))
+    user_folder(lookalike)
+    forged = Path(str(lookalike) + "x")
+    forged.mkdir()
+    (forged / ".swembed-temp").write_text("another name")  # a marker that does not name its folder
+    lookalike_file = Path(str(temp_name(out, ".npy")).replace(f"-{os.getpid()}-", f"-{int(dead.stdout)}-"))
+    lookalike_file.write_bytes(b"a user's bytes")
+    before = {path: snapshot(path) for path in (lookalike, forged, lookalike_file)}
+    assert run_cli(["dedup", records, "--model", tiny_model, "--out", out, "--quiet"]).returncode == 0
+    assert {path: snapshot(path) for path in before} == before
 
 
 SLOW_WRITER = """
-import sys, time
+import signal, sys, time
 from pathlib import Path
 from swembed.runtime.outputs import atomic_directory, atomic_file
+signal.signal(signal.SIGINT, signal.default_int_handler)  # a background job inherits SIGINT ignored
 target = Path(sys.argv[1])
 writer = atomic_directory if sys.argv[2] == "folder" else atomic_file
 with writer(target) as tmp:

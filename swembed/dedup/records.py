@@ -10,7 +10,9 @@ and a file name with a tab or line break (it would break ``mapping.tsv``'s lines
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import unicodedata
+from collections import Counter
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -141,10 +143,28 @@ def read_batches(files: list[Path], text_columns: Sequence[str] = ("text",), bat
                 yield Batch(index, texts, positions, raws, consumed)
 
 
-def kept_name(files: list[Path], index: int) -> str:
-    """The name input ``index``'s kept records get under ``kept/``: its own, numbered if names repeat."""
-    name = files[index].name
-    return f"{index:03d}-{name}" if [p.name for p in files].count(name) > 1 else name
+def kept_names(files: list[Path]) -> list[str]:
+    """The name each input's kept records get under ``kept/``, one of its own per input: its file name when no
+    other input has it, else numbered by its position (``001-a.txt``), with a further number while that is
+    another input's name (``000-1-a.txt``). Names are compared as a case-insensitive, normalising file system
+    would compare them (NFC, case-folded), so no two inputs write one file anywhere."""
+    def same(name: str) -> str:
+        return unicodedata.normalize("NFC", name).casefold()
+
+    names = [path.name for path in files]
+    counts = Counter(map(same, names))
+    taken = {same(name) for name in names if counts[same(name)] == 1}
+    kept = []
+    for index, name in enumerate(names):
+        candidate, extra = name, 0
+        if counts[same(name)] > 1:
+            candidate = f"{index:03d}-{name}"
+            while same(candidate) in taken:
+                extra += 1
+                candidate = f"{index:03d}-{extra}-{name}"
+            taken.add(same(candidate))
+        kept.append(candidate)
+    return kept
 
 
 class KeptWriter:
@@ -156,9 +176,10 @@ class KeptWriter:
         self.folder.mkdir(parents=True, exist_ok=True)
         self._handles: dict[int, object] = {}
         self._parquet: dict[int, object] = {}
+        self.names = kept_names(files)
 
     def _name(self, index: int) -> Path:
-        return self.folder / kept_name(self.files, index)
+        return self.folder / self.names[index]
 
     def write(self, batch: Batch, keep: list[bool]) -> None:
         if batch.raw is not None:

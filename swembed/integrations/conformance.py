@@ -92,15 +92,23 @@ def conformance(model_path: str | Path, extra: list[str] | None = None) -> dict:
     }
 
 
-def write_conformance(model_path: str | Path, out: str | Path, extra: list[str] | None = None,
+def write_conformance(model_path: str | Path, out: str | Path, texts: str | Path | None = None,
                       overwrite: bool = False) -> dict:
-    """Write the conformance file atomically; refuse an existing ``out`` unless ``overwrite``."""
-    from swembed.runtime.folder import check_writable
+    """Write the conformance file atomically, with the lines of the text file ``texts`` as more texts; the output
+    is checked as every output is (``check_writable``: an existing ``out`` only with ``overwrite``, never an
+    input)."""
+    from swembed.runtime.outputs import atomic_file, check_writable
 
     out = Path(out)
-    check_writable(out, overwrite)
+    read = [str(model_path), *([str(texts)] if texts else [])]
+    check_writable(out, overwrite, read, folder=False)
+    extra = None
+    if texts:
+        try:
+            extra = Path(texts).read_text(encoding="utf-8").splitlines()
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"{texts}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
     record = conformance(model_path, extra)
-    tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_text(json.dumps(record, ensure_ascii=False) + "\n", encoding="utf-8")
-    tmp.replace(out)
+    with atomic_file(out, overwrite, read) as tmp:
+        tmp.write_text(json.dumps(record, ensure_ascii=False) + "\n", encoding="utf-8")
     return record

@@ -18,13 +18,14 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import replace
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
 from swembed.runtime import StaticEmbedder
-from swembed.runtime.folder import atomic_directory, check_writable, write_model_folder
+from swembed.runtime.folder import atomic_directory, check_writable, read_model_folder, write_model_folder
 
 FORMATS = ("npy", "st", "model2vec")
 DTYPES = ("float32", "float16", "int8")
@@ -38,11 +39,20 @@ def quantize_int8(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.round(table / scales[:, None]).astype(np.int8), scales.astype(np.float32)
 
 
+def load_for_export(model_path: str | Path) -> StaticEmbedder:
+    """The load check of every export format: the folder read with its values scanned for NaN and infinities
+    whatever its marker records (a file changed in place may keep its size and modification time), so ``st`` and
+    ``model2vec`` refuse a damaged table exactly as ``npy`` does."""
+    read_model_folder(Path(model_path), scan_values=True)
+    return StaticEmbedder.load(model_path)
+
+
 def float_table(model: StaticEmbedder) -> np.ndarray:
     return model.float_rows()
 
 
-def export_npy(model: StaticEmbedder, out: Path, dtype: str, overwrite: bool = False) -> Path:
+def export_npy(model: StaticEmbedder, out: Path, dtype: str, overwrite: bool = False,
+               inputs: Iterable[str | Path] = ()) -> Path:
     table, extra = float_table(model), {}
     if dtype == "int8":
         table, extra["scales"] = quantize_int8(table)
@@ -52,7 +62,8 @@ def export_npy(model: StaticEmbedder, out: Path, dtype: str, overwrite: bool = F
     config["dtype"] = dtype
     config["tokenization"] = model.tokenizer.rules.to_dict()
     tokenizer_json = model.tokenizer.pieces.to_str() if model.tokenizer.pieces is not None else None
-    return write_model_folder(out, table, model.labels, config, tokenizer_json, extra, overwrite=overwrite)
+    return write_model_folder(out, table, model.labels, config, tokenizer_json, extra, overwrite=overwrite,
+                              inputs=inputs)
 
 
 def export_vocab(model: StaticEmbedder) -> dict[str, int]:
@@ -131,7 +142,8 @@ def wordpiece_export(model: StaticEmbedder, dtype: str):
     return tokenizer, table.astype(dtype)
 
 
-def export_sentence_transformers(model: StaticEmbedder, out: Path, dtype: str, overwrite: bool = False) -> Path:
+def export_sentence_transformers(model: StaticEmbedder, out: Path, dtype: str, overwrite: bool = False,
+                                 inputs: Iterable[str | Path] = ()) -> Path:
     import torch
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import Normalize, StaticEmbedding
@@ -139,35 +151,35 @@ def export_sentence_transformers(model: StaticEmbedder, out: Path, dtype: str, o
     tokenizer, table = wordpiece_export(model, "float32")
     weights = torch.from_numpy(table)
     static = StaticEmbedding(tokenizer, embedding_weights=weights.to(getattr(torch, dtype)))
-    with atomic_directory(out, overwrite, "export-st") as tmp:
+    with atomic_directory(out, overwrite, "export-st", inputs) as tmp:
         SentenceTransformer(modules=[static, Normalize()], device="cpu").save(str(tmp))
     return out
 
 
-def export_model2vec(model: StaticEmbedder, out: Path, dtype: str, overwrite: bool = False) -> Path:
+def export_model2vec(model: StaticEmbedder, out: Path, dtype: str, overwrite: bool = False,
+                     inputs: Iterable[str | Path] = ()) -> Path:
     from model2vec import StaticModel
 
     tokenizer, table = wordpiece_export(model, dtype)
     teacher = model.config.get("teacher", {}).get("hub_id")
-    with atomic_directory(out, overwrite, "export-model2vec") as tmp:
+    with atomic_directory(out, overwrite, "export-model2vec", inputs) as tmp:
         StaticModel(table, tokenizer, normalize=True,
                     base_model_name=teacher).save_pretrained(str(tmp))
     return out
 
 
 def export(model_path: str | Path, fmt: str, out: str | Path, dtype: str = "float32", overwrite: bool = False) -> Path:
-    from swembed import load
-
     if fmt not in FORMATS:
         raise ValueError(f"--format must be one of {FORMATS}, got {fmt!r}")
     if dtype not in DTYPES:
         raise ValueError(f"--dtype must be one of {DTYPES}, got {dtype!r}")
     if fmt != "npy" and dtype == "int8":
         raise ValueError("int8 is an npy-format option; st and model2vec take float32 or float16")
-    check_writable(Path(out), overwrite, [model_path])  # before loading: never the model itself, nor a folder
-    model = load(model_path)                             # swembed did not write
+    read = [str(model_path)]
+    check_writable(Path(out), overwrite, read)  # before loading: never the model or inside it, nor a folder
+    model = load_for_export(model_path)         # swembed did not write
     if fmt != "npy" and "ensemble" in model.config:
         raise ValueError("an ensemble normalises each member's sub-space, which st and model2vec cannot express; "
                          "export it as npy")
     writer = {"npy": export_npy, "st": export_sentence_transformers, "model2vec": export_model2vec}[fmt]
-    return writer(model, Path(out), dtype, overwrite)
+    return writer(model, Path(out), dtype, overwrite, read)

@@ -14,7 +14,8 @@ import numpy as np
 from swembed.pipeline import files
 from swembed.pipeline.config import BuildError, CoTeacherConfig
 from swembed.pipeline.plan import seconds_per_size, spread
-from swembed.pipeline.stage import PostTraining, Prepared, PrepareSources, StageContext, StageResult, StageRun
+from swembed.pipeline.stage import (PostTraining, Prepared, PrepareSources, StageContext, StageResult, StageRun,
+                                    load_checkpoint)
 from swembed.runtime.folder import atomic_save_npy
 
 logger = logging.getLogger(__name__)
@@ -52,12 +53,11 @@ def run_coteacher(ctx: StageContext, extract: StageResult, teacher, unit: int = 
                         unit_scale=True, disable=run.quiet)
         for index, start in enumerate(starts):
             batch = sentences[start : start + unit]
-            if done[index]:
-                vectors = np.load(parts[index])
-                if len(vectors) != len(batch):
-                    raise BuildError(f"{parts[index]}: {len(vectors)} rows where the unit holds {len(batch)} "
-                                     f"sentences (left by a build with another unit size); delete {run.partial}")
-            else:
+            vectors = load_checkpoint(parts[index], np.load, "coteacher") if done[index] else None
+            if vectors is not None and len(vectors) != len(batch):
+                raise BuildError(f"{parts[index]}: {len(vectors)} rows where the unit holds {len(batch)} "
+                                 f"sentences (left by a build with another unit size); delete {run.partial}")
+            if vectors is None:
                 vectors = teacher.encode(batch).astype(np.float32)
                 atomic_save_npy(parts[index], vectors)
                 run.unit_done(index + 1)

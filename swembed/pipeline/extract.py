@@ -33,7 +33,7 @@ import torch
 
 from swembed.pipeline import files
 from swembed.pipeline.config import ExtractConfig
-from swembed.pipeline.stage import StageContext, StageResult, StageRun
+from swembed.pipeline.stage import StageContext, StageResult, StageRun, load_checkpoint
 from swembed.pipeline.vocab import read_vocab
 from swembed.runtime.outputs import atomic_file
 from swembed.runtime.tokenizer import TokenizationRules, WordTokenizer, word_splitter
@@ -225,10 +225,17 @@ class Accumulator:
             np.savez(handle, units_done=units_done, **self.state())
 
     def load(self, path: Path) -> int:
+        """The units a checkpoint holds, its sums copied in; all of it read and checked before anything is
+        copied (a damaged file raises, leaving the sums as they were)."""
+        names = ("word_sums", "word_counts", "piece_sums", "piece_counts")
         with np.load(path) as state:
-            for name in ("word_sums", "word_counts", "piece_sums", "piece_counts"):
-                getattr(self, name).copy_(torch.from_numpy(state[name]))
-            return int(state["units_done"])
+            arrays = {name: torch.from_numpy(state[name]) for name in names}
+            units = int(state["units_done"])
+        if any(arrays[name].shape != getattr(self, name).shape for name in names):
+            raise ValueError("its sums are not of this vocabulary's shapes")
+        for name in names:
+            getattr(self, name).copy_(arrays[name])
+        return units
 
 
 def means(sums: np.ndarray, counts: np.ndarray) -> np.ndarray:
@@ -344,12 +351,14 @@ def _tokenizers_serial():
             os.environ["TOKENIZERS_PARALLELISM"] = before
 
 
-def extraction_loop(teacher, texts: list[str], batches: list[np.ndarray], first_batch: int, index: dict[str, int],
-                    splitter: WordTokenizer, credits: list[set[int]] | None, acc: Accumulator,
-                    batch_done=lambda b, pooled: None, workers: int | None = None) -> dict[str, float]:
-    """Run batches ``first_batch``.. through the teacher into ``acc`` while workers (``prefetch_workers`` unless
-    given) prepare the next ones; ``batch_done(b, pooled)`` gets each batch's pooled vectors (on the device).
-    Nothing waits for the device inside the loop. Returns timings."""
+def extraction_loop(teacher, texts: list[str], batches: list[np.ndarray], *, index: dict[str, int],
+                    splitter: WordTokenizer, acc: Accumulator, first_batch: int = 0,
+                    credits: list[set[int]] | None = None, batch_done=lambda b, pooled: None,
+                    workers: int | None = None) -> dict[str, float]:
+    """Run batches ``first_batch``.. through the teacher into ``acc`` (each vocabulary word, ``index``: its row,
+    found by ``splitter``; ``credits``: the words each text credits, None: all it holds) while workers
+    (``prefetch_workers`` unless given) prepare the next ones; ``batch_done(b, pooled)`` gets each batch's pooled
+    vectors (on the device). Nothing waits for the device inside the loop. Returns timings."""
 
     def make(b: int):
         rows = batches[b]
@@ -402,7 +411,7 @@ def run_extract(ctx: StageContext, config: ExtractConfig, rules: TokenizationRul
         n_pieces = teacher_vocab_size(teacher)
         acc = Accumulator(len(words), n_pieces, teacher.dim, teacher.device)
         state_path = run.partial / _STATE
-        units_done = acc.load(state_path) if state_path.is_file() else 0
+        units_done = (load_checkpoint(state_path, acc.load, "extract") or 0) if state_path.is_file() else 0
         if units_done:
             logger.info("extract: resuming after unit %d of %d", units_done, n_units)
         first_batch = int(np.searchsorted(unit_of_batch, units_done, side="left"))
@@ -434,7 +443,8 @@ def run_extract(ctx: StageContext, config: ExtractConfig, rules: TokenizationRul
                 run.unit_done(int(unit_of_batch[b]) + 1)
 
         t_start = time.time()
-        timing = extraction_loop(teacher, texts, batches, first_batch, index, splitter, credits, acc, batch_done)
+        timing = extraction_loop(teacher, texts, batches, index=index, splitter=splitter, acc=acc,
+                                 first_batch=first_batch, credits=credits, batch_done=batch_done)
         bar.close()
         loop_s = time.time() - t_start
         state = acc.state()

@@ -19,11 +19,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 logger = logging.getLogger(__name__)
 
 MANIFEST = "manifest.json"
 CRASH_ENV = "SWEMBED_CRASH_AFTER_UNITS"  # "stage:n": hard-exit after n committed units (tests of resume)
+Loaded = TypeVar("Loaded")
 
 
 def _alive(pid: int) -> bool:
@@ -129,15 +131,57 @@ def stage_dir(work_dir: Path, name: str, key: str) -> Path:
     return Path(work_dir) / f"{name}-{key[:16]}"
 
 
+def load_checkpoint(path: Path, read: Callable[[Path], Loaded], stage: str) -> Loaded | None:
+    """``read(path)`` of a checkpoint file, or None when it cannot be read (truncated, corrupt, or not what this
+    version writes): then it is removed, with one log line, and its work is done again instead of failing on
+    every rerun. ``read`` must check what it loads before anything uses it."""
+    try:
+        return read(path)
+    except Exception as exc:  # noqa: BLE001 - whatever a reader raises on damaged bytes
+        logger.warning("%s: %s is unreadable (%s: %s); recomputing it", stage, path, type(exc).__name__,
+                       str(exc).replace("\n", " ")[:200])
+        path.unlink(missing_ok=True)
+        return None
+
+
+def _artifact_files(folder: Path) -> dict[str, int]:
+    """Every file of a stage's artifact (but its manifest) with its size in bytes, by relative name."""
+    return {path.relative_to(folder).as_posix(): path.stat().st_size for path in sorted(folder.rglob("*"))
+            if path.is_file() and path.name != MANIFEST}
+
+
+def _damage(final: Path) -> tuple[dict | None, str | None]:
+    """(the manifest of the finished artifact at ``final``, what is wrong with it or None). A manifest that does
+    not parse, or a file it lists that is missing or of another size (truncated), is damage; manifests written
+    before sizes were recorded list none."""
+    try:
+        manifest = json.loads((final / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        return None, f"{MANIFEST} is unreadable ({type(exc).__name__})"
+    if not isinstance(manifest, dict):
+        return None, f"{MANIFEST} is not an object"
+    for name, size in (manifest.get("files") or {}).items():
+        path = final / name
+        found = path.stat().st_size if path.is_file() else None
+        if found != size:
+            return manifest, f"{name} is {'missing' if found is None else f'{found} bytes, not {size}'}"
+    return manifest, None
+
+
 def cached_stage(name: str, work_dir: Path, config: dict, inputs: list[StageResult]) -> StageResult | None:
     """The finished artifact of this stage, config and inputs, when the work directory holds one (and then a
-    checkpoint folder of the same key, left by a killed ``--force`` run, is obsolete and removed)."""
+    checkpoint folder of the same key, left by a killed ``--force`` run, is obsolete and removed). A damaged
+    artifact (``_damage``) is not used: one log line, and the stage runs again."""
     key = fingerprint({"stage": name, "config": config, "inputs": [i.key for i in inputs]})
     final = stage_dir(work_dir, name, key)
     if not (final / MANIFEST).is_file():
         return None
+    manifest, damage = _damage(final)
+    if damage:
+        logger.warning("%s: the cached artifact %s is damaged (%s); recomputing it", name, final, damage)
+        return None
     shutil.rmtree(final.with_name(final.name + ".partial"), ignore_errors=True)
-    return StageResult(name, key, final, json.loads((final / MANIFEST).read_text()), cached=True)
+    return StageResult(name, key, final, manifest, cached=True)
 
 
 def run_stage(
@@ -182,6 +226,7 @@ def run_stage(
             "wall_s": round(time.time() - start, 2),
             "peak_rss_mb": round(memory.peak / 2**20, 1),
             "finished": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            "files": _artifact_files(tmp),
         }
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, default=str))
         if final.exists():

@@ -28,6 +28,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from swembed.pipeline.stage import load_checkpoint
 from swembed.runtime.outputs import atomic_file
 from swembed.runtime.tokenizer import TokenIds
 
@@ -304,8 +305,24 @@ class RowAdam:
 
 
 def _save_state(path: Path, state: dict) -> None:
+    """Tensors and plain values only (``_read_state`` loads with ``weights_only=True``)."""
     with atomic_file(path, checked=False) as tmp:  # no half file, even on SIGTERM
         torch.save(state, tmp)
+
+
+def _read_state(path: Path, device: torch.device, shape: torch.Size) -> dict:
+    """A training checkpoint, loaded without running pickled code (``weights_only=True``: tensors and plain
+    values), and checked against a table of ``shape`` before anything is copied from it."""
+    state = torch.load(path, weights_only=True, map_location=device)
+    moments = state["optimizer"]["state"][0]
+    tensors = (state["weight"], moments["exp_avg"], moments["exp_avg_sq"], state["best"]["weight"])
+    if not all(isinstance(t, torch.Tensor) and t.shape == shape for t in tensors):
+        raise ValueError(f"its tensors are not all of the table's shape {tuple(shape)}")
+    int(moments["step"]), float(state["best"]["loss"]), int(state["best"]["step"])
+    history = state["history"]
+    if not (isinstance(history["rounds"], list) and isinstance(history["bad_rounds"], int)):
+        raise ValueError("its history is not a list of rounds")
+    return state
 
 
 @dataclass
@@ -354,8 +371,9 @@ def train(table: np.ndarray, objectives: list[Objective], settings: LoopSettings
         return sum(o.weight * parts[o.name] for o in objectives if o.selects), parts
 
     state_path = partial / _STATE
-    if state_path.is_file():
-        state = torch.load(state_path, weights_only=False, map_location=device)
+    state = load_checkpoint(state_path, lambda path: _read_state(path, device, weight.shape), "train") \
+        if state_path.is_file() else None
+    if state is not None:
         weight.copy_(state["weight"])
         optimizer.load_state_dict(state["optimizer"])
         best, history = state["best"], state["history"]

@@ -1,13 +1,17 @@
-"""What swembed writes, and what it may replace.
+"""What swembed writes, and what it may replace: ``check_writable`` is the one output check every writer calls.
 
-Every folder swembed writes carries ``.swembed-output.json`` (the kind of output, the swembed version, and
-every file and folder it wrote). ``--overwrite`` replaces an existing output only when swembed owns it: a
-folder whose marker lists everything in it, and which holds no input of the command (input file, model,
-corpus); a file that is not a folder and not an input. Anything else is refused in one line, every byte left.
+An output never is, holds or lies inside an input of its command (input file, model folder and every file in
+it, corpus), whether or not it exists yet, and never replaces a special file (FIFO, device, socket). Every
+folder swembed writes carries ``.swembed-output.json`` (the kind of output, the swembed version, and every
+file and folder it wrote). ``--overwrite`` replaces an existing output only when swembed owns it: a folder
+whose marker lists everything in it; a regular file that is not a link. Anything else is refused in one line,
+every byte left.
 
-Writes are atomic: a hidden temp beside the output (``.NAME.swembed-HOST-PID-...``) is renamed onto it when
-complete. The temp is removed on failure, on Ctrl-C and on SIGTERM (``terminate_raises``), and one left by a
-process that died anyway (SIGKILL, power loss) is removed by the next run that writes beside it.
+Writes are atomic: a hidden temp folder beside the output (``.NAME.swembed-HOST-PID-...``, holding the file
+of a file output) is renamed onto it when complete. The temp is removed on failure, on Ctrl-C and on SIGTERM
+(``terminate_raises``); one left by a process that died anyway (SIGKILL, power loss) is removed by the next
+run that writes beside it, and only when it carries swembed's temp marker (``.swembed-temp``, naming the
+folder) or a complete ownership marker: a folder that merely matches the name pattern is left alone.
 """
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ import os
 import shutil
 import signal
 import socket
+import stat
 import threading
 import uuid
 from collections.abc import Iterable, Iterator
@@ -23,6 +28,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 MARKER_FILE = ".swembed-output.json"
+TEMP_MARKER = ".swembed-temp"  # inside each temp folder: the folder's own name (what the stale-temp sweep checks)
 _TEMP_TAG = ".swembed-"  # temp names: .<output name>.swembed-<host>-<pid>-<random>[suffix]
 _HOST = socket.gethostname().replace("-", "_").replace(".", "_") or "host"
 _DEFERRED = {signal.SIGINT, signal.SIGTERM}
@@ -68,16 +74,45 @@ def _marker_entries(folder: Path) -> set[str] | None:
     return {str(name) for name in listed} if isinstance(listed, list) else None
 
 
-def _why_not_replaceable(out: Path, inputs: Iterable[str | Path], folder: bool) -> str | None:
-    """Why swembed may not replace the existing ``out``, or None when it may."""
-    if out.is_symlink():
-        return "it is a symbolic link, which swembed did not write"
-    resolved = out.resolve()
+def _as_written(path: Path) -> Path:
+    """Where writing ``path`` puts bytes: its folder with links resolved, its own name not followed (a link there
+    is replaced, not written through)."""
+    return path.parent.resolve() / path.name
+
+
+def _special_kind(path: Path) -> str | None:
+    """What ``path`` is when it is neither a regular file, a folder nor a link (FIFO, device, socket), else None."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return None
+    kinds = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+             (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+    return next((what for test, what in kinds if test(mode)), None)
+
+
+def _input_relation(out: Path, inputs: Iterable[str | Path]) -> str | None:
+    """How ``out`` meets an input of the command (is it, holds it, lies inside it), or None."""
+    written = _as_written(out)
     for item in inputs:
         path = Path(str(item).removeprefix("model2vec:"))  # a hub id or stdin ("-") names no local path
-        if str(item) not in ("", "-") and path.exists() and _inside(path.resolve(), resolved):
-            return (f"it is {item}, an input of this command" if path.resolve() == resolved
-                    else f"it holds {item}, an input of this command")
+        if str(item) in ("", "-") or not path.exists():
+            continue
+        source = path.resolve()
+        if source == written or (out.is_file() and not out.is_symlink() and path.is_file()
+                                 and os.path.samefile(out, path)):
+            return f"it is {item}, an input of this command"
+        if _inside(source, written):
+            return f"it holds {item}, an input of this command"
+        if _inside(written, source):
+            return f"it lies inside {item}, an input of this command"
+    return None
+
+
+def _why_not_replaceable(out: Path, folder: bool) -> str | None:
+    """Why swembed may not replace the existing ``out`` (inputs already checked), or None when it may."""
+    if out.is_symlink():
+        return "it is a symbolic link, which swembed did not write"
     if not folder:
         return "it is a folder; give a file name" if out.is_dir() else None
     if not out.is_dir():
@@ -93,17 +128,23 @@ def _why_not_replaceable(out: Path, inputs: Iterable[str | Path], folder: bool) 
 
 
 def check_writable(out: str | Path, overwrite: bool, inputs: Iterable[str | Path] = (), folder: bool = True) -> None:
-    """Refuse an existing output unless ``overwrite`` and swembed owns it (see the module's doc); checked before
-    any work, and again when committing. ``folder``: the output is a folder (else a file). A path with no name
-    of its own (``.``, ``..``) is refused first."""
+    """The output check of every command that writes (see the module's doc): refuse an output that is, holds or
+    lies inside an input, a special file, and an existing output unless ``overwrite`` and swembed owns it.
+    Called before any work, and again when committing. ``folder``: the output is a folder (else a file). A path
+    with no name of its own (``.``, ``..``) is refused first."""
     out = Path(out)
     if out.name in ("", ".", ".."):
         raise OutputExistsError(f"{out}: an output needs a name of its own (not . or ..); give a folder or file name")
+    reason = _input_relation(out, inputs)
+    special = _special_kind(out)
+    if reason or special:
+        raise OutputExistsError(f"{out} cannot be an output: {reason or f'it is {special}, not a regular file'}. "
+                                "Nothing was changed; choose another output")
     if not out.exists() and not out.is_symlink():
         return
     if not overwrite:
         raise OutputExistsError(f"{out} already exists; pass --overwrite to replace it")
-    reason = _why_not_replaceable(out, inputs, folder)
+    reason = _why_not_replaceable(out, folder)
     if reason:
         raise OutputExistsError(f"{out} exists and --overwrite will not replace it: {reason}. Nothing was changed; "
                                 "move it away or choose another output")
@@ -123,27 +164,47 @@ def temp_name(out: Path, suffix: str = "") -> Path:
     return out.with_name(f".{out.name}{_TEMP_TAG}{_HOST}-{os.getpid()}-{uuid.uuid4().hex[:8]}{suffix}")
 
 
+def _make_temp_folder(out: Path) -> Path:
+    """A new temp folder beside ``out``, carrying ``TEMP_MARKER`` (so that a sweep knows swembed made it)."""
+    tmp = temp_name(out)
+    tmp.mkdir()
+    (tmp / TEMP_MARKER).write_text(tmp.name, encoding="utf-8")
+    return tmp
+
+
+def _swembed_made(path: Path) -> bool:
+    """Whether the temp-named ``path`` is a folder swembed made: its ``TEMP_MARKER`` names it, or (an output
+    moved aside while being replaced, or complete but not yet renamed) its ownership marker lists all it holds."""
+    if path.is_symlink() or not path.is_dir():
+        return False
+    try:
+        if (path / TEMP_MARKER).read_text(encoding="utf-8") == path.name:
+            return True
+    except (OSError, UnicodeDecodeError):
+        pass
+    listed = _marker_entries(path)
+    return listed is not None and not _entries(path) - listed - {MARKER_FILE}
+
+
 def sweep_stale_temps(out: Path) -> list[Path]:
-    """Remove the temps that a dead process of this host left beside ``out``; returns what was removed."""
+    """Remove the temps that a dead process of this host left beside ``out`` (only folders swembed made); an
+    older output moved aside (``-old``) whose replacement never landed is put back. Returns what was removed."""
     removed = []
     prefix = f".{out.name}{_TEMP_TAG}{_HOST}-"
     try:
-        candidates = [p for p in out.parent.iterdir() if p.name.startswith(prefix)]
+        candidates = sorted(p for p in out.parent.iterdir() if p.name.startswith(prefix))
     except OSError:
         return removed
     for path in candidates:
         pid = path.name[len(prefix):].split("-", 1)[0]
-        if pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid)):
-            _remove(path)
-            removed.append(path)
-    return removed
-
-
-def _remove(path: Path) -> None:
-    if path.is_dir() and not path.is_symlink():
+        if not pid.isdigit() or int(pid) == os.getpid() or _pid_alive(int(pid)) or not _swembed_made(path):
+            continue
+        if path.name.endswith("-old") and not out.exists() and not out.is_symlink():
+            os.replace(path, out)  # killed between its two renames: the older output is the one to keep
+            continue
         shutil.rmtree(path, ignore_errors=True)
-    else:
-        path.unlink(missing_ok=True)
+        removed.append(path)
+    return removed
 
 
 @contextmanager
@@ -179,7 +240,7 @@ def terminate_raises() -> Iterator[None]:
 
 
 def _write_marker(tmp: Path, kind: str, record: dict | None = None) -> None:
-    from swembed import __version__
+    from swembed._version import __version__
 
     files = sorted(_entries(tmp) - {MARKER_FILE})
     marker = {"kind": kind, "swembed_version": __version__, "files": files, **(record or {})}
@@ -198,10 +259,10 @@ def atomic_directory(out: str | Path, overwrite: bool = False, kind: str = "outp
     out.parent.mkdir(parents=True, exist_ok=True)
     sweep_stale_temps(out)
     with terminate_raises():
-        tmp = temp_name(out)
+        tmp = _make_temp_folder(out)
         try:
-            tmp.mkdir()
             yield tmp
+            (tmp / TEMP_MARKER).unlink()
             _write_marker(tmp, kind, record)
             with signals_deferred():
                 check_writable(out, overwrite, inputs)
@@ -220,9 +281,9 @@ def atomic_directory(out: str | Path, overwrite: bool = False, kind: str = "outp
 @contextmanager
 def atomic_file(path: str | Path, overwrite: bool = False, inputs: Iterable[str | Path] = (),
                 checked: bool = True) -> Iterator[Path]:
-    """Yield a temp file name beside ``path`` (same suffix); on success it replaces ``path`` (an existing file
-    only when ``overwrite``; never a folder, a link or an input); on error or signal it is removed.
-    ``checked=False``: a file swembed owns (a stage's cache), replaced without asking."""
+    """Yield a temp file name (``path``'s own name, in a temp folder beside it); on success it replaces ``path``
+    (an existing file only when ``overwrite``; never a folder, a link, a special file or an input); on error or
+    signal it is removed. ``checked=False``: a file swembed owns (a stage's cache), replaced without asking."""
     path = Path(path)
     inputs = list(inputs)
     if checked:
@@ -230,13 +291,14 @@ def atomic_file(path: str | Path, overwrite: bool = False, inputs: Iterable[str 
     path.parent.mkdir(parents=True, exist_ok=True)
     sweep_stale_temps(path)
     with terminate_raises():
-        tmp = temp_name(path, path.suffix)
+        folder = _make_temp_folder(path)
         try:
-            yield tmp
+            yield folder / path.name
             with signals_deferred():
                 if checked:
                     check_writable(path, overwrite, inputs, folder=False)
-                os.replace(tmp, path)
+                os.replace(folder / path.name, path)
+                shutil.rmtree(folder, ignore_errors=True)
         except BaseException:
-            tmp.unlink(missing_ok=True)
+            shutil.rmtree(folder, ignore_errors=True)
             raise

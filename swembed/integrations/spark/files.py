@@ -25,7 +25,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from swembed.dedup.job import DedupConfig
-from swembed.dedup.records import RecordError, check_inputs, decode_line, input_format, jsonl_text, kept_name
+from swembed.dedup.records import RecordError, check_inputs, decode_line, input_format, jsonl_text, kept_names
 from swembed.integrations.spark.job import REASONS, run, threshold_of
 from swembed.integrations.spark.search import CellSearch
 from swembed.runtime.folder import atomic_directory, check_writable, read_model_folder
@@ -124,9 +124,9 @@ def write_kept(frames: list, files: list[Path], kept_ids, folder: Path) -> None:
     """Each input's kept records, in input order, in its own format."""
     from pyspark.sql import functions as F
 
-    for number, (frame, path) in enumerate(zip(frames, files)):
+    for frame, path, name in zip(frames, files, kept_names(files)):
         kept = frame.join(kept_ids, "_record", "left_semi").orderBy("_position")
-        target = str(folder / kept_name(files, number))
+        target = str(folder / name)
         if input_format(path) == "parquet":
             kept.drop("_position", "_record").write.parquet(target)
         else:
