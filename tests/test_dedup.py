@@ -201,3 +201,102 @@ def test_bad_inputs_fail_clearly_and_write_nothing(model_dir, tmp_path, capsys):
     pq.write_table(pa.table({"body": ["x"]}), tmp_path / "d.parquet")
     assert main(["dedup", str(tmp_path / "d.parquet"), "--model", str(model_dir), "--out", str(tmp_path / "out")]) == 2
     assert "no column 'text'" in capsys.readouterr().err
+
+
+def random_model(folder: Path, words: list[str], dim: int = 64, seed: int = 0, lowercase: bool = True,
+                 table: np.ndarray | None = None) -> Path:
+    if table is None:
+        table = np.random.default_rng(seed).normal(size=(len(words), dim)).astype(np.float32)
+    return write_model_folder(folder, table, words, {"tokenization": {"lowercase": lowercase}}, None)
+
+
+def one_line_error(capsys) -> str:
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    return err
+
+
+def test_threshold_is_applied_in_float32(tmp_path):
+    """Two texts at cosine 0.89995 (float32) that float16 storage would put at >= 0.9: not removed at 0.9."""
+    rng = np.random.default_rng(0)
+    for _ in range(1000):
+        u, w = rng.normal(size=(2, 48))
+        u /= np.linalg.norm(u)
+        w -= (w @ u) * u
+        w /= np.linalg.norm(w)
+        b = 0.89995 * u + np.sqrt(1 - 0.89995**2) * w
+        half = np.array([u, b]).astype(np.float16).astype(np.float64)
+        half /= np.linalg.norm(half, axis=1, keepdims=True)
+        if half[0] @ half[1] >= 0.9:  # float16 would call them duplicates
+            break
+    model = random_model(tmp_path / "model", ["alpha", "beta"], table=np.array([u, b], np.float32))
+    vectors = swembed.load(model).encode(["alpha", "beta"])
+    assert float(vectors[0] @ vectors[1]) == pytest.approx(0.89995, abs=2e-6) and half[0] @ half[1] >= 0.9
+    (tmp_path / "in.txt").write_text("alpha\nbeta\n", encoding="utf-8")
+    kept = dedup([tmp_path / "in.txt"], model, tmp_path / "out", DedupConfig(threshold=0.9, progress=False))
+    assert kept["kept"] == 2
+    cut = dedup([tmp_path / "in.txt"], model, tmp_path / "cut", DedupConfig(threshold=0.8999, progress=False))
+    assert cut["kept"] == 1
+
+
+@pytest.mark.parametrize("lowercase", [False, True])
+def test_exact_duplicates_follow_the_tables_case(tmp_path, lowercase):
+    words = ["US", "us", "the", "news"] if not lowercase else ["us", "the", "news"]
+    model = random_model(tmp_path / "model", words, lowercase=lowercase)
+    (tmp_path / "in.txt").write_text("the US news\nthe us news\nthe  US news\n", encoding="utf-8")
+    dedup([tmp_path / "in.txt"], model, tmp_path / "out", DedupConfig(threshold=0.999, progress=False))
+    rows = read_mapping(tmp_path / "out")
+    if lowercase:  # the table reads all three alike
+        assert [(r["representative"], r["reason"]) for r in rows] == [("0", "kept"), ("0", "exact"), ("0", "exact")]
+    else:  # "US" and "us" are different words to a case-sensitive table
+        assert [(r["representative"], r["reason"]) for r in rows] == [("0", "kept"), ("1", "kept"), ("0", "exact")]
+
+
+def test_file_names_line_endings_folders_and_binary_files(model_dir, tmp_path, capsys):
+    crlf = tmp_path / "crlf.txt"
+    crlf.write_bytes(b"the cat sat\r\nthe cat sat\r\na dog ran\r\nno final newline")
+    dedup([crlf], model_dir, tmp_path / "out", DedupConfig(progress=False))
+    assert (tmp_path / "out" / "kept" / "crlf.txt").read_bytes() == b"the cat sat\r\na dog ran\r\nno final newline"
+    binary = tmp_path / "image.txt"
+    binary.write_bytes(bytes(range(256)) * 40)
+    (tmp_path / "folder").mkdir()
+    cases = []
+    for name in ("tab\there.txt", "line\nbreak.txt"):
+        (tmp_path / name).write_text("the cat\n", encoding="utf-8")
+        cases.append((str(tmp_path / name), "a tab or line break in a file name"))
+    cases += [(str(binary), "contains NUL bytes; not a text file"), (str(tmp_path / "folder"), "a folder, not a file")]
+    for path, message in cases:
+        assert main(["dedup", path, "--model", str(model_dir), "--out", str(tmp_path / "bad"), "--quiet"]) == 2
+        assert message in one_line_error(capsys)
+        assert not (tmp_path / "bad").exists()
+
+
+def chained_texts(seed: int = 2, count: int = 400) -> list[str]:
+    rng = np.random.default_rng(seed)
+    return [" ".join(rng.choice(WORDS, size=rng.integers(3, 8))) for _ in range(count)]
+
+
+def test_every_mode_states_and_keeps_its_promise(model_dir, tmp_path):
+    """Reproduction of issue 58: --target-fraction chained (records far below the printed threshold removed);
+    now target modes are stars, and components say they are transitive and give their lowest link."""
+    (tmp_path / "in.txt").write_text("\n".join(chained_texts()) + "\n", encoding="utf-8")
+    for name, config in (("fraction", DedupConfig(target_fraction=0.5)), ("size", DedupConfig(target_size=150)),
+                         ("star", DedupConfig(threshold=0.8))):
+        summary = dedup([tmp_path / "in.txt"], model_dir, tmp_path / name, replace_config(config))
+        near = [float(r["similarity"]) for r in read_mapping(tmp_path / name) if r["reason"] == "near"]
+        assert near and min(near) >= summary["threshold"] - 1e-4, name
+        assert summary["guarantee"].startswith("star: every removed record has cosine >= ")
+        assert summary["lowest_similarity_to_keeper"] >= summary["threshold"] - 1e-6
+    assert dedup([tmp_path / "in.txt"], model_dir, tmp_path / "half", replace_config(DedupConfig(
+        target_fraction=0.5)))["kept"] <= 200
+    components = dedup([tmp_path / "in.txt"], model_dir, tmp_path / "components",
+                       replace_config(DedupConfig(threshold=0.8, clusters="components")))
+    near = [float(r["similarity"]) for r in read_mapping(tmp_path / "components") if r["reason"] == "near"]
+    assert min(near) < 0.8  # chains: some removed records are far from their keeper, and the summary says so
+    assert components["lowest_similarity_to_keeper"] == pytest.approx(min(near), abs=1e-4)
+    assert "transitive" in components["guarantee"] and f"{min(near):.4f}" in components["guarantee"]
+
+
+def replace_config(config: DedupConfig) -> DedupConfig:
+    config.progress = False
+    return config

@@ -267,11 +267,14 @@ def write_outputs(files: list[Path], config: DedupConfig, result: dict, tmp: Pat
     return time.perf_counter() - start
 
 
-def guarantee(result: dict, clusters: str, against: bool) -> tuple[str, float | None]:
-    """What the run promises, in words, and the lowest cosine of a removed record to its keeper (None: none)."""
-    removed = result["reason"] >= 2
-    lowest = float(result["similarity"][removed].min()) if removed.any() else None
-    threshold = result["threshold"]
+def lowest_similarity(reason: np.ndarray, similarity: np.ndarray) -> float | None:
+    """The lowest cosine of a near-removed record (near or reference) to its keeper (None: none removed so)."""
+    removed = reason >= 2
+    return float(similarity[removed].min()) if removed.any() else None
+
+
+def guarantee(threshold: float, lowest: float | None, clusters: str, against: bool) -> str:
+    """What the run promises, in words (components: with the lowest cosine of a removed record to its keeper)."""
     if against:
         text = f"every removed record has cosine >= {threshold:.4f} to a reference record (or is the same text)"
     elif clusters == "components":
@@ -281,7 +284,7 @@ def guarantee(result: dict, clusters: str, against: bool) -> tuple[str, float | 
                 f"{weakest}")
     else:
         text = f"star: every removed record has cosine >= {threshold:.4f} to the record that keeps it"
-    return text, lowest
+    return text
 
 
 def file_stats(files: list[Path]) -> list[list[int]]:
@@ -293,7 +296,7 @@ def dedup(inputs: list[str | Path], model_path: str | Path, out: str | Path, con
           overwrite: bool = False, against: list[str | Path] | None = None) -> dict:
     """Run the three passes and write ``out/`` atomically (an existing ``out`` only when ``overwrite``); returns
     the summary (also ``out/summary.json``). ``against``: reference files; input records near one are removed."""
-    from swembed import load
+    from swembed.runtime.embedder import load
     from swembed._extras import require
     from swembed.dedup.state import save_state
     from swembed.runtime.folder import check_writable
@@ -350,7 +353,8 @@ def reference_summary(files: list[Path], refs: FirstPass, first_record: int) -> 
 def run_summary(files: list[Path], reference_files: list[Path], model_path, dim: int, config: DedupConfig,
                 first: FirstPass, result: dict, seconds: dict) -> dict:
     counts = np.bincount(result["reason"], minlength=4)
-    promise, lowest = guarantee(result, config.clusters, bool(reference_files))
+    lowest = lowest_similarity(result["reason"], result["similarity"])
+    promise = guarantee(result["threshold"], lowest, config.clusters, bool(reference_files))
     return {
         "inputs": [str(p) for p in files], "input_stats": file_stats(files),
         "records_per_input": first.extra.get("records_per_file", []),
