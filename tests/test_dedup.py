@@ -4,6 +4,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import swembed
 from swembed.cli import main
@@ -185,8 +187,10 @@ def test_bad_inputs_fail_clearly_and_write_nothing(model_dir, tmp_path, capsys):
     (tmp_path / "c.csv").write_text("text\nx\n", encoding="utf-8")
     (tmp_path / "fine.txt").write_text("the cat\n", encoding="utf-8")
     good = str(tmp_path / "fine.txt")
-    cases = [([str(tmp_path / "missing.txt")], "input not found"), ([str(tmp_path / "a.jsonl")], "a.jsonl:2: no 'text'"),
-             ([str(tmp_path / "b.jsonl")], "b.jsonl:2: not a JSON object"), ([str(tmp_path / "c.csv")], "unknown input"),
+    cases = [([str(tmp_path / "missing.txt")], "input not found"),
+             ([str(tmp_path / "a.jsonl")], "a.jsonl:2: no 'text'"),
+             ([str(tmp_path / "b.jsonl")], "b.jsonl:2: not a JSON object"),
+             ([str(tmp_path / "c.csv")], "unknown input"),
              ([good, "--threshold", "1.5"], "--threshold must be between -1 and 1 (leave it out for 0.9, or 0.5 with "
                                              "a target), got 1.5"),
              ([good, "--target-fraction", "0"], "--target-fraction must be above 0 and at most 1 (leave it out for no "
@@ -300,3 +304,221 @@ def test_every_mode_states_and_keeps_its_promise(model_dir, tmp_path):
 def replace_config(config: DedupConfig) -> DedupConfig:
     config.progress = False
     return config
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(seed=st.integers(0, 10_000), n=st.integers(1, 30), dim=st.integers(2, 6),
+       threshold=st.floats(0.0, 0.98), mode=st.sampled_from(["star", "components", "size", "fraction"]))
+def test_dedup_modes_keep_their_promise(seed, n, dim, threshold, mode):
+    """Property over random small vector sets (with planted near copies): star and target modes never remove a
+    text below the applied threshold to its keeper, keepers are kept and not near each other; components equal
+    the brute-force components and report their lowest link."""
+    from swembed.dedup.job import cluster_distinct
+
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, dim))
+    x[n // 2 :] = x[: n - n // 2] + rng.normal(scale=0.2, size=(n - n // 2, dim))  # near copies
+    x = (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+    lengths = rng.integers(1, 50, n)
+    targets = {"size": {"target_size": max(1, n // 3)}, "fraction": {"target_fraction": 0.5}}
+    config = DedupConfig(threshold=threshold, k=max(n, 1), method="exact", progress=False,
+                         clusters="components" if mode == "components" else "star", **targets.get(mode, {}))
+    config.validate()
+    result = cluster_distinct(x, lengths, n, config)
+    rep, sim, applied = result["rep_unique"], result["similarity"], result["threshold"]
+    exact = np.clip(x @ x.T, -1, 1)
+    removed = rep != np.arange(n)
+    assert (rep[rep] == rep).all()  # every representative is kept
+    np.testing.assert_allclose(sim[removed], exact[removed.nonzero()[0], rep[removed]], atol=1e-5)
+    if mode == "components":
+        assert applied == pytest.approx(threshold)
+        roots = reference_clusters(x, threshold)
+        assert all((np.array(roots)[rep == r] == roots[r]).all() for r in set(rep.tolist()))
+        assert len(set(rep.tolist())) == len(set(roots))
+        return
+    assert (sim[removed] >= applied - 1e-6).all()
+    assert applied >= threshold - 1e-6
+    kept = np.flatnonzero(~removed)
+    between = exact[np.ix_(kept, kept)] - 2 * np.eye(len(kept))
+    assert (between < applied + 1e-6).all() or len(kept) < 2  # keepers are not duplicates of each other
+    if mode in targets:
+        target = config.target(n)
+        assert len(kept) <= target or applied == pytest.approx(threshold)
+
+
+def planted_leak(tmp_path: Path, others: int, copies: int, seed: int = 0) -> tuple[Path, Path, Path, set[int]]:
+    """A test set and a training set holding ``copies`` near and exact copies of test lines among ``others``
+    random lines (16 words of 3,000), with a table that gives each word its own random row."""
+    rng = np.random.default_rng(seed)
+    words = [f"w{i}" for i in range(3000)]
+    model = random_model(tmp_path / "model", words, dim=64, seed=seed)
+    line = lambda: [words[i] for i in rng.integers(0, len(words), 16)]  # noqa: E731
+    test = [line() for _ in range(max(copies // 2, 1))]
+    train = [line() for _ in range(others)]
+    planted = set()
+    for c in range(copies):
+        copy = list(test[c % len(test)])
+        if c % 2:  # a near copy: one word replaced
+            copy[int(rng.integers(0, 16))] = words[int(rng.integers(0, len(words)))]
+        at = int(rng.integers(0, len(train) + 1))
+        train.insert(at, copy)
+        planted = {p + (p >= at) for p in planted} | {at}
+    (tmp_path / "test.txt").write_text("".join(" ".join(t) + "\n" for t in test), encoding="utf-8")
+    (tmp_path / "train.txt").write_text("".join(" ".join(t) + "\n" for t in train), encoding="utf-8")
+    return model, tmp_path / "train.txt", tmp_path / "test.txt", planted
+
+
+def test_against_removes_planted_leaks_and_nothing_else(tmp_path):
+    from conftest import snapshot
+
+    model, train, test, planted = planted_leak(tmp_path, others=5000, copies=200)
+    before = snapshot(test)
+    assert main(["dedup", str(train), "--against", str(test), "--model", str(model), "--threshold", "0.85",
+                 "--out", str(tmp_path / "out"), "--quiet"]) == 0
+    rows = read_mapping(tmp_path / "out")
+    removed = {i for i, r in enumerate(rows) if r["reason"] == "reference"}
+    assert {r["reason"] for r in rows} <= {"kept", "reference"}
+    assert len(removed & planted) >= 0.98 * len(planted) and len(removed - planted) < 0.001 * 5000
+    test_lines = test.read_text(encoding="utf-8").splitlines()
+    train_lines = train.read_text(encoding="utf-8").splitlines()
+    for i in removed:  # the representative is the reference record, numbered after the inputs
+        reference = int(rows[i]["representative"]) - len(train_lines)
+        assert 0 <= reference < len(test_lines) and float(rows[i]["similarity"]) >= 0.85
+        if float(rows[i]["similarity"]) == 1.0:
+            assert train_lines[i] == test_lines[reference]
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["references"] == [{"file": str(test), "first_record": len(train_lines), "records": len(test_lines)}]
+    assert snapshot(test) == before
+
+
+def test_rethreshold_equals_a_fresh_run_without_the_model(model_dir, tmp_path, capsys):
+    (tmp_path / "in.txt").write_text("\n".join(chained_texts(5)) + "\n", encoding="utf-8")
+    for clusters in ("star", "components"):
+        config = DedupConfig(threshold=0.8, clusters=clusters, progress=False)
+        dedup([tmp_path / "in.txt"], model_dir, tmp_path / f"run-{clusters}", config)
+        dedup([tmp_path / "in.txt"], model_dir, tmp_path / f"fresh-{clusters}",
+              DedupConfig(threshold=0.85, clusters=clusters, progress=False))
+    model_dir.rename(tmp_path / "elsewhere")  # a re-cut neither encodes nor searches
+    for clusters in ("star", "components"):
+        assert main(["dedup-rethreshold", str(tmp_path / f"run-{clusters}"), "--threshold", "0.85", "--out",
+                     str(tmp_path / f"re-{clusters}"), "--quiet"]) == 0
+        for name in ("mapping.tsv", "kept/in.txt"):
+            assert (tmp_path / f"re-{clusters}" / name).read_bytes() == (tmp_path / f"fresh-{clusters}" / name
+                                                                         ).read_bytes()
+    assert main(["dedup-rethreshold", str(tmp_path / "re-star"), "--threshold", "0.9", "--out",
+                 str(tmp_path / "again"), "--quiet"]) == 0  # a re-cut is itself a run
+    capsys.readouterr()
+    cases = [(["--threshold", "0.6"], "stored the pairs down to cosine 0.7000"),
+             (["--threshold", "1.5"], "--threshold must be between -1 and 1")]
+    for extra, message in cases:
+        assert main(["dedup-rethreshold", str(tmp_path / "run-star"), *extra, "--out", str(tmp_path / "bad")]) == 2
+        assert message in one_line_error(capsys) and not (tmp_path / "bad").exists()
+    assert main(["dedup-rethreshold", str(tmp_path), "--threshold", "0.9", "--out", str(tmp_path / "bad")]) == 2
+    assert "not a swembed dedup run folder" in one_line_error(capsys)
+    with open(tmp_path / "in.txt", "a", encoding="utf-8") as handle:
+        handle.write("one more line\n")
+    assert main(["dedup-rethreshold", str(tmp_path / "run-star"), "--threshold", "0.9", "--out",
+                 str(tmp_path / "bad")]) == 2
+    assert "changed or gone since the run" in one_line_error(capsys) and not (tmp_path / "bad").exists()
+
+
+def test_explain_lists_the_weakest_removals_and_a_sweep_equal_to_fresh_runs(model_dir, tmp_path, capsys):
+    (tmp_path / "in.txt").write_text("\n".join(chained_texts(6)) + "\n", encoding="utf-8")
+    run = dedup([tmp_path / "in.txt"], model_dir, tmp_path / "run", DedupConfig(threshold=0.8, progress=False))
+    assert main(["dedup-explain", str(tmp_path / "run"), "--out", str(tmp_path / "why"), "--pairs", "5"]) == 0
+    printed = capsys.readouterr().out
+    least = [line.split("\t") for line in (tmp_path / "why" / "least-similar.tsv").read_text().splitlines()[1:]]
+    near = sorted(float(r["similarity"]) for r in read_mapping(tmp_path / "run") if r["reason"] == "near")
+    assert [float(row[1]) for row in least] == pytest.approx(near[:5], abs=1e-4)
+    texts = chained_texts(6)
+    assert all(row[5] == texts[int(row[2])] and row[9] == texts[int(row[6])] for row in least)
+    assert least[0][5][:30] in printed
+    sweep = {row[0]: int(row[2]) for row in (line.split("\t") for line in
+                                            (tmp_path / "why" / "sweep.tsv").read_text().splitlines()[1:])}
+    assert sweep["0.80"] == run["records"] - run["kept"]
+    fresh = dedup([tmp_path / "in.txt"], model_dir, tmp_path / "fresh", DedupConfig(threshold=0.74, progress=False))
+    assert sweep["0.74"] == fresh["records"] - fresh["kept"] and min(sweep) == "0.70"
+    assert (tmp_path / "why" / "similarities.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert main(["dedup-explain", str(tmp_path / "run"), "--out", str(tmp_path / "bad"), "--pairs", "0"]) == 2
+    assert "--pairs must be at least 1" in one_line_error(capsys) and not (tmp_path / "bad").exists()
+
+
+def test_outliers_and_representatives_on_planted_clusters(tmp_path, capsys):
+    rng = np.random.default_rng(3)
+    words = [f"c{i}" for i in range(200)] + [f"x{i}" for i in range(200)]
+    model = random_model(tmp_path / "model", words, dim=48, seed=3)
+    clusters = [[f"c{i}" for i in range(40 * c, 40 * c + 10)] for c in range(5)]
+    lines, cluster_of = [], []
+    for c, core in enumerate(clusters):  # five dense groups of 20 lines: their core words plus two of their own
+        for _ in range(20):
+            lines.append(" ".join(core + list(rng.choice(words[40 * c + 10 : 40 * c + 40], 2, replace=False))))
+            cluster_of.append(c)
+    outliers = [" ".join(rng.choice(words[200:], 12, replace=False)) for _ in range(4)]
+    for text in outliers:  # four lines like nothing else, spread among the groups
+        at = int(rng.integers(0, len(lines)))
+        lines.insert(at, text)
+        cluster_of.insert(at, -1)
+    (tmp_path / "in.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    dedup([tmp_path / "in.txt"], model, tmp_path / "run", DedupConfig(threshold=0.999, progress=False))
+    assert main(["dedup-select", str(tmp_path / "run"), "--out", str(tmp_path / "sel"), "--outliers", "4",
+                 "--representatives", "5", "--k", "8"]) == 0
+    read = lambda name: [row.split("\t") for row in (tmp_path / "sel" / name).read_text().splitlines()[1:]]  # noqa
+    assert {int(row[2]) for row in read("outliers.tsv")} == {i for i, c in enumerate(cluster_of) if c < 0}
+    assert sorted(cluster_of[int(row[2])] for row in read("representatives.tsv")) == [0, 1, 2, 3, 4]
+    assert all(row[5] == lines[int(row[2])] for row in read("representatives.tsv"))
+    capsys.readouterr()
+    for extra, message in ((["--outliers", "-1"], "--outliers must be an integer of at least 0"),
+                           ([], "give --outliers N and/or --representatives N")):
+        assert main(["dedup-select", str(tmp_path / "run"), "--out", str(tmp_path / "bad"), *extra]) == 2
+        assert message in one_line_error(capsys) and not (tmp_path / "bad").exists()
+
+
+def test_several_text_columns_keep_every_column(model_dir, tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    records = [{"id": i, "title": t, "body": b} for i, (t, b) in enumerate(
+        [("the cat", "sat on the mat"), ("the cat", "ran in the park"), ("The cat", "sat on the mat"),
+         ("a dog", "sat on the mat"), ("market prices", "rose sharply today")])]
+    (tmp_path / "a.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    pq.write_table(pa.Table.from_pylist(records), tmp_path / "b.parquet")
+    joined = [{"text": r["title"] + "\n" + r["body"]} for r in records]
+    (tmp_path / "joined.jsonl").write_text("".join(json.dumps(r) + "\n" for r in joined), encoding="utf-8")
+    assert main(["dedup", str(tmp_path / "a.jsonl"), str(tmp_path / "b.parquet"), "--model", str(model_dir),
+                 "--text-column", "title", "--text-column", "body", "--out", str(tmp_path / "two"), "--quiet"]) == 0
+    assert main(["dedup", str(tmp_path / "joined.jsonl"), str(tmp_path / "joined.jsonl"), "--model", str(model_dir),
+                 "--out", str(tmp_path / "one"), "--quiet"]) == 0
+    two, one = read_mapping(tmp_path / "two"), read_mapping(tmp_path / "one")
+    assert [(r["representative"], r["reason"]) for r in two] == [(r["representative"], r["reason"]) for r in one]
+    assert [r["reason"] for r in two[:5]] == ["kept", "kept", "exact", "kept", "kept"]  # title and body both count
+    kept = [json.loads(line) for line in (tmp_path / "two" / "kept" / "a.jsonl").read_text().splitlines()]
+    assert kept == [records[i] for i in (0, 1, 3, 4)]
+    assert pq.read_table(tmp_path / "two" / "kept" / "b.parquet").column_names == ["id", "title", "body"]
+
+
+def test_new_flags_refuse_bad_input_in_one_line(model_dir, tmp_path, capsys):
+    from conftest import snapshot
+
+    (tmp_path / "in.txt").write_text("the cat\na dog\n", encoding="utf-8")
+    (tmp_path / "ref.txt").write_text("the cat\n", encoding="utf-8")
+    (tmp_path / "a.jsonl").write_text('{"title": "x", "body": 3}\n', encoding="utf-8")
+    dedup([tmp_path / "in.txt"], model_dir, tmp_path / "existing", DedupConfig(progress=False))
+    before = snapshot(tmp_path / "existing")
+    common = ["--model", str(model_dir), "--quiet"]
+    cases = [
+        ([str(tmp_path / "in.txt"), "--against", str(tmp_path / "missing.txt")], "input not found"),
+        ([str(tmp_path / "in.txt"), "--against", str(tmp_path / "ref.txt"), "--target-size", "1"],
+         "--against removes what is near the references; it takes no --target-size"),
+        ([str(tmp_path / "in.txt"), "--pairs-floor", "0.95"], "--pairs-floor (0.95) must be at most the threshold"),
+        ([str(tmp_path / "in.txt"), "--pairs-floor", "-2"], "--pairs-floor must be between -1 and 1"),
+        ([str(tmp_path / "a.jsonl"), "--text-column", "title", "--text-column", "title"],
+         "--text-column takes distinct non-empty column names"),
+        ([str(tmp_path / "a.jsonl"), "--text-column", "title", "--text-column", "body"], "'body' is int, not a string"),
+    ]
+    for arguments, message in cases:
+        for out in ("bad", "existing"):
+            extra = ["--overwrite"] if out == "existing" else []
+            assert main(["dedup", *arguments, *common, *extra, "--out", str(tmp_path / out)]) == 2
+            assert message in one_line_error(capsys)
+    assert not (tmp_path / "bad").exists() and snapshot(tmp_path / "existing") == before
+    assert snapshot(tmp_path / "ref.txt") == {"": b"the cat\n"}
