@@ -154,9 +154,9 @@ def cmd_encode(args) -> int:
 
 
 def cmd_ensemble(args) -> int:
-    from swembed.ensemble import build_ensemble
+    from swembed.ensemble import build_ensemble, parse_weights
 
-    weights = [float(w) for w in args.weights.split(",")] if args.weights else None
+    weights = parse_weights(args.weights) if args.weights is not None else None
     out = build_ensemble(args.members, args.out, weights, overwrite=args.overwrite)
     print(f"ensemble of {len(args.members)} members -> {out}", file=sys.stderr)
     return 0

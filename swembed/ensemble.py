@@ -87,6 +87,18 @@ def load_member(spec: str, rules: TokenizationRules) -> Member:
                   model.tokenizer.rules, subword.to_str() if subword is not None else None)
 
 
+def parse_weights(text: str) -> list[float]:
+    """``--weights``: comma-separated numbers, one per member (their range is ``build_ensemble``'s to check)."""
+    weights = []
+    for part in text.split(","):
+        try:
+            weights.append(float(part))
+        except ValueError:
+            raise ValueError(f"--weights {text!r}: {part.strip()!r} is not a number; give one positive number per "
+                             "member, comma-separated (e.g. 1,2)") from None
+    return weights
+
+
 def build_ensemble(specs: list[str], out: str | Path, weights: list[float] | None = None,
                    batch_size: int = 8192, overwrite: bool = False) -> Path:
     """Write an ensemble model folder of ``specs`` (weights default to 1 each)."""

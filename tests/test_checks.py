@@ -139,7 +139,7 @@ def test_vocab_lines(tmp_path, tiny_model, promised, edit, expected):
      "'[unclosed'"),
     ({"tokenization": {"unicode_normalization": "BOGUS"}},
      "tokenization unicode_normalization must be one of ('NFKC', 'NFC', 'NFKD', 'NFD', ''), got 'BOGUS'"),
-    ({"tokenization": {"oov_weight": float("inf")}}, "tokenization oov_weight must be above 0 and finite, got inf"),
+    ({"tokenization": {"oov_weight": 0}}, "tokenization oov_weight must be above 0 and finite, got 0"),
     ({"ensemble": {"subspaces": [{"dim": 4, "weight": 1}, {"dim": 4, "weight": 0}]}},
      'ensemble subspaces must be a list of {"dim": an integer >= 1, "weight": a number above 0}, got '
      '[{"dim": 4, "weight": 1}, {"dim": 4, "weight": 0}]'),

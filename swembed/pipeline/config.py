@@ -287,6 +287,7 @@ class BuildConfig:
             raise BuildError(f"extract sentences must be 'all' or 'quota', got {self.extract.sentences!r}")
         if self.pca.level not in ("sentence", "word", "none"):
             raise BuildError(f"--pca-level must be sentence, word or none, got {self.pca.level!r}")
+        self._check_paths()
         if self.corpus.max_words < self.corpus.min_words:
             raise BuildError(f"--max-words {self.corpus.max_words} is below --min-words {self.corpus.min_words}")
         if self.lexicon_top_k is not None and self.lexicon_top_k > self.pca.dim:
@@ -301,6 +302,20 @@ class BuildConfig:
         if co_weights and not (min(co_weights) > 0 and sum(co_weights) < 1):
             raise BuildError(f"[coteacher] weights must be above 0 and sum to below 1 (the teacher keeps the rest), "
                              f"got {self.coteacher.weights}")
+
+    def _check_paths(self) -> None:
+        """No empty path among what the build reads (it would name the current folder), and the stage cache
+        (``work_path``) not inside ``out``, where the finished model would replace it."""
+        sources = [s for lang in self.langs for s in self.corpus_for(lang).sources]
+        named = {"--corpus": sources, "--exclude": self.exclude, "--word-lists": self.vocab.word_lists,
+                 "[retrieval] files": self.retrieval.files}
+        for flag, paths in named.items():
+            if any(not str(path).strip() for path in paths):
+                raise BuildError(f"{flag}: an empty path would read the current folder; give a file or folder")
+        out, work = Path(self.out).expanduser().resolve(), self.work_path.expanduser().resolve()
+        if Path(self.out).name not in ("", ".", "..") and (work == out or out in work.parents):  # else: check_writable
+            raise BuildError(f"--work-dir {self.work_path} is inside --out {self.out}, which the finished model "
+                             "replaces; give a work folder outside it")
 
     def get(self, key: str) -> object:
         """A setting by its key: ``"seed"`` or ``"section.field"``."""
@@ -489,6 +504,10 @@ def read_recipe_toml(path: Path) -> dict:
         raise BuildError(f"recipe not found: {path}") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise BuildError(f"{path}: not a valid TOML recipe ({exc})") from None
+    except RecursionError:
+        raise BuildError(f"{path}: nested too deeply to read (a recipe is a few levels deep)") from None
+    except OSError as exc:  # a folder, a file without read permission, ...
+        raise BuildError(f"{path}: not readable as a recipe ({exc.strerror})") from None
 
 
 def load_recipe(path: str | Path, _seen: tuple[Path, ...] = ()) -> BuildConfig:

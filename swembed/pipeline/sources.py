@@ -139,18 +139,34 @@ def _records(path: Path, fmt: str, compression: str | None, text_column: str) ->
             for number, line in enumerate(handle, 1):
                 if not line.strip():
                     continue
-                record = json.loads(line)
-                if text_column not in record:
+                try:
+                    record = json.loads(line)
+                except (ValueError, RecursionError):
+                    raise CorpusError(f"{path}:{number}: not a JSON record") from None
+                if not isinstance(record, dict) or text_column not in record:
                     raise CorpusError(f"{path}:{number}: no {text_column!r} field (use --text-column)")
-                yield str(record[text_column])
+                if record[text_column] is None:  # no text, as a parquet null
+                    continue
+                if not isinstance(record[text_column], str):
+                    raise CorpusError(f"{path}:{number}: field {text_column!r} holds "
+                                      f"{type(record[text_column]).__name__}, not text")
+                yield record[text_column]
         return
     try:
         import pyarrow.parquet as pq
     except ImportError as exc:
         raise CorpusError("reading .parquet needs pyarrow: pip install 'swembed[data]'") from exc
-    table = pq.ParquetFile(path)
+    import pyarrow as pa
+
+    try:
+        table = pq.ParquetFile(path)
+    except (OSError, pa.ArrowException) as exc:
+        raise CorpusError(f"{path}: not a readable parquet file ({exc})") from None
     if text_column not in table.schema_arrow.names:
         raise CorpusError(f"{path}: no column {text_column!r}; columns are {table.schema_arrow.names}")
+    kind = table.schema_arrow.field(text_column).type
+    if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
+        raise CorpusError(f"{path}: column {text_column!r} holds {kind}, not text")
     for batch in table.iter_batches(columns=[text_column]):
         yield from (str(v) for v in batch.column(0).to_pylist() if v is not None)
 

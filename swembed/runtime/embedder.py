@@ -1,6 +1,7 @@
 """StaticEmbedder: mean of word vectors, L2-normalised. numpy and tokenizers only."""
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -8,8 +9,8 @@ import numpy as np
 
 from swembed.runtime.folder import (
     TOKENIZER_FILE,
-    first_non_finite_row,
-    non_finite_error,
+    bad_row_error,
+    first_bad_row,
     read_model_folder,
     write_model_folder,
 )
@@ -19,6 +20,7 @@ from swembed.runtime.tokenizer import TokenIds, TokenizationRules, WordTokenizer
 _GATHER_ROWS = 1 << 11  # table rows gathered at once by mean_rows (the gather stays in cache: ~1.5x over 1 << 16)
 _FLOAT32_WORDS = 64  # longer texts are summed in float64
 _FLOAT32_TINY = float(np.finfo(np.float32).tiny)
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class StaticEmbedder:
@@ -156,11 +158,12 @@ class StaticEmbedder:
         """Weighted mean of consecutive runs of table rows: ``batch.lengths[i]`` rows of ``batch.ids`` per text.
 
         Texts are grouped by row count, so each group is one (texts, rows, dim) gather summed over
-        rows: ~10x faster than ``np.add.reduceat`` on short texts, and memory stays bounded by
-        ``_GATHER_ROWS`` rows per step whatever the text lengths. Texts longer than ``_FLOAT32_WORDS``
-        rows accumulate in float64, so a 5000-word text is as exact as a pairwise sum; shorter ones in
-        float32 (error below 1e-7 relative, and faster). Weights (pieces of unknown words) multiply only
-        the groups that have any.
+        rows: ~10x faster than ``np.add.reduceat`` on short texts. Memory stays bounded by
+        ``_GATHER_ROWS`` rows per step whatever the text lengths: a text with more rows is summed
+        ``_GATHER_ROWS`` rows at a time. Texts longer than ``_FLOAT32_WORDS`` rows accumulate in
+        float64, so a 5000-word text is as exact as a pairwise sum; shorter ones in float32 (error
+        below 1e-7 relative, and faster). Weights (pieces of unknown words) multiply only the groups
+        that have any.
         """
         flat, lengths, weights = batch.ids, np.asarray(batch.lengths), batch.weights
         order = np.argsort(lengths, kind="stable")
@@ -176,22 +179,13 @@ class StaticEmbedder:
             step = max(1, _GATHER_ROWS // n_rows)
             for a in range(lo, hi, step):
                 b = min(a + step, hi)
-                positions = sorted_starts[a:b, None] + np.arange(n_rows)
-                ids = flat[positions]
-                rows = self._table[ids if self.codes is None else self.codes[ids]]
-                if self.scales is not None:
-                    rows = rows * self.scales[ids][..., None]
-                sums = rows.sum(axis=1, dtype=accumulate)
-                total = None
-                if weights is not None:
-                    # Only texts with a weighted row (pieces of an unknown word) pay for the weights: their
-                    # sums are corrected by (w - 1) * row, so no weighted copy of the whole gather is made.
-                    w = weights[positions]
-                    odd = np.flatnonzero((w != 1).any(axis=1))
-                    if len(odd):
-                        sums[odd] += ((w[odd] - 1)[..., None] * rows[odd]).sum(axis=1, dtype=accumulate)
-                        total = w.sum(axis=1, dtype=np.float64)
-                divisor = (1.0 / n_rows) if total is None else (1.0 / total)[:, None]
+                sums, total, weighted = None, 0.0, False
+                for c in range(0, n_rows, _GATHER_ROWS):  # one gather, unless a text has more rows than that
+                    positions = sorted_starts[a:b, None] + np.arange(c, min(c + _GATHER_ROWS, n_rows))
+                    part, part_total, part_weighted = self._gather_sum(flat, weights, positions, accumulate)
+                    sums = part if sums is None else np.add(sums, part, out=sums)
+                    total, weighted = total + part_total, weighted or part_weighted
+                divisor = (1.0 / total)[:, None] if weighted else (1.0 / n_rows)
                 np.multiply(sums, divisor, out=sorted_out[a:b], casting="unsafe")
         out = np.empty_like(sorted_out)
         out[order] = sorted_out
@@ -199,11 +193,30 @@ class StaticEmbedder:
             self._normalize(out)
         return out
 
+    def _gather_sum(self, flat: np.ndarray, weights: np.ndarray | None, positions: np.ndarray,
+                    accumulate: type) -> tuple[np.ndarray, np.ndarray | float, bool]:
+        """(weighted sums of the rows at ``positions``, one per text, the texts' sums of weights, whether any
+        weight is not 1) for one gather."""
+        ids = flat[positions]
+        rows = self._table[ids if self.codes is None else self.codes[ids]]
+        if self.scales is not None:
+            rows = rows * self.scales[ids][..., None]
+        sums = rows.sum(axis=1, dtype=accumulate)
+        if weights is None:
+            return sums, 0.0, False
+        # Only texts with a weighted row (pieces of an unknown word) pay for the weights: their sums are
+        # corrected by (w - 1) * row, so no weighted copy of the whole gather is made.
+        w = weights[positions]
+        odd = np.flatnonzero((w != 1).any(axis=1))
+        if len(odd):
+            sums[odd] += ((w[odd] - 1)[..., None] * rows[odd]).sum(axis=1, dtype=accumulate)
+        return sums, w.sum(axis=1, dtype=np.float64), bool(len(odd))
+
     def _normalize(self, out: np.ndarray) -> None:
         """L2-normalise rows in place; an ensemble normalises each member's sub-space and weights it by
         sqrt(w / sum w), so dot products are weighted means of the members' cosines."""
         blocks = [(0, self.dim, 1.0)]
-        subspaces = self.config.get("ensemble", {}).get("subspaces")
+        subspaces = (self.config.get("ensemble") or {}).get("subspaces")
         if subspaces:
             top = max(s["weight"] for s in subspaces)  # weights over the largest: their sum cannot overflow
             total = sum(s["weight"] / top for s in subspaces)
@@ -229,6 +242,12 @@ class StaticEmbedder:
         texts = _text_list(texts)
         if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
             raise ValueError(f"batch_size must be an integer of at least 1, got {batch_size!r}")
+        try:
+            return self._encode_texts(texts, batch_size, normalize, lang)
+        except UnicodeEncodeError:  # a lone surrogate (no UTF-8 for it): read as a non-word character, U+FFFD
+            return self._encode_texts([_LONE_SURROGATE.sub("\ufffd", t) for t in texts], batch_size, normalize, lang)
+
+    def _encode_texts(self, texts: Sequence[str], batch_size: int, normalize: bool, lang: str | None) -> np.ndarray:
         if not self.tokenizers:
             return self._encode_with(self.tokenizer, texts, batch_size, normalize)
         if lang is not None:
@@ -257,16 +276,17 @@ class StaticEmbedder:
         text = int(np.flatnonzero(~np.isfinite(out).all(axis=1))[0])
         rows = np.unique(tokenizer.encode_batch([texts[text]]).ids)
         table_rows = self._table[rows if self.codes is None else self.codes[rows]]  # a codebook: the words' shared rows
-        bad = first_non_finite_row(table_rows, None if self.scales is None else self.scales[rows])
+        bad = first_bad_row(table_rows, None if self.scales is None else self.scales[rows])
         if bad is not None:
-            return non_finite_error(self.path or Path("<table>"), int(rows[bad]), self.labels,
-                                    self.scales is not None)
+            return bad_row_error(self.path or Path("<table>"), bad._replace(row=int(rows[bad.row])), self.labels)
         return ValueError(f"text {text}: its vector overflows float32 (the table's values are too large to sum)")
 
 
 def _text_list(texts: object) -> list[str] | Sequence[str]:
     """``texts`` as a sequence of ``str``: one string, a sequence, or any iterable (a generator is read once);
     a clear TypeError for anything else, naming the first text that is not a string."""
+    if isinstance(texts, np.ndarray) and texts.ndim == 0:  # np.array("x"): one text, as "x" is
+        texts = texts.item()
     if isinstance(texts, str):
         return [texts]
     if texts is None or isinstance(texts, (bytes, bytearray, memoryview)):

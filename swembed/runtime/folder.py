@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -79,11 +80,18 @@ def read_config(folder: Path) -> dict:
     return config
 
 
+def _no_constant(name: str) -> None:
+    """Python's json reads NaN and Infinity, which JSON does not have (and no other reader accepts)."""
+    raise ValueError(f"{name} is not a JSON value")
+
+
 def _read_json(path: Path) -> object:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        return json.loads(path.read_text(encoding="utf-8"), parse_constant=_no_constant)
+    except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError is a ValueError
         raise ModelFolderError(f"{path}: not valid JSON ({exc})") from None
+    except RecursionError:
+        raise ModelFolderError(f"{path}: nested too deeply to read (a config.json is a few levels deep)") from None
 
 
 ROW_BLOCKS = ("pieces", "grams")  # config keys of the blocks of back-off rows after the words: {"rows": [start, end]}
@@ -107,6 +115,9 @@ def _check_types(path: Path, config: dict) -> None:
     if config.get("tokenizer", TOKENIZER_FILE) not in (TOKENIZER_FILE, None):
         fail("tokenizer", f'"{TOKENIZER_FILE}" or null (no sub-word tokenizer)', config["tokenizer"])
     _check_ensemble(fail, config.get("ensemble"))
+    dim = config.get("dim", 1)
+    if not isinstance(dim, int) or isinstance(dim, bool) or dim < 1:
+        fail("dim", "an integer >= 1", dim)
     languages = config.get("languages")
     if languages is not None and not isinstance(languages, dict):
         fail("languages", "an object", languages)
@@ -147,14 +158,42 @@ def _check_ensemble(fail, ensemble: object) -> None:
         fail("ensemble subspaces", 'a list of {"dim": an integer >= 1, "weight": a number above 0}', subspaces)
 
 
-def check_words(path: Path, words: list[str], ranges: list[tuple[int, int]]) -> None:
+def _check_row_ranges(path: Path, config: dict, rows: int) -> None:
+    """Each declared range of rows inside the table and not empty; the languages' word rows (several languages
+    may share one block: the same range) before the back-off blocks; no two different ranges overlapping."""
+    spans = {name: tuple(spec["rows"]) for name, spec in _row_ranges(config) if spec is not None}
+    for name, (start, end) in spans.items():
+        if not 0 <= start <= end <= rows:
+            raise ModelFolderError(f"{path}: {name} rows {[start, end]} outside the {rows} table rows")
+        if start == end:
+            raise ModelFolderError(f"{path}: {name} rows {[start, end]} hold no rows; leave {name} out of "
+                                   "config.json for a table without them")
+    words_end = min((spans[name][0] for name in ROW_BLOCKS if name in spans), default=rows)
+    for name, (start, end) in spans.items():
+        if name not in ROW_BLOCKS and end > words_end:
+            raise ModelFolderError(f"{path}: {name} rows {[start, end]} run into the back-off rows from {words_end}")
+    distinct = sorted({span: name for name, span in spans.items()}.items())
+    for (first, name), (second, other) in zip(distinct, distinct[1:]):
+        if second[0] < first[1]:
+            raise ModelFolderError(f"{path}: {name} rows {list(first)} and {other} rows {list(second)} overlap; "
+                                   "each range of rows is one language's words or one back-off block")
+
+
+def check_words(path: Path, words: list[str], ranges: list[tuple[int, int]],
+                lowercased: Sequence[bool] = ()) -> None:
     """The vocabulary file as the tokenizer matches it: no byte-order mark, and within each range of word rows
-    (one per language) no empty word, no word with surrounding whitespace, no word twice; otherwise a word
-    would silently never match, or match another row."""
+    (one per language) no empty word, no word with surrounding whitespace, no word twice, and no upper-case
+    letter where the range's rules lower-case text (``lowercased``, one flag per range); otherwise a word would
+    silently never match, or match another row."""
     if words and words[0].startswith("\ufeff"):
         raise ModelFolderError(f"{path}: starts with a byte-order mark (U+FEFF); save it as UTF-8 without one")
-    for start, end in ranges:
+    for (start, end), lowercase in zip(ranges, [*lowercased, *[False] * len(ranges)]):
         span = words[start:end]
+        joined = "\n".join(span) if lowercase else ""
+        if joined != joined.lower():  # C-level passes; the loop only to name the line
+            line, word = next((line, w) for line, w in enumerate(span, start + 1) if w.lower() != w)
+            raise ModelFolderError(f"{path}:{line}: {word!r} has upper-case letters, but the table's tokenization "
+                                   "lower-cases text, so it would never match")
         unique = set(span)
         if len(unique) != len(span):
             first: dict[str, int] = {}
@@ -179,34 +218,54 @@ def table_stamp(path: Path) -> dict:
     return {"finite": True, "bytes": stat.st_size, "mtime_ns": stat.st_mtime_ns}
 
 
-def first_non_finite_row(table: np.ndarray, scales: np.ndarray | None = None) -> int | None:
-    """The first row holding NaN or an infinity: an int8/int4/codebook table's scale first, then a float table's
-    values (a codebook's shared rows: the index is then a row of ``embeddings.npy``, not a word); else None.
-    Scanned in blocks of ``_SCAN_ROWS`` rows."""
+MAGNITUDES = (1e-15, 1e15)  # a non-zero row's largest |value| (or a row's scale) lies within: encoding stays exact
+
+
+class BadRow(NamedTuple):
+    row: int
+    problem: str  # "holds ..."
+    in_scales: bool  # the row's scale is bad (a word's), not its values (a codebook's shared row, no single word's)
+
+
+def _usable(peaks: np.ndarray) -> np.ndarray:
+    """Whether each row's largest |value| (NaN for a row holding one) is zero or within ``MAGNITUDES``."""
+    peaks = np.asarray(peaks, dtype=np.float64)  # compared in float16, 1e15 would be inf
+    with np.errstate(invalid="ignore"):
+        return (peaks == 0) | ((peaks >= MAGNITUDES[0]) & (peaks <= MAGNITUDES[1]))
+
+
+def _problem(peak: float) -> str:
+    if not math.isfinite(peak):
+        return "holds NaN or infinite values"
+    return (f"holds values of magnitude {peak:.3g}, outside {MAGNITUDES[0]:g} to {MAGNITUDES[1]:g} (its vectors would "
+            "underflow or overflow float32)")
+
+
+def first_bad_row(table: np.ndarray, scales: np.ndarray | None = None) -> BadRow | None:
+    """The first row that cannot encode: NaN or an infinity, or a non-zero largest |value| outside ``MAGNITUDES``.
+    An int8/int4/codebook table's scales first, then a float table's values (a codebook's shared rows: the index
+    is then a row of ``embeddings.npy``, not a word); else None. Scanned in blocks of ``_SCAN_ROWS`` rows."""
     if scales is not None:
-        bad = np.flatnonzero(~np.isfinite(scales))
+        peaks = np.abs(np.asarray(scales, dtype=np.float64))
+        bad = np.flatnonzero(~_usable(peaks))
         if len(bad):
-            return int(bad[0])
+            return BadRow(int(bad[0]), _problem(float(peaks[bad[0]])), True)
     if table.dtype.kind != "f":
         return None
     for start in range(0, len(table), _SCAN_ROWS):
         block = np.asarray(table[start : start + _SCAN_ROWS])
-        if not np.isfinite(block).all():
-            return start + int(np.flatnonzero(~np.isfinite(block).all(axis=1))[0])
+        peaks = np.abs(block).max(axis=1, initial=0) if block.size else np.zeros(len(block))
+        bad = np.flatnonzero(~_usable(peaks))
+        if len(bad):
+            return BadRow(start + int(bad[0]), _problem(float(peaks[bad[0]])), False)
     return None
 
 
-def _in_scales(row: int, scales: np.ndarray | None) -> bool:
-    """Whether the bad value ``first_non_finite_row`` found is row ``row``'s scale (a word's), not a table row (for
-    a codebook table, a shared row that no single word owns)."""
-    return scales is not None and not np.isfinite(scales[row : row + 1]).all()
-
-
-def non_finite_error(folder: Path, row: int, words: list[str], scales: bool = False) -> ModelFolderError:
-    where = folder / (SCALES_FILE if scales else EMBEDDINGS_FILE)
-    label = f" ({words[row]!r})" if row < len(words) else ""
-    return ModelFolderError(f"{where}: row {row}{label} holds NaN or infinite values (the first such row); the table "
-                            "is damaged: rebuild or re-export the model")
+def bad_row_error(folder: Path, bad: BadRow, words: list[str]) -> ModelFolderError:
+    where = folder / (SCALES_FILE if bad.in_scales else EMBEDDINGS_FILE)
+    label = f" ({words[bad.row]!r})" if bad.row < len(words) else ""
+    return ModelFolderError(f"{where}: row {bad.row}{label} {bad.problem} (the first such row); the table is damaged: "
+                            "rebuild or re-export the model")
 
 
 @dataclass
@@ -246,6 +305,9 @@ def read_model_folder(folder: Path, mmap: bool = True, scan_values: bool | None 
     if table is None:
         raise ModelFolderError(f"{folder}: {EMBEDDINGS_FILE} is missing")
     table, codes = _decode_storage(folder, config, table, mmap)
+    if table.shape[1] == 0 or config.get("dim", table.shape[1]) != table.shape[1]:
+        raise ModelFolderError(f"{folder}: {EMBEDDINGS_FILE} has {table.shape[1]} columns and config.json says dim "
+                               f"{json.dumps(config.get('dim'))}; a table needs dim >= 1 columns, as declared")
     if not (folder / VOCAB_FILE).is_file():
         raise ModelFolderError(f"{folder}: {VOCAB_FILE} is missing")
     try:
@@ -278,22 +340,19 @@ def read_model_folder(folder: Path, mmap: bool = True, scan_values: bool | None 
     elif declared is not None:
         raise ModelFolderError(f"{folder}: {TOKENIZER_FILE} is missing; the table's tokenisation needs it for the "
                                "sub-word back-off (restore it, or declare \"tokenizer\": null in config.json)")
-    for name, spec in _row_ranges(config):
-        if spec is not None:
-            start, end = spec.get("rows", (-1, -1))
-            if not 0 <= start <= end <= len(words):
-                raise ModelFolderError(f"{folder / CONFIG_FILE}: {name} rows {spec.get('rows')} outside the "
-                                       f"{len(words)} table rows")
+    _check_row_ranges(folder / CONFIG_FILE, config, len(words))
     blocks = [config[name]["rows"][0] for name in ROW_BLOCKS if config.get(name)]
-    languages = [tuple(spec["rows"]) for spec in (config.get("languages") or {}).values()]
-    check_words(folder / VOCAB_FILE, words, languages or [(0, min(blocks, default=len(words)))])
+    languages = [(tuple(spec["rows"]), spec.get("tokenization", {}))
+                 for spec in (config.get("languages") or {}).values()]
+    ranges = languages or [((0, min(blocks, default=len(words))), config.get("tokenization", {}))]
+    check_words(folder / VOCAB_FILE, words, [span for span, _ in ranges],
+                [rules.get("lowercase", True) for _, rules in ranges])
     if scan_values is None:
         scan_values = read_marker(folder).get(TABLE_CHECK) != table_stamp(folder / EMBEDDINGS_FILE)
     if scan_values:
-        bad = first_non_finite_row(table, scales)
+        bad = first_bad_row(table, scales)
         if bad is not None:
-            in_scales = _in_scales(bad, scales)
-            raise non_finite_error(folder, bad, words if in_scales or codes is None else [], in_scales)
+            raise bad_row_error(folder, bad, words if bad.in_scales or codes is None else [])
     arrays = {p.stem: _load_array(p, True) for p in sorted(folder.glob("*.npy"))
               if p.name not in (EMBEDDINGS_FILE, SCALES_FILE, CODES_FILE)}
     return ModelFolder(config, table, words, subword, scales, arrays, codes)
@@ -348,10 +407,10 @@ def write_model_folder(
     if bad:
         raise ModelFolderError(f"vocabulary has {len(bad)} empty or multi-line words, e.g. {bad[:3]!r}")
     scales = (extra_arrays or {}).get("scales")
-    bad_row = first_non_finite_row(table, scales)
-    if bad_row is not None:
-        label = f" ({words[bad_row]!r})" if codes is None or _in_scales(bad_row, scales) else ""
-        raise ModelFolderError(f"table row {bad_row}{label} holds NaN or infinite values; {out} not written")
+    bad = first_bad_row(table, scales)
+    if bad is not None:
+        label = f" ({words[bad.row]!r})" if codes is None or bad.in_scales else ""
+        raise ModelFolderError(f"table row {bad.row}{label} {bad.problem}; {out} not written")
     record: dict = {}
     with atomic_directory(out, overwrite, "model", inputs, record) as tmp:
         np.save(tmp / EMBEDDINGS_FILE, table)

@@ -68,10 +68,13 @@ class TokenizationRules:
         if not isinstance(self.word_pattern, str):
             raise ValueError(f"tokenization word_pattern must be a string, got {self.word_pattern!r}")  # noqa: TRY004
         try:
-            re.compile(self.word_pattern)
-        except re.error as exc:
+            pattern = re.compile(self.word_pattern)
+        except (re.error, RecursionError, OverflowError) as exc:
             raise ValueError(f"tokenization word_pattern is not a regular expression ({exc}): "
                              f"{self.word_pattern!r}") from None
+        if pattern.groups or pattern.fullmatch(""):  # findall would give tuples or empty words
+            raise ValueError(f"tokenization word_pattern must match words: no capturing group (write (?:...)) and "
+                             f"not the empty text, got {self.word_pattern!r}")
         if not isinstance(self.lowercase, bool):
             raise ValueError(f"tokenization lowercase must be true or false, got {self.lowercase!r}")  # noqa: TRY004
         if self.unicode_normalization not in NORMALIZATION_FORMS:
