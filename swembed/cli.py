@@ -235,10 +235,10 @@ def cmd_eval(args) -> int:
 
     read = [path for path in (args.model, args.data, args.bucc) if path]
     if args.json:
+        check_writable(Path(args.json), args.overwrite, read, folder=False)  # before any scoring
     kind, scores = evaluate(args.model, args.suite, data_dir(args.data, suite_data(args.suite)), args.device,
                             Path(args.bucc) if args.bucc else None, args.give_lang,
                             args.tasks.split(",") if args.tasks else None, args.split)
-        check_writable(Path(args.json), args.overwrite, read, folder=False)  # before any scoring
     print(f"{args.model} ({kind})")
     for name, value in scores.items():
         print(f"  {name:<34}{value:7.2f}")
