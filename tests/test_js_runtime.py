@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -135,3 +137,204 @@ def test_conformance_refuses_to_overwrite_and_adds_given_texts(exported, tmp_pat
                    same_process=True).returncode == 0
     given = [item["text"] for item in json.loads(out.read_text(encoding="utf-8"))["texts"] if item["about"] == "given"]
     assert given == ["a text of my own", "another"]
+
+
+# Characters assigned after Unicode 14.0.0 (Python 3.11's unicodedata; Node 20 and Chromium ship 15-17): letters
+# of new scripts, new CJK ideographs, new case pairs, new compatibility characters (NFKC) and a new combining mark,
+# alone, inside words and beside a capital sigma. Python sees unassigned code points: non-word, unchanged.
+NEWER = {"kawi": "\U00011f04\U00011f05", "cjk ext h": "\U00031350\U00031351", "cjk ext i": "\U0002ebf0",
+         "garay (cased)": "\U00010d50\U00010d70", "latin ram's horn": "\ua7cb\u0264", "lambda stroke": "\ua7dc",
+         "cyrillic modifier (NFKC)": "\U0001e030\U0001e031", "outlined digits (NFKC)": "\U0001ccf0\U0001ccf9",
+         "beria erfe": "\U00016ea0\U00016ebb", "tolong siki": "\U00011db0", "emoji 15": "\U0001fa77"}
+NEWER_TEXTS = [f"{about}: {c} abc{c}def x{c}1 ΑΣ{c} ΑΣ{c}Α {c}Σ ΑΣ{c}" for about, c in NEWER.items()] + [
+    "e\U0001e08f\u0301 cafe\U0001e08fe a\u0301\U0001e08f ΟΔΟΣ\U00010d50 ΟΔΟΣ\U00010d50Α \U0001e030\u0301",
+    "mixed: café \U00011f04naïve\U00031350中文 σοφία\U0001ccf5 straße\U0001e030",
+]
+STRICT = "0.9999999"
+
+
+def node_check(table: Path, record: Path, min_cosine: str = "0.9999") -> subprocess.CompletedProcess:
+    """js/bin/check-conformance.mjs on one table, as a user runs it."""
+    return subprocess.run([need("node"), str(JS / "bin" / "check-conformance.mjs"), str(table), str(record),
+                           min_cosine], capture_output=True, text=True, timeout=120)
+
+
+def browser_check(cases: list[tuple[Path, Path]], *options: str) -> tuple[subprocess.CompletedProcess, list[dict]]:
+    """js/test/browser.mjs in headless Chromium: the result and its JSON lines."""
+    args = [need("node"), str(JS / "test" / "browser.mjs"), "--chromium", chromium(), *options]
+    for table, record in cases:
+        args += ["--case", f"{table}={record}"]
+    result = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    return result, [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+
+
+def write_conformance(table: Path, out: Path, texts: list[str] | None = None) -> Path:
+    args = ["conformance", table, "--out", out]
+    if texts is not None:
+        (out.parent / f"{out.stem}.txt").write_text("\n".join(texts) + "\n", encoding="utf-8")
+        args += ["--texts", out.parent / f"{out.stem}.txt"]
+    result = run_cli(args, same_process=True)
+    assert result.returncode == 0, result.stderr
+    return out
+
+
+def test_newer_unicode_characters_encode_as_in_python_in_node_and_chromium(exported, tmp_path):
+    """Texts with characters of Unicode 15-17 give Python's rows exactly and its vectors to cosine 0.9999999, in
+    Node and in Chromium, for int8 and float16 tables (docs/format.md, "Unicode version")."""
+    cases = [(table, write_conformance(table, tmp_path / f"{dtype}.json", NEWER_TEXTS))
+             for dtype, (table, _) in exported.items()]
+    for table, record in cases:
+        result = node_check(table, record, STRICT)
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+        summary = json.loads(result.stdout)
+        assert summary["failures"] == [] and summary["minCosine"] >= float(STRICT)
+    result, lines = browser_check(cases, "--min-cosine", STRICT)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert [line["failures"] for line in lines] == [[], []] and min(line["minCosine"] for line in lines) >= 0.9999999
+    given = [item for item in json.loads(cases[0][1].read_text(encoding="utf-8"))["texts"] if item["about"] == "given"]
+    assert len(given) == len(NEWER_TEXTS) and all(item["rows"] for item in given)
+
+
+PROBE_BLOCK = 4096
+PROBE_STARTS = [*range(0, 0x40000, PROBE_BLOCK), *range(0xE0000, 0xF0000, PROBE_BLOCK)]  # planes 0-3 and 14
+
+
+def python_probe_digests() -> list[list[str]]:
+    """What js/test/unicode-probe.js computes, with the Python runtime's WordTokenizer."""
+    import hashlib
+
+    from swembed.runtime.tokenizer import TokenizationRules, WordTokenizer
+
+    block, rules = PROBE_BLOCK, [("NFKC", True), ("NFD", False)]
+    out = []
+    for form, lowercase in rules:
+        tokenizer = WordTokenizer({}, TokenizationRules(unicode_normalization=form, lowercase=lowercase,
+                                                        oov_backoff="none"))
+        digests = []
+        for start in PROBE_STARTS:
+            probes = "\n".join(p for cp in range(start, start + block)
+                               for c in [chr(cp)] for p in (c, f"AΣ{c}A", f"AΣ{c}", f"e{c}", f"{c}\u0301"))
+            words = " ".join(tokenizer.words(probes)).encode()
+            digests.append(hashlib.sha256(words).hexdigest()[:16])
+        out.append(digests)
+    return out
+
+
+def test_every_code_point_splits_as_in_python_in_node_and_chromium():
+    """Every code point (of the planes where Unicode assigns any but private use) alone, beside a capital sigma,
+    after a base letter and before a combining accent: the words of Node and Chromium are Python's, block for
+    block (with NFKC and lower-casing, and with NFD alone)."""
+    expected = python_probe_digests()
+    node = subprocess.run([need("node"), str(JS / "test" / "unicode-probe.mjs")], capture_output=True, text=True,
+                          timeout=300)
+    assert node.returncode == 0, node.stderr[-2000:]
+    result, lines = browser_check([], "--unicode")
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    for name, digests in (("node", json.loads(node.stdout)), ("chromium", lines[-1]["unicode"])):
+        differ = [f"{name} {rules}: U+{start:04X}-U+{start + PROBE_BLOCK - 1:04X}" for rules in range(2)
+                  for start, got, want in zip(PROBE_STARTS, digests[rules], expected[rules]) if got != want]
+        assert len(digests[0]) == len(PROBE_STARTS)
+        assert not differ, differ[:10]
+
+
+@pytest.mark.skipif(__import__("unicodedata").unidata_version != "14.0.0", reason="the tables are Unicode 14.0.0")
+def test_shipped_unicode_tables_are_pythons(tmp_path):
+    """js/src/unicode-14.0.0.js is what js/tools/unicode_tables.py writes from this Python's unicodedata."""
+    out = tmp_path / "unicode.js"
+    result = subprocess.run([sys.executable, str(JS / "tools" / "unicode_tables.py"), str(out)], capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert out.read_text(encoding="utf-8") == (JS / "src" / "unicode-14.0.0.js").read_text(encoding="utf-8")
+
+
+def test_tokenizer_null_is_honoured(exported, tmp_path):
+    """A copy whose config.json declares "tokenizer": null (its tokenizer.json still beside it) has no piece
+    back-off in Python, and none in Node or Chromium either."""
+    table = tmp_path / "no-tokenizer"
+    shutil.copytree(exported["int8"][0], table)
+    config = json.loads((table / "config.json").read_text(encoding="utf-8"))
+    (table / "config.json").write_text(json.dumps({**config, "tokenizer": None}), encoding="utf-8")
+    assert (table / "tokenizer.json").is_file()
+    record = write_conformance(table, tmp_path / "no-tokenizer.json")
+    with_pieces = json.loads(exported["int8"][1].read_text(encoding="utf-8"))["texts"]
+    assert [t["rows"] for t in json.loads(record.read_text(encoding="utf-8"))["texts"]] != [t["rows"] for t in
+                                                                                            with_pieces]
+    result = node_check(table, record)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    result, lines = browser_check([(table, record)])
+    assert result.returncode == 0 and lines[0]["failures"] == [], result.stdout[-3000:] + result.stderr[-2000:]
+
+
+def test_check_conformance_output_is_whole_when_piped(exported, tmp_path):
+    """Many failures (a table checked against the file of another, with no back-off) make more than 64 KiB of
+    JSON; read from a pipe by a slow reader it arrives whole, and the exit status still says 1."""
+    record = write_conformance(exported["int8"][0], tmp_path / "many.json",
+                               [f"xq{i}zv unknownword{i} plorf{i}" for i in range(400)])
+    (tmp_path / "other").mkdir()
+    table = tmp_path / "other" / "t"
+    shutil.copytree(exported["int8"][0], table)
+    config = json.loads((table / "config.json").read_text(encoding="utf-8"))
+    config["tokenization"]["oov_backoff"] = "none"  # unknown words skipped: every text of the file fails
+    (table / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    script = f'"$0" "$1" "$2" "$3" | (sleep 1; cat); exit "${{PIPESTATUS[0]}}"'
+    result = subprocess.run(["bash", "-c", script, need("node"), str(JS / "bin" / "check-conformance.mjs"),
+                             str(table), str(record)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1, result.stderr
+    assert len(result.stdout) > 65536
+    summary = json.loads(result.stdout)
+    assert len(summary["failures"]) >= 400
+
+
+def test_a_worker_loads_a_table_by_path(exported):
+    """loadModel('/t0/') in a module Web Worker (no `window` there) reads the table over HTTP, as a page does."""
+    result, lines = browser_check([exported["int8"]], "--worker")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert lines[0]["worker"] is True and lines[0]["failures"] == [] and lines[0]["texts"] > 30
+
+
+LABEL_PROBLEMS = {  # what is done to a copy of the table -> what both readers say (a fragment)
+    "repeated word": (lambda words: words[:3] + [words[1]] + words[4:], "vocab.txt:4: 'WORD1' repeats line 2"),
+    "byte-order mark": (lambda words: ["\ufeff" + words[0]] + words[1:], "byte-order mark"),
+    "word padded with a space": (lambda words: [words[0], f" {words[1]}"] + words[2:], "vocab.txt:2"),
+    "word padded with U+3000": (lambda words: [words[0], f"{words[1]}\u3000"] + words[2:], "vocab.txt:2"),
+    "word padded with U+001F": (lambda words: [words[0], f"{words[1]}\x1f"] + words[2:], "vocab.txt:2"),
+    "empty word": (lambda words: [words[0], ""] + words[2:], "vocab.txt:2"),
+}
+
+
+@pytest.mark.parametrize("problem", list(LABEL_PROBLEMS))
+def test_label_problems_are_refused_by_every_reader(exported, tmp_path, problem):
+    """A repeated word, a byte-order mark, a padded or empty word in the words block: Python refuses the folder,
+    and so do Node (one line, exit status 2) and Chromium, naming the line."""
+    from swembed.runtime import StaticEmbedder
+    from swembed.runtime.folder import ModelFolderError
+
+    table = tmp_path / "t"
+    shutil.copytree(exported["int8"][0], table)
+    change, fragment = LABEL_PROBLEMS[problem]
+    words = (table / "vocab.txt").read_text(encoding="utf-8").split("\n")[:-1]
+    (table / "vocab.txt").write_text("".join(w + "\n" for w in change(words)), encoding="utf-8")
+    fragment = fragment.replace("WORD1", words[1])
+    with pytest.raises(ModelFolderError, match=re.escape(fragment)):
+        StaticEmbedder.load(table)
+    js_fragment = fragment.replace(f"'{words[1]}'", json.dumps(words[1], ensure_ascii=False))
+    result = node_check(table, exported["int8"][1])
+    assert result.returncode == 2 and result.stdout == "", result.stderr
+    assert len(result.stderr.splitlines()) == 1 and js_fragment in result.stderr, result.stderr
+    result, lines = browser_check([(table, exported["int8"][1])])
+    assert result.returncode == 1 and js_fragment in lines[0]["error"], result.stdout + result.stderr
+
+
+def test_package_declares_its_types():
+    """package.json names a .d.ts that declares every export of the package."""
+    package = json.loads((JS / "package.json").read_text(encoding="utf-8"))
+    types = (JS / package["types"]).read_text(encoding="utf-8")
+    assert package["exports"]["."]["types"] == package["types"]
+    listed = subprocess.run([need("node"), "--input-type=module", "-e",
+                             "console.log(Object.keys(await import('./src/index.js')).join(' '))"],
+                            capture_output=True, text=True, cwd=JS, timeout=60)
+    assert listed.returncode == 0, listed.stderr
+    names = listed.stdout.split()
+    assert len(names) > 10
+    missing = [n for n in names if not re.search(rf"export (declare )?(function|class|const|type) {n}\b", types)]
+    assert not missing, missing
