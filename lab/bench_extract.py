@@ -40,7 +40,7 @@ def bench_extract(teacher, sentences: list[str], batch_tokens: int, repeats: int
 
     def extract() -> None:
         acc = Accumulator(len(words), n_pieces, teacher.dim, teacher.device)
-        extraction_loop(teacher, sentences, batches, 0, index, splitter, None, acc)
+        extraction_loop(teacher, sentences, batches, index=index, splitter=splitter, acc=acc)
         sync()
 
     timings: dict[str, list[float]] = {"bare": [], "extract": []}

@@ -8,12 +8,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from swembed._version import __version__
 from swembed.runtime import StaticEmbedder, WordTokenizer, load
 
 if TYPE_CHECKING:  # the pipeline is imported on the first build, not with the package
     from swembed.pipeline.config import BuildConfig
 
-__version__ = "0.1.0"
 __all__ = ["StaticEmbedder", "WordTokenizer", "__version__", "build", "load"]
 
 

@@ -236,9 +236,9 @@ def cmd_eval(args) -> int:
     read = [path for path in (args.model, args.data, args.bucc) if path]
     if args.json:
         check_writable(Path(args.json), args.overwrite, read, folder=False)  # before any scoring
-    kind, scores = evaluate(args.model, args.suite, data_dir(args.data, suite_data(args.suite)), args.device,
-                            Path(args.bucc) if args.bucc else None, args.give_lang,
-                            args.tasks.split(",") if args.tasks else None, args.split)
+    kind, scores = evaluate(args.model, args.suite, data_dir(args.data, suite_data(args.suite)), device=args.device,
+                            bucc=Path(args.bucc) if args.bucc else None, give_lang=args.give_lang,
+                            tasks=args.tasks.split(",") if args.tasks else None, split=args.split)
     print(f"{args.model} ({kind})")
     for name, value in scores.items():
         print(f"  {name:<34}{value:7.2f}")

@@ -79,7 +79,7 @@ def load_member(spec: str, rules: TokenizationRules) -> Member:
         model.normalize = False
         return Member(spec, _whole_words(model.tokenizer.get_vocab(), None, rules),
                       lambda words: model.encode(_fewest_pieces(model.tokenizer, words), use_multiprocessing=False))
-    from swembed import load
+    from swembed.runtime.embedder import load
 
     model = load(spec)
     subword = model.tokenizer.pieces

@@ -10,40 +10,57 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "swembed"
 # Lowest first; a module belongs to the layer of its longest matching prefix.
 LAYERS = [
-    ("swembed._extras", "swembed.wheels", "swembed.runtime"),
+    ("swembed._extras", "swembed._version", "swembed.wheels", "swembed.runtime"),
     ("swembed.teachers", "swembed.integrations"),
     ("swembed.pipeline", "swembed.dedup", "swembed.integrations.spark", "swembed.ensemble", "swembed.lens_clusters"),
     ("swembed.eval",),
     ("swembed.cli", "swembed"),
 ]
 
-def import_graph() -> dict[str, set[str]]:
-    """Module -> swembed modules it imports (anywhere in the file, function-level imports included). An import
-    of a module's own parent package (its ``__init__`` re-exports) is not an edge."""
+def package_modules(package: Path = PACKAGE) -> dict[str, Path]:
+    """Each module of the package by its dotted name (a package by its own name), its file."""
     modules = {}
-    for path in PACKAGE.rglob("*.py"):
-        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    for path in package.rglob("*.py"):
+        parts = path.relative_to(package.parent).with_suffix("").parts
         modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
-    graph: dict[str, set[str]] = {name: set() for name in modules}
-    for name, path in modules.items():
-        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Import):
-                targets = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:
-                    anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
-                    base = ".".join(anchor + ([base] if base else []))
-                targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base for alias in node.names]
-            else:
-                continue
-            for target in targets:
-                while target not in modules and "." in target:
-                    target = target.rpartition(".")[0]
-                if target in modules and target != name and not name.startswith(target + "."):
-                    graph[name].add(target)
-    return graph
+    return modules
+
+
+def module_imports(name: str, source: str, modules: set[str], is_package: bool = False) -> set[str]:
+    """The package's modules that module ``name`` (its ``source``) imports anywhere: at the top, inside functions,
+    under ``if TYPE_CHECKING``, or by ``__import__("...")``. An import of one of its own parent packages is not an
+    edge (their ``__init__`` re-exports), except the top package's: ``from swembed import load`` goes through the
+    front door, ``swembed/__init__``, which sits on the top floor."""
+    package = name if is_package else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([base] if base else []))
+            targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base for alias in node.names]
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "__import__"
+              and node.args and isinstance(node.args[0], ast.Constant)):
+            targets = [str(node.args[0].value)]
+        else:
+            continue
+        for target in targets:
+            while target not in modules and "." in target:
+                target = target.rpartition(".")[0]
+            own_parent = name.startswith(target + ".") and "." in target
+            if target in modules and target != name and not own_parent:
+                found.add(target)
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> swembed modules it imports (``module_imports``)."""
+    modules = package_modules()
+    return {name: module_imports(name, path.read_text(encoding="utf-8"), set(modules), path.name == "__init__.py")
+            for name, path in modules.items()}
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -89,7 +106,7 @@ def test_runtime_depends_on_nothing_of_the_build_side():
     graph = import_graph()
     runtime = [name for name in graph if name.startswith("swembed.runtime")]
     reached = {target for name in runtime for target in graph[name]}
-    assert reached <= set(runtime) | {"swembed._extras"}, sorted(reached - set(runtime))
+    assert reached <= set(runtime) | {"swembed._extras", "swembed._version"}, sorted(reached - set(runtime))
 
 
 def layer_of(module: str) -> int:
@@ -108,6 +125,23 @@ def test_no_import_runs_from_a_lower_layer_to_a_higher_one():
     assert upward_imports(import_graph()) == set()
     assert upward_imports({"swembed.runtime.folder": {"swembed.pipeline.build"}, "swembed.pipeline.build": set()}) \
         == {("swembed.runtime.folder", "swembed.pipeline.build")}  # the checker itself finds one
+
+
+def test_imports_inside_functions_and_through_the_front_door_are_edges():
+    """The checker reads an import wherever it is: inside a function, under TYPE_CHECKING, ``__import__``; an
+    import of ``swembed`` itself (``from swembed import load``) is one of the top floor, from any module."""
+    modules = set(package_modules())
+    source = ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from swembed.eval import sts\n"
+              "def f():\n    from swembed import load\n    from swembed.pipeline.build import build\n"
+              "    from swembed.runtime import embedder\n    from . import tokenizer\n"
+              "    return __import__('swembed.cli').__version__\n")
+    found = module_imports("swembed.runtime.folder", source, modules)
+    assert found == {"swembed.eval.sts", "swembed", "swembed.pipeline.build", "swembed.runtime.embedder",
+                     "swembed.runtime.tokenizer", "swembed.cli"}
+    assert upward_imports({"swembed.runtime.folder": found}) == {("swembed.runtime.folder", target)
+                                                                for target in found - {"swembed.runtime.embedder",
+                                                                                       "swembed.runtime.tokenizer"}}
+    assert module_imports("swembed.runtime.folder", "from swembed.runtime import StaticEmbedder\n", modules) == set()
 
 
 def test_the_lab_stays_out_of_the_package():

@@ -73,8 +73,8 @@ def test_pipelined_loop_equals_a_sentence_by_sentence_reference(teacher):
     batches = token_budget_batches(teacher.token_lengths(texts) + 2, 300)
     assert len(batches) > 3
     pooled = {}
-    extraction_loop(teacher, texts, batches, 0, index, SPLITTER, None, acc,
-                    lambda b, p: pooled.update(zip(batches[b].tolist(), p.numpy())))
+    extraction_loop(teacher, texts, batches, index=index, splitter=SPLITTER, acc=acc,
+                    batch_done=lambda b, p: pooled.update(zip(batches[b].tolist(), p.numpy())))
     sums, counts = np.zeros((len(words), teacher.dim)), np.zeros(len(words))
     for i, text in enumerate(texts):
         out = teacher.forward([text])
@@ -104,8 +104,8 @@ def test_bfloat16_teacher_extracts_the_float32_word_vectors_within_tolerance(tea
     sums = []
     for model in (teacher, half):
         acc = Accumulator(len(words), 30522, model.dim, torch.device("cpu"))
-        extraction_loop(model, texts, token_budget_batches(model.token_lengths(texts) + 2, 400), 0, index,
-                        SPLITTER, None, acc)
+        extraction_loop(model, texts, token_budget_batches(model.token_lengths(texts) + 2, 400), index=index,
+                        splitter=SPLITTER, acc=acc)
         assert acc.word_sums.dtype == torch.float32
         sums.append(acc.word_sums)
     cosine = torch.nn.functional.cosine_similarity(*sums, dim=1)
@@ -123,8 +123,8 @@ def test_forked_workers_prepare_exactly_what_the_background_thread_does(teacher)
     runs = []
     for workers in (0, 2):  # beside a CUDA device the stage forks workers; here both paths run on the CPU
         acc, order = Accumulator(len(words), 30522, teacher.dim, torch.device("cpu")), []
-        timing = extraction_loop(teacher, texts, batches, 1, index, SPLITTER, None, acc,
-                                 lambda b, p: order.append(b), workers=workers)
+        timing = extraction_loop(teacher, texts, batches, index=index, splitter=SPLITTER, acc=acc, first_batch=1,
+                                 batch_done=lambda b, p: order.append(b), workers=workers)
         assert timing["workers"] == workers
         runs.append((acc.state(), order))
     (thread, thread_order), (forked, forked_order) = runs

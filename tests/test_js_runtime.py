@@ -338,3 +338,15 @@ def test_package_declares_its_types():
     assert len(names) > 10
     missing = [n for n in names if not re.search(rf"export (declare )?(function|class|const|type) {n}\b", types)]
     assert not missing, missing
+
+
+def test_the_readme_browser_example_runs_in_chromium(exported):
+    """js/README.md's <script type="module"> example, as written, loads a table in Chromium and shows the cosine
+    that Python gives its two texts."""
+    import swembed
+
+    result = subprocess.run([need("node"), str(JS / "test" / "readme-example.mjs"), str(exported["int8"][0]),
+                             "--chromium", chromium()], capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    a, b = swembed.load(exported["int8"][0]).encode(["a small cat", "a little kitten"])
+    assert json.loads(result.stdout)["text"] == f"cosine {float(a @ b):.3f}"

@@ -81,7 +81,8 @@ def test_query_kd_trains_beside_sentence_kd_without_choosing_the_best_table(tmp_
                     dim=-1)
 
     query = query_kd_objective(PackedRows(queries, device), PackedRows(documents, device), teacher(queries),
-                               teacher(documents), 0.05, 1.0, "query kd", 48, 16, np.random.default_rng(1))
+                               teacher(documents), tau=0.05, weight=1.0, name="query kd", n_held=48, batch_size=16,
+                               rng=np.random.default_rng(1))
     assert not query.selects and len(query.train) == 300 - 30
     learned, history = train(table, [kd, query], SETTINGS, device, tmp_path, 0.0)
     first, rounds = history["initial_parts"], history["rounds"]
@@ -131,8 +132,10 @@ def problem(device, seed=0, cell_size=0):
     left = random_texts(rng, 300, 30)
     right = TokenIds(left.ids + 30, left.lengths)  # row i of the "other language" is row i + 30
     objectives = [
-        kd_objective(kd, targets.to(device), 0.05, 1.0, "kd", 64, 16, np.random.default_rng(1), cell_size=cell_size),
-        contrastive_objective(PackedRows(left, device), PackedRows(right, device), 0.05, 1.0, "contrastive", 48, 16),
+        kd_objective(kd, targets.to(device), tau=0.05, weight=1.0, name="kd", n_held=64, batch_size=16,
+                     rng=np.random.default_rng(1), cell_size=cell_size),
+        contrastive_objective(PackedRows(left, device), PackedRows(right, device), tau=0.05, weight=1.0,
+                              name="contrastive", n_held=48, batch_size=16),
     ]
     return table, objectives
 
@@ -185,7 +188,8 @@ def test_centred_targets_teach_the_structure_an_anisotropic_teacher_hides(tmp_pa
     agreement = {}
     for name, targets in (("raw", anisotropic), ("centred", centred(anisotropic))):
         packed = PackedRows(texts, torch.device("cpu"))
-        objective = kd_objective(packed, targets, 0.05, 1.0, "kd", 64, 32, np.random.default_rng(1))
+        objective = kd_objective(packed, targets, tau=0.05, weight=1.0, name="kd", n_held=64, batch_size=32,
+                                 rng=np.random.default_rng(1))
         settings = LoopSettings(batch_size=32, lr=1e-2, max_steps=300, eval_every=50, patience=100, seed=0)
         (tmp_path / name).mkdir()
         learned, _ = train(table, [objective], settings, torch.device("cpu"), tmp_path / name, 1e9, quiet=True)
@@ -227,7 +231,8 @@ def test_neighbour_held_out_batches_are_an_anchors_nearest_texts():
     rng = np.random.default_rng(0)
     vectors, truth = planted_cells(rng, n_cells=8, per_cell=50)
     texts = PackedRows(random_texts(rng, len(truth), 30), torch.device("cpu"))
-    objective = kd_objective(texts, vectors, 0.05, 1.0, "kd", 40, 5, np.random.default_rng(1), cell_size=50)
+    objective = kd_objective(texts, vectors, tau=0.05, weight=1.0, name="kd", n_held=40, batch_size=5,
+                             rng=np.random.default_rng(1), cell_size=50)
     assert len(objective.held_out) == 8
     for batch in objective.held_out:  # 40 held-out texts, 5 per group on average: the 5 nearest share a group
         assert len(set(truth[batch])) <= 2

@@ -73,7 +73,8 @@ export async function loadModel(location) {
   }
   const tokenizerJson = tokenizer ? parseJson('tokenizer.json', tokenizer) : null;
   try {
-    return new StaticEmbedder({ config, vocabText: text('vocab.txt', vocab), embeddings, scales, codes, tokenizerJson });
+    const vocabText = text('vocab.txt', vocab);
+    return new StaticEmbedder({ config, vocabText, embeddings, scales, codes, tokenizerJson });
   } catch (error) {
     if (!error.message.startsWith(String(location))) error.message = `${location}: ${error.message}`;
     throw error; // the folder named, the class kept (FormatError, NpyError, UnsupportedTokenizerError)

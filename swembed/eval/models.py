@@ -34,7 +34,7 @@ def load_encoder(spec: str, device: str = "auto") -> tuple[str, Encoder, list[st
         return "wordllama", model.embed, []
     config = Path(spec) / "config.json"
     if config.is_file() and json.loads(config.read_text()).get("format") == "swe-static":
-        from swembed import load
+        from swembed.runtime.embedder import load
 
         table = load(spec)
         return "swembed", table.encode, table.languages

@@ -74,7 +74,7 @@ def context_buckets(model: StaticEmbedder, contexts: np.ndarray, data_dir: Path)
 
 def robust_scores(folder: str | Path, data_dir: str | Path) -> dict[str, float]:
     """Flat scores for ``swembed eval``: the full table's average, each hidden fraction's, and the buckets."""
-    from swembed import load
+    from swembed.runtime.embedder import load
 
     model = load(folder)
     scores = {"full avg": evaluate_sts(model.encode, data_dir)["avg"]}

@@ -39,7 +39,7 @@ def suite_data(suite: str) -> str:
     return "eval-mteb" if suite == "mteb" else "eval"
 
 
-def evaluate(spec: str, suite: str, data: Path, device: str = "auto", bucc: Path | None = None,
+def evaluate(spec: str, suite: str, data: Path, *, device: str = "auto", bucc: Path | None = None,
              give_lang: bool = False, tasks: list[str] | None = None,
              split: str = "test") -> tuple[str, dict[str, float]]:
     """(kind of model, scores) for one suite; ``tasks`` and ``split`` (test or dev) apply to ``mteb``."""

@@ -10,11 +10,12 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from swembed._version import __version__
 from swembed.pipeline import files
 from swembed.pipeline.alone import ALONE
 from swembed.pipeline.compose import Layout, run_compose
@@ -35,6 +36,7 @@ from swembed.pipeline.stage import PostTraining, PrepareSources, StageContext, S
 from swembed.pipeline.variants import add_variants
 from swembed.pipeline.vocab import run_vocab
 from swembed.runtime.folder import update_config, write_model_folder
+from swembed.runtime.tokenizer import TokenizationRules
 
 logger = logging.getLogger(__name__)
 
@@ -43,11 +45,12 @@ logger = logging.getLogger(__name__)
 POST_TRAINING: tuple[PostTraining, ...] = (SHRINKAGE, ALONE, COTEACHER, PARAGRAPHS, RETRIEVAL, GRAM_ROWS)
 
 
-def post_training(config: BuildConfig) -> list[tuple[PostTraining, object]]:
-    """The registered post-training stages this build's settings turn on, each with its config section. Their
-    prepare and refine hooks run only with distillation (they feed and refine training); rows follow whatever
-    table the build ends with."""
-    sections = [(step, getattr(config, step.section)) for step in POST_TRAINING]
+def post_training(config: BuildConfig, stages: tuple[PostTraining, ...] = POST_TRAINING,
+                  ) -> list[tuple[PostTraining, object]]:
+    """The post-training ``stages`` (the registered ones unless given) this build's settings turn on, each with its
+    config section. Their prepare, targets, objectives and refine hooks run only with distillation (they feed and
+    refine training); rows follow whatever table the build ends with."""
+    sections = [(step, step.settings(config)) for step in stages]
     return [(step, section) for step, section in sections if step.enabled(section)]
 
 
@@ -74,8 +77,10 @@ def load_build_teacher(name: str, config: BuildConfig):
                         precision=config.extract.teacher_dtype)
 
 
-def build(config: BuildConfig, force: bool = False, quiet: bool = False, overwrite: bool = False) -> dict:
-    """Run the whole pipeline; returns the build report (also saved in the model's config.json)."""
+def build(config: BuildConfig, force: bool = False, quiet: bool = False, overwrite: bool = False, *,
+          post_training_stages: tuple[PostTraining, ...] = POST_TRAINING) -> dict:
+    """Run the whole pipeline; returns the build report (also saved in the model's config.json).
+    ``post_training_stages``: the stages around training, ``POST_TRAINING`` unless given (an experiment's own)."""
     from swembed.teachers import resolve_teacher
 
     config.check_before_work(overwrite)
@@ -85,74 +90,120 @@ def build(config: BuildConfig, force: bool = False, quiet: bool = False, overwri
     teacher = load_build_teacher(config.teacher, config)
     ctx = StageContext(config.work_path, config.device, config.seed, force, quiet, config.checkpoint_seconds)
     with DeviceMonitor(teacher.device) as monitor:  # its sampling thread ends even if a stage raises
-        return _build(ctx, config, teacher, monitor, started, overwrite)
+        run = BuildRun(ctx, config, teacher, monitor, post_training(config, post_training_stages),
+                       teacher.tokenizer_json(), {lang: config.rules(lang) for lang in config.langs})
+        return _build(run, started, overwrite)
 
 
-def _build(ctx: StageContext, config: BuildConfig, teacher, monitor: DeviceMonitor, started: float,
-           overwrite: bool) -> dict:
-    check_dims(config.pca, teacher.dim)
-    tokenizer_json = teacher.tokenizer_json()
-    rules = {lang: config.rules(lang) for lang in config.langs}
-    stages: list[tuple[str, StageResult]] = []
-    corpora, vocabs = {}, {}
+@dataclass
+class BuildRun:
+    """One build under way: its stage context, settings, teacher, device monitor, the post-training stages it
+    runs (with their sections), the teacher's tokenizer, each language's tokenisation rules, and the stages
+    finished so far (by their name in the report)."""
+
+    ctx: StageContext
+    config: BuildConfig
+    teacher: object
+    monitor: DeviceMonitor
+    post: list[tuple[PostTraining, object]]
+    tokenizer_json: str
+    rules: dict[str, TokenizationRules]
+    stages: list[tuple[str, StageResult]] = field(default_factory=list)
+
+
+def _build(run: BuildRun, started: float, overwrite: bool) -> dict:
+    """The stages in order, then the model folder."""
+    config = run.config
+    check_dims(config.pca, run.teacher.dim)
+    corpora, vocabs = _corpora_and_vocabs(run)
+    extracts, plan = _plan_and_extract(run, corpora, vocabs)
+    compose = run_compose(run.ctx, config.compose, {lang: (run.rules[lang], vocabs[lang], extracts[lang])
+                                                    for lang in config.langs}, run.tokenizer_json)
+    pca = run_pca(run.ctx, config.pca, compose, extracts, run.rules, run.tokenizer_json)
+    run.stages += [("compose", compose), ("pca", pca)]
+    run.monitor.phase("compose, pca")
+    final = _distill(run, corpora, extracts, compose, pca) if config.distill_enabled else pca
+    extra_rows = []  # (section, stage, rows, labels)
+    for step, section in run.post:
+        if step.rows:
+            extra_rows.append((step.section, *step.rows(run.ctx, section, final, compose)))
+            run.stages.append((step.section, extra_rows[-1][1]))
+    report = _export(run, plan, pca, compose, np.load(final.path / files.TABLE), extra_rows, overwrite)
+    run.monitor.phase("export")
+    report["build"]["device"] = run.monitor.report()
+    report["build"]["total_wall_s"] = round(time.time() - started, 2)
+    update_config(Path(config.out), {"build": report["build"]})
+    return report
+
+
+def _corpora_and_vocabs(run: BuildRun) -> tuple[dict[str, StageResult], dict[str, StageResult]]:
+    """Each language's corpus stage (refused when too small for the build) and vocab stage."""
+    config, corpora, vocabs = run.config, {}, {}
     for lang in config.langs:
-        corpus = run_corpus(ctx, config.corpus_for(lang), rules[lang].unicode_normalization, config.exclude)
+        corpus = run_corpus(run.ctx, config.corpus_for(lang), run.rules[lang].unicode_normalization, config.exclude)
         needed = max(2 * config.distill.batch_size if config.distill_enabled else 0, config.pca.dim + 1)
         if corpus.stats["kept"] < needed:
             raise CorpusError(f"the {lang} corpus has {corpus.stats['kept']} usable sentences; this build needs at "
                               f"least {needed} (PCA to {config.pca.dim} dims, distillation batches of "
                               f"{config.distill.batch_size})")
         corpora[lang] = corpus
-        vocabs[lang] = run_vocab(ctx, config.vocab, rules[lang], corpus, tokenizer_json)
+        vocabs[lang] = run_vocab(run.ctx, config.vocab, run.rules[lang], corpus, run.tokenizer_json)
+    return corpora, vocabs
+
+
+def _plan_and_extract(run: BuildRun, corpora: dict[str, StageResult],
+                      vocabs: dict[str, StageResult]) -> tuple[dict[str, StageResult], dict]:
+    """Each language's sentence selection (unless its extract is cached), the plan printed, then each extract."""
+    config, ctx, teacher = run.config, run.ctx, run.teacher
     cached_extracts, selections = {}, {}
     for lang in config.langs:
-        identity = extract_identity(config.extract, rules[lang], teacher, config.seed)
-        inputs = [corpora[lang], vocabs[lang]]
-        cached_extracts[lang] = ctx.cached("extract", identity, inputs)
+        identity = extract_identity(config.extract, run.rules[lang], teacher, config.seed)
+        cached_extracts[lang] = ctx.cached("extract", identity, [corpora[lang], vocabs[lang]])
         selections[lang] = None if cached_extracts[lang] else Selection.make(
-            config.extract, rules[lang], corpora[lang], vocabs[lang], teacher, config.seed)
+            config.extract, run.rules[lang], corpora[lang], vocabs[lang], teacher, config.seed)
     vocab_sizes = {lang: vocabs[lang].stats["vocab_size"] for lang in config.langs}
-    post = post_training(config)
-    later = [line for step, section in post if step.plan and config.distill_enabled
+    later = [line for step, section in run.post if step.plan and config.distill_enabled
              for line in step.plan(section, sum(vocab_sizes.values()))]
     plan = build_plan(config, teacher, selections, vocab_sizes, tuple(later))
     print(plan["text"], file=sys.stderr, flush=True)
-    monitor.phase("corpus, vocab, plan")
+    run.monitor.phase("corpus, vocab, plan")
     extracts = {}
     for lang in config.langs:
         extracts[lang] = cached_extracts[lang] or run_extract(
-            ctx, config.extract, rules[lang], corpora[lang], vocabs[lang], selections[lang], teacher)
+            ctx, config.extract, run.rules[lang], corpora[lang], vocabs[lang], selections[lang], teacher)
         selections[lang] = None  # its texts are no longer needed
         suffix = f" ({lang})" if config.multilingual else ""
-        stages += [(f"corpus{suffix}", corpora[lang]), (f"vocab{suffix}", vocabs[lang]),
-                   (f"extract{suffix}", extracts[lang])]
-    monitor.phase("extract")
-    compose = run_compose(ctx, config.compose,
-                          {lang: (rules[lang], vocabs[lang], extracts[lang]) for lang in config.langs}, tokenizer_json)
-    pca = run_pca(ctx, config.pca, compose, extracts, rules, tokenizer_json)
-    stages += [("compose", compose), ("pca", pca)]
-    monitor.phase("compose, pca")
-    final = pca
-    if config.distill_enabled:
-        score = config.distill.min_teacher_similarity is not None
-        pair_stages = {(config.langs[0], lang): run_pairs(ctx, lang, paths, config.exclude, teacher, score,
-                                                          [extracts[config.langs[0]], extracts[lang]])
-                       for lang, paths in config.parallel_files().items()}
-        stages += [(f"pairs ({a}-{b})", stage) for (a, b), stage in pair_stages.items()]
-        sources = PrepareSources(teacher, compose, extracts, lambda name: load_build_teacher(name, config), corpora,
-                                 config.exclude)
-        prepared = {step.section: step.prepare(ctx, section, sources) for step, section in post if step.prepare}
-        stages += [(label, stage) for items in prepared.values() for label, _, stage in items]
-        final = run_distill(ctx, config.distill, DistillInputs(pca, compose, extracts, rules, tokenizer_json,
-                                                               pair_stages, prepared, post))
-        stages.append(("distill", final))
-        monitor.phase("pairs, distill")
-    extra_rows = []  # (section, stage, rows, labels)
-    for step, section in post:
-        if step.rows:
-            extra_rows.append((step.section, *step.rows(ctx, section, final, compose)))
-            stages.append((step.section, extra_rows[-1][1]))
-    table = np.load(final.path / files.TABLE)
+        run.stages += [(f"corpus{suffix}", corpora[lang]), (f"vocab{suffix}", vocabs[lang]),
+                       (f"extract{suffix}", extracts[lang])]
+    run.monitor.phase("extract")
+    return extracts, plan
+
+
+def _distill(run: BuildRun, corpora: dict[str, StageResult], extracts: dict[str, StageResult],
+             compose: StageResult, pca: StageResult) -> StageResult:
+    """The parallel pairs' stages, the post-training stages' prepared stages, then the distill stage."""
+    config, ctx, teacher = run.config, run.ctx, run.teacher
+    score = config.distill.min_teacher_similarity is not None
+    first = config.langs[0]
+    pair_stages = {(first, lang): run_pairs(ctx, lang, paths, config.exclude, teacher, score,
+                                            [extracts[first], extracts[lang]])
+                   for lang, paths in config.parallel_files().items()}
+    run.stages += [(f"pairs ({a}-{b})", stage) for (a, b), stage in pair_stages.items()]
+    sources = PrepareSources(teacher, compose, extracts, lambda name: load_build_teacher(name, config), corpora,
+                             config.exclude)
+    prepared = {step.section: step.prepare(ctx, section, sources) for step, section in run.post if step.prepare}
+    run.stages += [(label, stage) for items in prepared.values() for label, _, stage in items]
+    final = run_distill(ctx, config.distill, DistillInputs(pca, compose, extracts, run.rules, run.tokenizer_json,
+                                                           pair_stages, prepared, run.post))
+    run.stages.append(("distill", final))
+    run.monitor.phase("pairs, distill")
+    return final
+
+
+def _export(run: BuildRun, plan: dict, pca: StageResult, compose: StageResult, table: np.ndarray,
+            extra_rows: list[tuple], overwrite: bool) -> dict:
+    """The model folder: the final table (pruned, script variants added, extra rows after it) and its report."""
+    config, rules = run.config, run.rules
     if config.lexicon_top_k:
         table = prune_top_k(table, config.lexicon_top_k)
     export_start = time.time()
@@ -163,16 +214,15 @@ def _build(ctx: StageContext, config: BuildConfig, teacher, monitor: DeviceMonit
     if variants:
         from tokenizers import Tokenizer
 
-        tokenizers = layout.tokenizers(rules, Tokenizer.from_str(tokenizer_json))
+        tokenizers = layout.tokenizers(rules, Tokenizer.from_str(run.tokenizer_json))
         layout, table, contexts, added = add_variants(layout, table, contexts, tokenizers, variants)
     report = {
-        "teacher": {k: v for k, v in teacher.describe().items() if k != "path"},
+        "teacher": {k: v for k, v in run.teacher.describe().items() if k != "path"},
         "dim": int(table.shape[1]),
         "abtt_dropped": pca.stats.get("drop"),
         "tokenization": rules[config.langs[0]].to_dict(),
-        "swembed_version": __import__("swembed").__version__,
-        "build": {"config": asdict(config), "plan": plan["numbers"],
-                  "stages": stage_summary(stages)},
+        "swembed_version": __version__,
+        "build": {"config": asdict(config), "plan": plan["numbers"], "stages": stage_summary(run.stages)},
     }
     if layout.pieces[1] > layout.pieces[0]:
         report["pieces"] = {"rows": layout.pieces}
@@ -189,13 +239,9 @@ def _build(ctx: StageContext, config: BuildConfig, teacher, monitor: DeviceMonit
         mean, kept, _ = kept_components(pca.path / files.PCA)
         extra.update(pca_mean=mean, pca_components=kept)
     write_model_folder(Path(config.out), table.astype(config.dtype), labels,
-                       {**report, "created": time.strftime("%Y-%m-%dT%H:%M:%S")}, tokenizer_json, extra,
+                       {**report, "created": time.strftime("%Y-%m-%dT%H:%M:%S")}, run.tokenizer_json, extra,
                        overwrite=overwrite, inputs=config.input_paths())
     report["build"]["stages"]["export"] = {"wall_s": round(time.time() - export_start, 2), "cached": False,
                                            **({"stats": {f"variant rows {k}": n for k, n in added.items()}}
                                               if added else {})}
-    monitor.phase("export")
-    report["build"]["device"] = monitor.report()
-    report["build"]["total_wall_s"] = round(time.time() - started, 2)
-    update_config(Path(config.out), {"build": report["build"]})
     return report

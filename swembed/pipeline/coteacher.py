@@ -1,7 +1,7 @@
 """Stage 5c, co-teacher: another teacher's pooled, L2-normalised vectors of the sentences the extract stage
 encoded, in their order (one stage per co-teacher). Knowledge distillation then aims at all teachers' similarities,
-each co-teacher's at its weight in standard units (``[coteacher] teachers``, ``weights``; ``joint_targets``;
-``COTEACHER``, registered in ``swembed.pipeline.build``).
+each co-teacher's at its weight in standard units (``[coteacher] teachers``, ``weights``; ``joint_targets``, the
+``targets`` hook of ``COTEACHER``, registered in ``swembed.pipeline.build``).
 Artifact: ``targets.npy`` (N, H''); checkpointed every ``UNIT`` sentences, so a killed build resumes after its
 last finished unit.
 """
@@ -86,10 +86,16 @@ def _plan(config: CoTeacherConfig, words: int) -> list[str]:
             "cached after the first build)" for name, _ in config.pairs()]
 
 
+def _targets(config: CoTeacherConfig, prepared: Prepared, own: np.ndarray) -> np.ndarray:
+    """A language's KD targets joined with its co-teachers' vectors (``prepared``: its stages, in co-teacher order)."""
+    co = [np.load(stage.path / files.TARGETS, mmap_mode="r") for _, _, stage in prepared]
+    return joint_targets(own, co, [weight for _, weight in config.pairs()])
+
+
 COTEACHER = PostTraining("coteacher", enabled=lambda config: bool(config.pairs()), prepare=_prepare,
                          # its [distill] keys before the section
                          identity=lambda config: {"co_teacher": config.teachers, "co_teacher_weight": config.weights},
-                         plan=_plan)
+                         plan=_plan, targets=_targets)
 
 
 def joint_targets(own: np.ndarray, co: list[np.ndarray], weights: list[float], pairs: int = 20_000) -> np.ndarray:

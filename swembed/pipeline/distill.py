@@ -1,9 +1,11 @@
 """Stage 6, distill: refine the PCA'd table with the one training loop (``swembed.pipeline.train``).
 
 Objectives: knowledge distillation (paper eq. 2-3) on each language's encoded sentences, towards the teacher
-vectors cached by the extract stage (the teacher never runs here); for a multilingual table also the
-contrastive loss (eq. 4-5) on each language pair's parallel sentences, optionally filtered by the teacher's
-own cosine (the ``pairs`` stages). Every text is encoded with exactly the inference tokeniser (pieces for unknown words).
+vectors cached by the extract stage (the teacher never runs here; a post-training stage's ``targets`` hook may
+change them: co-teachers); then the objectives of each post-training stage's ``objectives`` hook (paragraphs,
+retrieval pairs); for a multilingual table also the contrastive loss (eq. 4-5) on each language pair's parallel
+sentences, optionally filtered by the teacher's own cosine (the ``pairs`` stages). Every text is encoded with
+exactly the inference tokeniser (pieces for unknown words).
 
 Artifact: ``table.npy`` (rows, d) float32, the best table by held-out loss, and ``history.json``.
 """
@@ -11,16 +13,21 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field, replace
+from functools import partial
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from swembed.pipeline import files
 from swembed.pipeline.compose import Layout
 from swembed.pipeline.config import DistillConfig
-from swembed.pipeline.coteacher import joint_targets
 from swembed.pipeline.parallel import read_pairs
-from swembed.pipeline.stage import PostTraining, Prepared, StageContext, StageResult, StageRun, Trained
+from swembed.pipeline.stage import (PostTraining, Prepared, StageContext, StageResult, StageRun, Trained,
+                                    TrainingContext)
 from swembed.runtime.tokenizer import TokenIds, TokenizationRules, WordTokenizer
+
+if TYPE_CHECKING:  # torch: imported when the stage runs
+    from swembed.pipeline.train import Objective
 
 
 @dataclass
@@ -39,29 +46,9 @@ class DistillInputs:
     prepared: dict[str, Prepared] = field(default_factory=dict)
     post: list[tuple[PostTraining, object]] = field(default_factory=list)
 
-    def co_teachers(self) -> tuple[dict[str, list[StageResult]], list[float]]:
-        """Each language's ``coteacher`` stages, and each co-teacher's weight."""
-        stages: dict[str, list[StageResult]] = {}
-        for _, lang, stage in self.prepared.get("coteacher", []):
-            stages.setdefault(lang, []).append(stage)
-        weights = [weight for step, config in self.post if step.section == "coteacher" for _, weight in config.pairs()]
-        return stages, weights
-
-    def paragraphs(self) -> tuple[dict[str, tuple[StageResult, StageResult | None]], float, float]:
-        """Each language's ``paragraphs`` stage and its ``queries`` stage (or None), the weight of the paragraphs'
-        KD objective and that of the queries' KD against them."""
-        sections = [config for step, config in self.post if step.section == "paragraphs"]
-        found = {(stage.name, lang): stage for _, lang, stage in self.prepared.get("paragraphs", [])}
-        stages = {lang: (stage, found.get(("queries", lang))) for (name, lang), stage in found.items()
-                  if name == "paragraphs"}
-        weight, query_weight = (sections[0].weight, sections[0].query_weight) if sections else (0.0, 0.0)
-        return stages, weight, query_weight
-
-    def retrieval(self) -> tuple[StageResult | None, object]:
-        """The ``retrieval`` stage (or None) and its config section."""
-        sections = [config for step, config in self.post if step.section == "retrieval"]
-        stages = [stage for _, _, stage in self.prepared.get("retrieval", [])]
-        return (stages[0] if stages else None), (sections[0] if sections else None)
+    def prepared_by(self, step: PostTraining, lang: str | None = None) -> Prepared:
+        """The stages ``step``'s ``prepare`` made (only those of ``lang``, when given)."""
+        return [item for item in self.prepared.get(step.section, []) if lang is None or item[1] == lang]
 
 
 def distill_identity(config: DistillConfig, inputs: DistillInputs, seed: int) -> dict:
@@ -79,123 +66,116 @@ def distill_identity(config: DistillConfig, inputs: DistillInputs, seed: int) ->
 
 def run_distill(ctx: StageContext, config: DistillConfig, inputs: DistillInputs) -> StageResult:
     """Train the PCA'd table on the objectives, then let each post-training hook refine the best table."""
-    pca, compose, extracts, rules = inputs.pca, inputs.compose, inputs.extracts, inputs.rules
-    co_stages, co_weights = inputs.co_teachers()
-    identity = distill_identity(config, inputs, ctx.seed)
-
-    def compute(run: StageRun) -> dict:
-        import torch
-        from tokenizers import Tokenizer
-
-        from swembed.pipeline.train import (LoopSettings, PackedRows, centred, contrastive_objective, kd_objective,
-                                            query_kd_objective, random_batches, retrieval_accuracy, train)
-        from swembed.teachers.base import pick_device
-
-        dev = pick_device(ctx.device)
-        seed = ctx.seed
-        table = np.load(pca.path / files.TABLE)
-        layout = Layout.read(compose.path)
-        tokenizers = layout.tokenizers(rules, Tokenizer.from_str(inputs.tokenizer_json))
-        contexts = np.load(compose.path / files.WORD_CONTEXTS)
-        rng = np.random.default_rng(seed)
-        objectives, stats = [], {}
-        if config.kd_weight > 0:
-            for lang, extract in extracts.items():
-                sentences = files.read_lines(extract.path / files.TARGET_SENTENCES)
-                targets = np.load(extract.path / files.TARGETS, mmap_mode="r" if lang in co_stages else None)
-                if lang in co_stages:
-                    targets = joint_targets(targets, [np.load(stage.path / files.TARGETS, mmap_mode="r")
-                                                      for stage in co_stages[lang]], co_weights)
-                targets = torch.as_tensor(targets, device=dev)
-                if config.center_targets:
-                    targets = centred(targets)
-                ids = tokenizers[lang].encode_batch(sentences)
-                texts = [(ids, targets, f"kd {lang}")]
-                if config.rare_word_pieces:
-                    texts.append(rare_words_as_pieces(tokenizers[lang], contexts, config.rare_word_pieces, ids,
-                                                      sentences, targets, f"kd {lang} rare-word pieces"))
-                    stats[f"rare-word sentences {lang}"] = len(texts[-1][0].lengths)
-                for batch, goal, name in texts:
-                    objectives.append(kd_objective(PackedRows(batch, dev), goal, config.tau, config.kd_weight, name,
-                                                   config.val_sentences, config.batch_size, rng,
-                                                   config.max_sentences, config.cell_size, seed))
-                    if config.cell_size and config.random_batch_weight:
-                        objectives.append(replace(objectives[-1], name=f"{name} random batches",
-                                                  weight=config.kd_weight * config.random_batch_weight,
-                                                  batches=random_batches))
-            paragraph_stages, paragraph_weight, query_weight = inputs.paragraphs()
-            for lang, (stage, query_stage) in paragraph_stages.items():
-                paragraphs = files.read_lines(stage.path / files.TARGET_SENTENCES)
-                packed = PackedRows(tokenizers[lang].encode_batch(paragraphs), dev)
-                goal = torch.as_tensor(np.load(stage.path / files.TARGETS), device=dev)
-                if paragraph_weight > 0:
-                    objectives.append(replace(kd_objective(packed, goal, config.tau, config.kd_weight * paragraph_weight,
-                                                           f"kd {lang} paragraphs", config.val_sentences,
-                                                           config.batch_size, rng), selects=False))
-                if query_stage is not None:
-                    queries = files.read_lines(query_stage.path / files.TARGET_SENTENCES)
-                    objectives.append(query_kd_objective(
-                        PackedRows(tokenizers[lang].encode_batch(queries), dev), packed,
-                        torch.as_tensor(np.load(query_stage.path / files.TARGETS), device=dev), goal, config.tau,
-                        config.kd_weight * query_weight, f"query kd {lang}", config.val_sentences, config.batch_size,
-                        rng))
-                stats[f"paragraphs {lang}"] = len(paragraphs)
-        retrieval_stage, retrieval = inputs.retrieval()
-        if retrieval_stage is not None:
-            objectives.append(retrieval_objective(retrieval_stage, retrieval, tokenizers[next(iter(extracts))], config,
-                                                  rng, dev))
-            stats["retrieval pairs"] = len(objectives[-1].train) + sum(map(len, objectives[-1].held_out))
-        for (a, b), stage in inputs.pairs.items():
-            pairs = read_pairs(stage, config.min_teacher_similarity)
-            stats[f"pairs {a}-{b}"] = len(pairs)
-            order = rng.permutation(len(pairs))[: config.max_pairs or None]
-            left = PackedRows(tokenizers[a].encode_batch([pairs[i][0] for i in order]), dev)
-            right = PackedRows(tokenizers[b].encode_batch([pairs[i][1] for i in order]), dev)
-            objectives.append(contrastive_objective(left, right, config.tau, config.contrastive_weight,
-                                                    f"contrastive {a}-{b}", config.held_out_pairs, config.batch_size))
-        if not objectives:
-            raise ValueError("distillation has no objective: kd_weight is 0 and there are no parallel pairs")
-        settings = LoopSettings(config.batch_size, config.lr, config.max_steps, config.eval_every, config.patience,
-                                seed)
-        best, history = train(table, objectives, settings, dev, run.partial, ctx.checkpoint_seconds, run.unit_done,
-                              run.quiet)
-        trained = Trained(layout, tokenizers, contexts, inputs.prepared)
-        for step, section in inputs.post:
-            if step.refine:
-                stats.update(step.refine(best, section, trained))
-        np.save(run.out / files.TABLE, best.astype(np.float32))
-        (run.out / files.HISTORY).write_text(json.dumps(history, indent=1))
-        for objective in objectives:
-            if objective.name.startswith("contrastive"):
-                stats[f"held-out retrieval {objective.name.split()[1]}"] = round(retrieval_accuracy(
-                    best, objective), 4)
-        return {**stats, **{k: history[k] for k in ("initial_val_loss", "best_val_loss", "best_step", "steps",
-                                                      "train_examples", "stopped_early", "device")}}
-
     prepared = [stage for items in inputs.prepared.values() for _, _, stage in items]
-    return ctx.run("distill", identity, [pca, compose, *extracts.values(), *inputs.pairs.values(), *prepared],
-                   compute)
+    return ctx.run("distill", distill_identity(config, inputs, ctx.seed),
+                   [inputs.pca, inputs.compose, *inputs.extracts.values(), *inputs.pairs.values(), *prepared],
+                   partial(_distill, ctx, config, inputs))
 
 
-def retrieval_objective(stage: StageResult, section, tokenizer: WordTokenizer, config: DistillConfig,
-                        rng: np.random.Generator, dev):
-    """The ``[retrieval]`` objective on a ``retrieval`` stage's pairs (``section.loss``: the teacher's query softmax
-    distilled, or the contrastive loss with each pair's own document as the label); it never selects the table."""
+def _distill(ctx: StageContext, config: DistillConfig, inputs: DistillInputs, run: StageRun) -> dict:
+    """The distill stage's work: objectives, the training loop, the refine hooks; writes the table and history."""
+    from tokenizers import Tokenizer
+
+    from swembed.pipeline.train import LoopSettings, retrieval_accuracy, train
+    from swembed.teachers.base import pick_device
+
+    layout = Layout.read(inputs.compose.path)
+    tokenizers = layout.tokenizers(inputs.rules, Tokenizer.from_str(inputs.tokenizer_json))
+    contexts = np.load(inputs.compose.path / files.WORD_CONTEXTS)
+    training = TrainingContext(config, tokenizers, pick_device(ctx.device), ctx.seed, np.random.default_rng(ctx.seed))
+    objectives = plan_objectives(inputs, training, contexts)
+    settings = LoopSettings(config.batch_size, config.lr, config.max_steps, config.eval_every, config.patience,
+                            ctx.seed)
+    best, history = train(np.load(inputs.pca.path / files.TABLE), objectives, settings, training.device, run.partial,
+                          ctx.checkpoint_seconds, run.unit_done, run.quiet)
+    stats = training.stats
+    trained = Trained(layout, tokenizers, contexts, inputs.prepared)
+    for step, section in inputs.post:
+        if step.refine:
+            stats.update(step.refine(best, section, trained))
+    np.save(run.out / files.TABLE, best.astype(np.float32))
+    (run.out / files.HISTORY).write_text(json.dumps(history, indent=1))
+    for objective in objectives:
+        if objective.name.startswith("contrastive"):
+            stats[f"held-out retrieval {objective.name.split()[1]}"] = round(retrieval_accuracy(best, objective), 4)
+    return {**stats, **{k: history[k] for k in ("initial_val_loss", "best_val_loss", "best_step", "steps",
+                                                  "train_examples", "stopped_early", "device")}}
+
+
+def plan_objectives(inputs: DistillInputs, training: TrainingContext, contexts: np.ndarray) -> list[Objective]:
+    """Every objective, in the order they draw from ``training.rng``: each language's sentence KD, then each
+    post-training hook's objectives in registration order, then each language pair's contrastive objective."""
+    objectives = []
+    if training.config.kd_weight > 0:
+        for lang in inputs.extracts:
+            objectives += sentence_objectives(inputs, lang, training, contexts)
+    for step, section in inputs.post:
+        if step.objectives:
+            objectives += step.objectives(section, inputs.prepared_by(step), training)
+    for (a, b), stage in inputs.pairs.items():
+        objectives.append(pair_objective(stage, a, b, training))
+    if not objectives:
+        raise ValueError("distillation has no objective: kd_weight is 0 and there are no parallel pairs")
+    return objectives
+
+
+def sentence_objectives(inputs: DistillInputs, lang: str, training: TrainingContext,
+                        contexts: np.ndarray) -> list[Objective]:
+    """KD on a language's encoded sentences towards its targets (as the ``targets`` hooks leave them), and on
+    those holding rare words written through their pieces (``rare_word_pieces``); each with its random-batch
+    companion (``random_batch_weight``)."""
     import torch
 
-    from swembed.pipeline.retrieval import read_retrieval_pairs
-    from swembed.pipeline.train import PackedRows, contrastive_objective, query_kd_objective
+    from swembed.pipeline.train import PackedRows, centred, kd_objective, random_batches
 
-    queries, documents, query_targets, document_targets = read_retrieval_pairs(stage)
-    order = rng.permutation(len(queries))[: section.max_pairs or None]
-    left = PackedRows(tokenizer.encode_batch([queries[i] for i in order]), dev)
-    right = PackedRows(tokenizer.encode_batch([documents[i] for i in order]), dev)
-    if section.loss == "contrastive":
-        return replace(contrastive_objective(left, right, config.tau, section.weight, "retrieval contrastive",
-                                             config.val_sentences, config.batch_size), selects=False)
-    return query_kd_objective(left, right, torch.as_tensor(query_targets[order], device=dev),
-                              torch.as_tensor(document_targets[order], device=dev), config.tau, section.weight,
-                              "retrieval kd", config.val_sentences, config.batch_size, rng)
+    config, tokenizer, device = training.config, training.tokenizers[lang], training.device
+    sentences = files.read_lines(inputs.extracts[lang].path / files.TARGET_SENTENCES)
+    targets = torch.as_tensor(teacher_targets(inputs, lang), device=device)
+    if config.center_targets:
+        targets = centred(targets)
+    ids = tokenizer.encode_batch(sentences)
+    texts = [(ids, targets, f"kd {lang}")]
+    if config.rare_word_pieces:
+        texts.append(rare_words_as_pieces(tokenizer, contexts, config.rare_word_pieces, ids, sentences, targets,
+                                          f"kd {lang} rare-word pieces"))
+        training.stats[f"rare-word sentences {lang}"] = len(texts[-1][0].lengths)
+    objectives = []
+    for batch, goal, name in texts:
+        objectives.append(kd_objective(PackedRows(batch, device), goal, tau=config.tau, weight=config.kd_weight,
+                                       name=name, n_held=config.val_sentences, batch_size=config.batch_size,
+                                       rng=training.rng, max_train=config.max_sentences, cell_size=config.cell_size,
+                                       seed=training.seed))
+        if config.cell_size and config.random_batch_weight:
+            objectives.append(replace(objectives[-1], name=f"{name} random batches",
+                                      weight=config.kd_weight * config.random_batch_weight, batches=random_batches))
+    return objectives
+
+
+def teacher_targets(inputs: DistillInputs, lang: str) -> np.ndarray:
+    """A language's KD targets: the teacher's vectors of its encoded sentences, changed by each ``targets`` hook
+    that prepared a stage of the language (a co-teacher), in registration order."""
+    hooks = [(step, section, inputs.prepared_by(step, lang)) for step, section in inputs.post if step.targets]
+    hooks = [(step, section, prepared) for step, section, prepared in hooks if prepared]
+    targets = np.load(inputs.extracts[lang].path / files.TARGETS, mmap_mode="r" if hooks else None)
+    for step, section, prepared in hooks:
+        targets = step.targets(section, prepared, targets)
+    return targets
+
+
+def pair_objective(stage: StageResult, a: str, b: str, training: TrainingContext) -> Objective:
+    """The contrastive objective on a language pair's parallel sentences (those the teacher scores at least
+    ``min_teacher_similarity``; at most ``max_pairs``, drawn)."""
+    from swembed.pipeline.train import PackedRows, contrastive_objective
+
+    config, device = training.config, training.device
+    pairs = read_pairs(stage, config.min_teacher_similarity)
+    training.stats[f"pairs {a}-{b}"] = len(pairs)
+    order = training.rng.permutation(len(pairs))[: config.max_pairs or None]
+    left = PackedRows(training.tokenizers[a].encode_batch([pairs[i][0] for i in order]), device)
+    right = PackedRows(training.tokenizers[b].encode_batch([pairs[i][1] for i in order]), device)
+    return contrastive_objective(left, right, tau=config.tau, weight=config.contrastive_weight,
+                                 name=f"contrastive {a}-{b}", n_held=config.held_out_pairs,
+                                 batch_size=config.batch_size)
 
 
 def rare_words_as_pieces(tokenizer: WordTokenizer, contexts: np.ndarray, max_contexts: int, ids: TokenIds,

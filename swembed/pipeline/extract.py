@@ -351,12 +351,14 @@ def _tokenizers_serial():
             os.environ["TOKENIZERS_PARALLELISM"] = before
 
 
-def extraction_loop(teacher, texts: list[str], batches: list[np.ndarray], first_batch: int, index: dict[str, int],
-                    splitter: WordTokenizer, credits: list[set[int]] | None, acc: Accumulator,
-                    batch_done=lambda b, pooled: None, workers: int | None = None) -> dict[str, float]:
-    """Run batches ``first_batch``.. through the teacher into ``acc`` while workers (``prefetch_workers`` unless
-    given) prepare the next ones; ``batch_done(b, pooled)`` gets each batch's pooled vectors (on the device).
-    Nothing waits for the device inside the loop. Returns timings."""
+def extraction_loop(teacher, texts: list[str], batches: list[np.ndarray], *, index: dict[str, int],
+                    splitter: WordTokenizer, acc: Accumulator, first_batch: int = 0,
+                    credits: list[set[int]] | None = None, batch_done=lambda b, pooled: None,
+                    workers: int | None = None) -> dict[str, float]:
+    """Run batches ``first_batch``.. through the teacher into ``acc`` (each vocabulary word, ``index``: its row,
+    found by ``splitter``; ``credits``: the words each text credits, None: all it holds) while workers
+    (``prefetch_workers`` unless given) prepare the next ones; ``batch_done(b, pooled)`` gets each batch's pooled
+    vectors (on the device). Nothing waits for the device inside the loop. Returns timings."""
 
     def make(b: int):
         rows = batches[b]
@@ -441,7 +443,8 @@ def run_extract(ctx: StageContext, config: ExtractConfig, rules: TokenizationRul
                 run.unit_done(int(unit_of_batch[b]) + 1)
 
         t_start = time.time()
-        timing = extraction_loop(teacher, texts, batches, first_batch, index, splitter, credits, acc, batch_done)
+        timing = extraction_loop(teacher, texts, batches, index=index, splitter=splitter, acc=acc,
+                                 first_batch=first_batch, credits=credits, batch_done=batch_done)
         bar.close()
         loop_s = time.time() - t_start
         state = acc.state()

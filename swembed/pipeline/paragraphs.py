@@ -13,13 +13,19 @@ Artifact: the same two files, row i the query of paragraph i.
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from swembed.pipeline import files
 from swembed.pipeline.config import ParagraphsConfig
-from swembed.pipeline.stage import PostTraining, Prepared, PrepareSources, StageContext, StageResult, StageRun
+from swembed.pipeline.stage import (PostTraining, Prepared, PrepareSources, StageContext, StageResult, StageRun,
+                                    TrainingContext)
 from swembed.runtime.folder import atomic_save_npy
+
+if TYPE_CHECKING:
+    from swembed.pipeline.train import Objective
 
 logger = logging.getLogger(__name__)
 
@@ -79,6 +85,39 @@ def _prepare(ctx: StageContext, config: ParagraphsConfig, sources: PrepareSource
     return prepared
 
 
+def _objectives(config: ParagraphsConfig, prepared: Prepared, training: TrainingContext) -> list[Objective]:
+    """With sentence KD on: for each language, KD on its paragraphs at ``weight`` and the queries' KD against them
+    at ``query_weight`` (both times ``[distill] kd_weight``); neither selects the table."""
+    import torch
+
+    from swembed.pipeline.train import PackedRows, kd_objective, query_kd_objective
+
+    distill, device = training.config, training.device
+    if not distill.kd_weight > 0:
+        return []
+    settings = {"tau": distill.tau, "n_held": distill.val_sentences, "batch_size": distill.batch_size,
+                "rng": training.rng}
+    found = {(stage.name, lang): stage for _, lang, stage in prepared}
+    objectives = []
+    for lang in [lang for name, lang in found if name == "paragraphs"]:
+        stage, query_stage = found["paragraphs", lang], found.get(("queries", lang))
+        tokenizer = training.tokenizers[lang]
+        paragraphs = files.read_lines(stage.path / files.TARGET_SENTENCES)
+        packed = PackedRows(tokenizer.encode_batch(paragraphs), device)
+        goal = torch.as_tensor(np.load(stage.path / files.TARGETS), device=device)
+        if config.weight > 0:
+            objectives.append(replace(kd_objective(packed, goal, weight=distill.kd_weight * config.weight,
+                                                   name=f"kd {lang} paragraphs", **settings), selects=False))
+        if query_stage is not None:
+            queries = files.read_lines(query_stage.path / files.TARGET_SENTENCES)
+            objectives.append(query_kd_objective(
+                PackedRows(tokenizer.encode_batch(queries), device), packed,
+                torch.as_tensor(np.load(query_stage.path / files.TARGETS), device=device), goal,
+                weight=distill.kd_weight * config.query_weight, name=f"query kd {lang}", **settings))
+        training.stats[f"paragraphs {lang}"] = len(paragraphs)
+    return objectives
+
+
 def _plan(config: ParagraphsConfig, words: int) -> list[str]:
     queries = " and the line before each" if config.query_weight > 0 else ""
     return [(f"{config.count:,} paragraphs of {config.sentences} corpus sentences{queries} through the teacher "
@@ -92,4 +131,4 @@ PARAGRAPHS = PostTraining("paragraphs", enabled=lambda config: config.count > 0,
                                                    "early_stopping": "sentence objectives",
                                                    **({"paragraph_query_weight": config.query_weight}
                                                       if config.query_weight > 0 else {})},
-                          plan=_plan)
+                          plan=_plan, objectives=_objectives)

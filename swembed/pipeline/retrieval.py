@@ -8,14 +8,20 @@ Artifact: ``pairs.tsv`` (the pairs kept), ``query_targets.npy`` and ``document_t
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from swembed.pipeline.config import RetrievalConfig
 from swembed.pipeline.parallel import read_pairs, read_parallel, write_pairs
 from swembed.pipeline.sources import HELD_OUT_RULE, describe_source, expand_sources, held_out_keys
-from swembed.pipeline.stage import PostTraining, Prepared, PrepareSources, StageContext, StageResult, StageRun
+from swembed.pipeline.stage import (PostTraining, Prepared, PrepareSources, StageContext, StageResult, StageRun,
+                                    TrainingContext)
 from swembed.runtime.folder import atomic_save_npy
+
+if TYPE_CHECKING:
+    from swembed.pipeline.train import Objective
 
 logger = logging.getLogger(__name__)
 QUERY_TARGETS, DOCUMENT_TARGETS = "query_targets.npy", "document_targets.npy"
@@ -53,6 +59,32 @@ def _prepare(ctx: StageContext, config: RetrievalConfig, sources: PrepareSources
     return [("retrieval pairs", lang, run_retrieval_pairs(ctx, config, sources.exclude, sources.teacher))]
 
 
+def _objectives(config: RetrievalConfig, prepared: Prepared, training: TrainingContext) -> list[Objective]:
+    """The objective on the pairs (``loss``: the teacher's query softmax distilled, or the contrastive loss with each
+    pair's own document as the label), at ``weight``; it never selects the table."""
+    import torch
+
+    from swembed.pipeline.train import PackedRows, contrastive_objective, query_kd_objective
+
+    (_, lang, stage), = prepared
+    distill, tokenizer, device = training.config, training.tokenizers[lang], training.device
+    queries, documents, query_targets, document_targets = read_retrieval_pairs(stage)
+    order = training.rng.permutation(len(queries))[: config.max_pairs or None]
+    left = PackedRows(tokenizer.encode_batch([queries[i] for i in order]), device)
+    right = PackedRows(tokenizer.encode_batch([documents[i] for i in order]), device)
+    settings = {"tau": distill.tau, "weight": config.weight, "n_held": distill.val_sentences,
+                "batch_size": distill.batch_size}
+    if config.loss == "contrastive":
+        objective = replace(contrastive_objective(left, right, name="retrieval contrastive", **settings),
+                            selects=False)
+    else:
+        objective = query_kd_objective(left, right, torch.as_tensor(query_targets[order], device=device),
+                                       torch.as_tensor(document_targets[order], device=device),
+                                       name="retrieval kd", rng=training.rng, **settings)
+    training.stats["retrieval pairs"] = len(objective.train) + sum(map(len, objective.held_out))
+    return [objective]
+
+
 def _plan(config: RetrievalConfig, words: int) -> list[str]:
     return [f"the query-document pairs of {len(config.files)} file(s) through the teacher ([retrieval]; cached after "
             "the first build)"]
@@ -62,4 +94,4 @@ RETRIEVAL = PostTraining("retrieval", enabled=lambda config: bool(config.files),
                          identity=lambda config: {"retrieval_weight": config.weight, "retrieval_loss": config.loss,
                                                   **({"retrieval_max_pairs": config.max_pairs}
                                                      if config.max_pairs else {})},
-                         plan=_plan)
+                         plan=_plan, objectives=_objectives)

@@ -19,7 +19,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from swembed.pipeline.config import DistillConfig
 
 logger = logging.getLogger(__name__)
 
@@ -269,11 +274,17 @@ Prepared = list[tuple[str, "str | None", StageResult]]  # (label in the build re
 @dataclass(frozen=True)
 class PostTraining:
     """A stage around training, registered once (``swembed.pipeline.build.POST_TRAINING``), reading only its own
-    config section (``BuildConfig.<section>``). Every hook is optional:
+    config section (``BuildConfig.<section>``, or what ``section_of(config)`` gives). Every hook is optional:
 
     * ``prepare(ctx, section, sources)``: stages it needs before training (``sources``: a ``PrepareSources``);
       they become inputs of the distill stage;
     * ``identity(section)``: what it adds to the distill stage's identity;
+    * ``targets(section, prepared, own)``: a language's KD targets (the teacher's vectors of its encoded
+      sentences) changed, e.g. joined with other teachers' vectors; called, in registration order, for each
+      language it prepared a stage of (``prepared``: those stages);
+    * ``objectives(section, prepared, training)``: the objectives it trains beside the sentence KD
+      (``prepared``: the stages its ``prepare`` made; ``training``: a ``TrainingContext``); they follow the
+      sentence KD in registration order, and the parallel pairs' contrastive objectives follow them;
     * ``refine(table, section, trained)``: changes the trained table in place (``trained``: a ``Trained``), in
       registration order, inside the distill stage; returns statistics;
     * ``rows(ctx, section, table_stage, compose)``: (its stage, rows, their labels): rows that follow the table's
@@ -289,6 +300,13 @@ class PostTraining:
     refine: Callable[..., dict] | None = None
     rows: Callable[..., tuple[StageResult, object, list[str]]] | None = None
     plan: Callable[[object, int], list[str]] | None = None
+    targets: Callable[..., np.ndarray] | None = None
+    objectives: Callable[..., list] | None = None  # of swembed.pipeline.train.Objective (torch: not imported here)
+    section_of: Callable[[object], object] | None = None  # its settings when BuildConfig has no such section
+
+    def settings(self, config: object) -> object:
+        """Its section of the build's ``config``."""
+        return self.section_of(config) if self.section_of else getattr(config, self.section)
 
 
 @dataclass
@@ -314,3 +332,18 @@ class Trained:
     tokenizers: dict
     contexts: object
     prepared: dict[str, Prepared]
+
+
+@dataclass
+class TrainingContext:
+    """What an ``objectives`` hook may read: the ``[distill]`` section, each language's tokenizer, the training
+    device, the build's seed and the seeded generator that every objective draws its split from (in the order the
+    objectives are made, so a hook draws only when it makes one); ``stats``: statistics for the distill stage's
+    manifest, which a hook may add to."""
+
+    config: DistillConfig
+    tokenizers: dict
+    device: object
+    seed: int
+    rng: np.random.Generator
+    stats: dict = field(default_factory=dict)

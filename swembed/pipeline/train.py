@@ -186,7 +186,7 @@ class Objective:
     selects: bool = True  # its held-out loss counts in early stopping and in choosing the best table
 
 
-def kd_objective(packed: PackedRows, targets: torch.Tensor, tau: float, weight: float, name: str, n_held: int,
+def kd_objective(packed: PackedRows, targets: torch.Tensor, *, tau: float, weight: float, name: str, n_held: int,
                  batch_size: int, rng: np.random.Generator, max_train: int | None = None,
                  cell_size: int = 0, seed: int = 0) -> Objective:
     """Distillation on the texts of ``packed`` towards their teacher vectors ``targets`` (same order).
@@ -220,7 +220,7 @@ def kd_objective(packed: PackedRows, targets: torch.Tensor, tau: float, weight: 
 
 
 def query_kd_objective(queries: PackedRows, documents: PackedRows, query_targets: torch.Tensor,
-                       document_targets: torch.Tensor, tau: float, weight: float, name: str, n_held: int,
+                       document_targets: torch.Tensor, *, tau: float, weight: float, name: str, n_held: int,
                        batch_size: int, rng: np.random.Generator) -> Objective:
     """Asymmetric distillation (``query_kd_loss``) on pairs: row i of ``queries`` belongs with row i of
     ``documents``; teacher vectors in the same order. It trains beside the sentence objectives and does not
@@ -239,7 +239,7 @@ def query_kd_objective(queries: PackedRows, documents: PackedRows, query_targets
                      loss, selects=False)
 
 
-def contrastive_objective(left: PackedRows, right: PackedRows, tau: float, weight: float, name: str, n_held: int,
+def contrastive_objective(left: PackedRows, right: PackedRows, *, tau: float, weight: float, name: str, n_held: int,
                           batch_size: int) -> Objective:
     """The contrastive loss on pairs (row i of ``left`` translates row i of ``right``); pairs already shuffled."""
     usable = np.intersect1d(left.nonempty(), right.nonempty())

@@ -240,7 +240,7 @@ def terminate_raises() -> Iterator[None]:
 
 
 def _write_marker(tmp: Path, kind: str, record: dict | None = None) -> None:
-    from swembed import __version__
+    from swembed._version import __version__
 
     files = sorted(_entries(tmp) - {MARKER_FILE})
     marker = {"kind": kind, "swembed_version": __version__, "files": files, **(record or {})}

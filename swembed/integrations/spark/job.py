@@ -176,7 +176,7 @@ def run(texts, model_path, config: DedupConfig | None = None, search: CellSearch
     """Dedup ``texts`` (columns _id: unique integer, ordering the records; _text: string)."""
     from pyspark.sql import functions as F
 
-    from swembed import load
+    from swembed.runtime.embedder import load
 
     config, search = config or DedupConfig(), search or CellSearch()
     config.validate()

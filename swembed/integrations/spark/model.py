@@ -30,7 +30,7 @@ def worker_model(broadcast, digest: str):
     """The broadcast model, written to a local folder (removed at exit) and loaded once per Python worker."""
     model = _MODELS.get(digest)
     if model is None:
-        from swembed import load
+        from swembed.runtime.embedder import load
 
         folder = Path(tempfile.mkdtemp(prefix="swembed-model-"))
         atexit.register(shutil.rmtree, folder, True)
