@@ -10,8 +10,16 @@ doubled or swapped with its neighbour, case changed, punctuation changed), and e
 ``n`` lines. With ``--splice``, when the corpus has fewer than ``0.7 n`` sentences, the rest of the base texts
 are synthetic: the first half of one random sentence joined to the second half of another (the 5M-record Spark
 benchmark, ``reports/spark-dedup.md``). ``recall`` encodes the distinct lines as ``swembed dedup`` does
-(float16), runs the same ANN pair search, and for ``sample`` random texts compares the pairs it found with
+(float32), runs the same ANN pair search, and for ``sample`` random texts compares the pairs it found with
 every pair an exact search over all texts finds at the same threshold.
+
+``leak`` is issue 60's full-size acceptance check, on synthetic data with a synthetic table (each of 3,000 words its
+own random 64-d row; no model build, no corpus): a training file with 2,000 near and exact copies of test-set lines
+among 100,000 others (``planted_leak``, which the test suite runs at 5,000), ``swembed dedup --against`` on one
+machine (and with ``--spark`` on Spark ``local[2]``, same mapping), then a plain dedup of the same file, its re-cut at
+another threshold against a fresh run there (same mapping, and the time of each). It writes reports/dedup-leak.md:
+
+    python -m lab.dedup_bench leak --work /tmp/dedup-leak --spark
 """
 from __future__ import annotations
 
@@ -40,6 +48,89 @@ def _edit(sentence: str, rng: random.Random) -> str:
     else:
         return sentence.rstrip(".!?") + rng.choice(["!", "?", "...", ""])
     return " ".join(words)
+
+
+def planted_leak(folder: Path, others: int, copies: int, seed: int = 0) -> tuple[Path, Path, Path, set[int]]:
+    """A test set and a training set holding ``copies`` near and exact copies of test lines (half of each: a near
+    copy has one of its 16 words replaced) among ``others`` random 16-word lines over 3,000 words, with a table
+    that gives each word its own random 64-d row. Returns (model, train, test, planted line numbers, 0-based)."""
+    from swembed.runtime.folder import write_model_folder
+
+    rng = np.random.default_rng(seed)
+    words = [f"w{i}" for i in range(3000)]
+    table = rng.normal(size=(len(words), 64)).astype(np.float32)
+    model = write_model_folder(folder / "model", table, words, {"tokenization": {"lowercase": True}}, None)
+    draw = lambda count: rng.integers(0, len(words), (count, 16))  # noqa: E731
+    test = draw(max(copies // 2, 1))
+    copied = test[np.arange(copies) % len(test)].copy()
+    near = np.arange(copies) % 2 == 1
+    copied[near, rng.integers(0, 16, int(near.sum()))] = rng.integers(0, len(words), int(near.sum()))
+    train = np.concatenate([draw(others), copied])
+    order = rng.permutation(len(train))
+    planted = set(np.flatnonzero(order >= others).tolist())
+    as_text = lambda rows: "".join(" ".join(words[i] for i in row) + "\n" for row in rows)  # noqa: E731
+    (folder / "test.txt").write_text(as_text(test), encoding="utf-8")
+    (folder / "train.txt").write_text(as_text(train[order]), encoding="utf-8")
+    return model, folder / "train.txt", folder / "test.txt", planted
+
+
+def _mapping(out: Path) -> list[tuple]:
+    """(representative, reason) of every record of a run: from mapping.tsv, or a Spark run's mapping/ parquet."""
+    if (out / "mapping.tsv").is_file():
+        rows = (out / "mapping.tsv").read_text(encoding="utf-8").split("\n")[1:-1]
+        return [(int(r.split("\t")[3]), r.split("\t")[5]) for r in rows]
+    import pyarrow.parquet as pq
+
+    return [(r["representative"], r["reason"]) for r in pq.read_table(out / "mapping").to_pylist()]
+
+
+def leak(work: Path, others: int, copies: int, threshold: float, spark: bool, command: str, out: Path) -> str:
+    """issue 60's acceptance figures (see the module's doc), written to ``out``."""
+    from swembed.cli import main as swembed_main
+    from swembed.dedup.state import rethreshold
+
+    work.mkdir(parents=True, exist_ok=True)
+    model, train, test, planted = planted_leak(work, others, copies)
+    common = [str(train), "--model", str(model), "--threshold", str(threshold), "--quiet", "--overwrite"]
+    start = time.perf_counter()
+    assert swembed_main(["dedup", *common, "--against", str(test), "--out", str(work / "against")]) == 0
+    against_s = time.perf_counter() - start
+    mapping = _mapping(work / "against")
+    removed = {i for i, (_, reason) in enumerate(mapping) if reason == "reference"}
+    rows = [("records", f"{len(mapping):,}"), ("planted copies", f"{len(planted):,}"),
+            ("copies removed", f"{len(removed & planted):,} ({100 * len(removed & planted) / len(planted):.2f}%)"),
+            ("others removed", f"{len(removed - planted):,} ({100 * len(removed - planted) / others:.3f}%)"),
+            ("`--against` wall s (one machine)", f"{against_s:.1f}")]
+    if spark:
+        start = time.perf_counter()
+        assert swembed_main(["dedup", *common, "--against", str(test), "--out", str(work / "against-spark"),
+                             "--engine", "spark", "--spark-master", "local[2]"]) == 0
+        same = _mapping(work / "against-spark") == mapping
+        rows += [("`--against` wall s (Spark local[2])", f"{time.perf_counter() - start:.1f}"),
+                 ("Spark mapping = one machine's", str(same))]
+    cut = threshold + 0.05
+    times = {}
+    for name, value in (("run", threshold), ("fresh", cut)):
+        start = time.perf_counter()
+        assert swembed_main(["dedup", str(train), "--model", str(model), "--threshold", str(value), "--quiet",
+                             "--overwrite", "--out", str(work / name)]) == 0
+        times[name] = time.perf_counter() - start
+    start = time.perf_counter()
+    rethreshold(work / "run", cut, work / "recut", overwrite=True, progress=False)
+    times["recut"] = time.perf_counter() - start
+    equal = (work / "recut" / "mapping.tsv").read_bytes() == (work / "fresh" / "mapping.tsv").read_bytes()
+    rows += [(f"plain dedup at {threshold} wall s", f"{times['run']:.1f}"),
+             (f"fresh run at {cut:.2f} wall s", f"{times['fresh']:.1f}"),
+             (f"`dedup-rethreshold` to {cut:.2f} wall s", f"{times['recut']:.1f} "
+              f"({100 * times['recut'] / times['fresh']:.1f}% of the fresh run)"),
+             ("re-cut mapping = fresh run's", str(equal))]
+    text = (f"# Dedup against a reference set, and re-cuts\n\nGenerated by `{command}` (issue 60's acceptance "
+            f"check; see `lab/dedup_bench.py`): synthetic data, {copies:,} near and exact copies of test lines "
+            f"planted among {others:,} others, threshold {threshold}, on this machine (2 shared CPU cores, "
+            "`nice`d, other jobs running: wall times are rough).\n\n<!-- generated: " + command + " -->\n\n"
+            "| figure | value |\n|---|---|\n" + "\n".join(f"| {k} | {v} |" for k, v in rows) + "\n")
+    out.write_text(text, encoding="utf-8")
+    return text
 
 
 def _splice(first: str, second: str) -> str:
@@ -173,16 +264,17 @@ between rows; CPU seconds are.
 
 def recall(path: Path, model_path: str, threshold: float, sample: int, k: int, nprobe: int, seed: int) -> dict:
     from swembed import load
-    from swembed.dedup.clusters import ann_search_pairs, normalized_key
+    from swembed.dedup.clusters import ExactKey, near_pairs
 
     model = load(model_path)
+    key = ExactKey.of_model(model)
     first_text: dict[str, str] = {}
     for text in path.read_text(encoding="utf-8").split("\n")[:-1]:
-        first_text.setdefault(normalized_key(text), text)
+        first_text.setdefault(key.key(text), text)
     texts = list(first_text.values())  # the distinct texts, as swembed dedup encodes them
-    vectors = model.encode(texts).astype(np.float16).astype(np.float32)
+    vectors = np.asarray(model.encode(texts), dtype=np.float32)
     start = time.perf_counter()
-    a, b, _ = ann_search_pairs(vectors, threshold, k, nprobe)
+    a, b, _ = near_pairs(vectors, threshold, k, "ann", nprobe)
     ann_seconds = time.perf_counter() - start
     queries = np.sort(np.random.default_rng(seed).choice(len(texts), size=min(sample, len(texts)), replace=False))
     found = {(int(x), int(y)) for x, y in zip(a, b)}
@@ -229,6 +321,13 @@ def main() -> None:
     p.add_argument("--threshold", type=float, default=0.9)
     p.add_argument("--work", default="/tmp/swembed-dedup-report")
     p.add_argument("--out", default="reports/dedup.md")
+    p = sub.add_parser("leak", help="reports/dedup-leak.md: --against on planted leaks, re-cut vs fresh run")
+    p.add_argument("--work", default="/tmp/swembed-dedup-leak")
+    p.add_argument("--others", type=int, default=100_000)
+    p.add_argument("--copies", type=int, default=2_000)
+    p.add_argument("--threshold", type=float, default=0.9)
+    p.add_argument("--spark", action="store_true", help="also run --against on Spark local[2] and compare")
+    p.add_argument("--out", default="reports/dedup-leak.md")
     p = sub.add_parser("recall")
     p.add_argument("input")
     p.add_argument("--model", required=True)
@@ -240,6 +339,12 @@ def main() -> None:
     args = parser.parse_args()
     if args.command == "make":
         print(json.dumps(make(args.corpus, args.n, Path(args.out), splice=args.splice), indent=2))
+    elif args.command == "leak":
+        import shlex
+        import sys
+
+        command = "python -m lab.dedup_bench " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+        print(leak(Path(args.work), args.others, args.copies, args.threshold, args.spark, command, Path(args.out)))
     elif args.command == "report":
         import shlex
         import sys

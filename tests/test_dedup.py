@@ -346,30 +346,10 @@ def test_dedup_modes_keep_their_promise(seed, n, dim, threshold, mode):
         assert len(kept) <= target or applied == pytest.approx(threshold)
 
 
-def planted_leak(tmp_path: Path, others: int, copies: int, seed: int = 0) -> tuple[Path, Path, Path, set[int]]:
-    """A test set and a training set holding ``copies`` near and exact copies of test lines among ``others``
-    random lines (16 words of 3,000), with a table that gives each word its own random row."""
-    rng = np.random.default_rng(seed)
-    words = [f"w{i}" for i in range(3000)]
-    model = random_model(tmp_path / "model", words, dim=64, seed=seed)
-    line = lambda: [words[i] for i in rng.integers(0, len(words), 16)]  # noqa: E731
-    test = [line() for _ in range(max(copies // 2, 1))]
-    train = [line() for _ in range(others)]
-    planted = set()
-    for c in range(copies):
-        copy = list(test[c % len(test)])
-        if c % 2:  # a near copy: one word replaced
-            copy[int(rng.integers(0, 16))] = words[int(rng.integers(0, len(words)))]
-        at = int(rng.integers(0, len(train) + 1))
-        train.insert(at, copy)
-        planted = {p + (p >= at) for p in planted} | {at}
-    (tmp_path / "test.txt").write_text("".join(" ".join(t) + "\n" for t in test), encoding="utf-8")
-    (tmp_path / "train.txt").write_text("".join(" ".join(t) + "\n" for t in train), encoding="utf-8")
-    return model, tmp_path / "train.txt", tmp_path / "test.txt", planted
-
-
 def test_against_removes_planted_leaks_and_nothing_else(tmp_path):
     from conftest import snapshot
+
+    from lab.dedup_bench import planted_leak
 
     model, train, test, planted = planted_leak(tmp_path, others=5000, copies=200)
     before = snapshot(test)

@@ -174,3 +174,36 @@ def test_engine_spark_writes_what_swembed_dedup_writes(spark, model, tmp_path, c
     assert snapshot(tmp_path / "spark") == before and not list(tmp_path.glob(".spark*"))
     # and --overwrite would replace what the Spark engine wrote: its marker lists every file of it
     check_writable(tmp_path / "spark", True, [*inputs, str(model)])
+
+
+def test_engine_spark_against_references_gives_the_same_mapping(spark, tmp_path, capsys):
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    from lab.dedup_bench import planted_leak
+
+    model, train, test, planted = planted_leak(tmp_path, others=600, copies=40)
+    lines = train.read_text(encoding="utf-8").splitlines()
+    half = len(lines) // 2  # the training set as a .txt with CRLF endings and a two-column parquet
+    (tmp_path / "a.txt").write_bytes(b"".join(line.encode() + b"\r\n" for line in lines[:half]))
+    words = [line.split(" ") for line in lines[half:]]
+    pq.write_table(pa.Table.from_pylist([{"n": i, "head": " ".join(w[:8]), "tail": " ".join(w[8:])}
+                                         for i, w in enumerate(words)]), tmp_path / "b.parquet", row_group_size=64)
+    inputs = [str(tmp_path / "a.txt"), str(tmp_path / "b.parquet")]
+    common = ["--model", str(model), "--threshold", "0.85", "--against", str(test), "--text-column", "head",
+              "--text-column", "tail", "--quiet"]
+    assert main(["dedup", *inputs, *common, "--out", str(tmp_path / "local")]) == 0
+    assert main(["dedup", *inputs, *common, "--out", str(tmp_path / "spark"), "--engine", "spark"]) == 0
+    local = read_mapping(tmp_path / "local")
+    mapped = pq.read_table(tmp_path / "spark" / "mapping").to_pylist()
+    assert [(r["record"], r["file"], r["position"], r["representative"], r["reason"]) for r in mapped] == [
+        (int(m["record"]), m["file"], int(m["position"]), int(m["representative"]), m["reason"]) for m in local]
+    np.testing.assert_allclose([r["similarity"] for r in mapped], [float(m["similarity"]) for m in local], atol=1e-4)
+    removed = {i for i, m in enumerate(local) if m["reason"] == "reference"}
+    assert len(removed & planted) >= 0.98 * len(planted) and len(removed - planted) <= 1
+    parts = sorted(glob.glob(str(tmp_path / "spark" / "kept" / "a.txt" / "part-*")))
+    kept = b"".join(open(p, "rb").read() for p in parts)
+    assert kept == (tmp_path / "local" / "kept" / "a.txt").read_bytes() and kept.count(b"\r\n") == kept.count(b"\n")
+    summaries = [json.loads((tmp_path / out / "summary.json").read_text()) for out in ("local", "spark")]
+    for key in ("records", "kept", "reference_duplicates", "references", "guarantee"):
+        assert summaries[0][key] == summaries[1][key], key

@@ -52,6 +52,11 @@ def check_inputs(paths: Sequence[str | Path], text_columns: Sequence[str]) -> li
     if not files:
         raise RecordError("no input files")
     for path in files:
+        if any(ch in str(path) for ch in "\t\n\r"):
+            raise RecordError(f"{str(path)!r}: a tab or line break in a file name would break mapping.tsv's lines; "
+                              "rename the file")
+        if path.is_dir():
+            raise RecordError(f"{path}: a folder, not a file; give the files in it")
         if not path.is_file():
             raise FileNotFoundError(f"input not found: {path}")
         if input_format(path) == "parquet":

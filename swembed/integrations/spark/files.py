@@ -1,7 +1,8 @@
 """`swembed dedup --engine spark`: the command's inputs and outputs, with the work on a Spark cluster.
 
 Inputs are read by Spark (.txt and .jsonl split on ``\\n`` only, as ``swembed dedup`` does, a trailing ``\\r``
-dropped; .parquet with all columns). Records are numbered in input order without gathering them: each file's
+dropped from the text but kept in the kept output; .parquet with all columns; several text columns joined by a
+newline). Records are numbered in input order without gathering them: each file's
 partitions are counted and a record's number is the count before its partition plus its place in it. Texts are
 taken from lines with ``swembed dedup``'s own rules (``records.decode_line`` / ``records.jsonl_text``).
 
@@ -24,7 +25,9 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from swembed.dedup.job import DedupConfig
+import numpy as np
+
+from swembed.dedup.job import DedupConfig, guarantee
 from swembed.dedup.records import RecordError, check_inputs, decode_line, input_format, jsonl_text, kept_names
 from swembed.integrations.spark.job import REASONS, run, threshold_of
 from swembed.integrations.spark.search import CellSearch
@@ -69,22 +72,20 @@ def numbered(frame):
     return placed.drop("_mid", "_part", "_offset"), total
 
 
-def read_input(spark, path: Path, text_column: str):
+def read_input(spark, path: Path, text_columns: tuple[str, ...]):
     """One input as (frame with _position and _line or the parquet columns, record count, text function)."""
     from pyspark.sql import functions as F
 
     if input_format(path) == "parquet":
         frame, total = numbered(spark.read.parquet(str(path)))
-        return frame, total, F.coalesce(F.col(f"`{text_column}`").cast("string"), F.lit(""))
-    lines = spark.read.option("lineSep", "\n").text(str(path)).select(F.col("value").cast("binary").alias("raw"))
-    ends_cr = F.expr("substring(raw, length(raw), 1) = X'0D'")
-    lines = lines.select(F.when(ends_cr, F.expr("substring(raw, 1, length(raw) - 1)")).otherwise(F.col("raw"))
-                         .alias("_line"))
+        return frame, total, F.concat_ws("\n", *(F.coalesce(F.col(f"`{c}`").cast("string"), F.lit(""))
+                                                 for c in text_columns))
+    lines = spark.read.option("lineSep", "\n").text(str(path)).select(F.col("value").cast("binary").alias("_line"))
     frame, total = numbered(lines)
     return frame, total, None
 
 
-def line_texts(frame, path: Path, text_column: str):
+def line_texts(frame, path: Path, text_columns: tuple[str, ...]):
     """(_position, _text) of a .txt or .jsonl input, decoded by ``swembed dedup``'s rules."""
     is_jsonl = input_format(path) == "jsonl"
 
@@ -92,32 +93,36 @@ def line_texts(frame, path: Path, text_column: str):
         import pandas as pd
 
         for chunk in frames:
-            raw, numbers = chunk["_line"].tolist(), (chunk["_position"] + 1).tolist()
-            text = ([jsonl_text(bytes(r), path, n, text_column) for r, n in zip(raw, numbers)] if is_jsonl
-                    else [decode_line(bytes(r)) for r in raw])
+            raw = [bytes(r)[:-1] if bytes(r).endswith(b"\r") else bytes(r) for r in chunk["_line"].tolist()]
+            numbers = (chunk["_position"] + 1).tolist()
+            text = ([jsonl_text(r, path, n, text_columns) for r, n in zip(raw, numbers)] if is_jsonl
+                    else [decode_line(r) for r in raw])
             yield pd.DataFrame({"_position": chunk["_position"], "_text": text})
 
     return frame.select("_position", "_line").mapInPandas(texts, "_position long, _text string")
 
 
-def read_inputs(spark, files: list[Path], text_column: str) -> tuple[list, object, object]:
-    """Per input its numbered frame; all records as (_id, _text); and (record, file, position) of each."""
+def read_inputs(spark, files: list[Path], text_columns: tuple[str, ...], first_record: int = 0
+                ) -> tuple[list, object, object, list[int]]:
+    """Per input its numbered frame; all records as (_id, _text), numbered from ``first_record``; (record, file,
+    position) of each; and each input's record count."""
     from pyspark.sql import functions as F
 
-    frames, texts, index, first_record = [], None, None, 0
+    frames, texts, index, counts = [], None, None, []
     for path in files:
-        frame, total, text = read_input(spark, path, text_column)
+        frame, total, text = read_input(spark, path, text_columns)
         frame = frame.withColumn("_record", F.col("_position") + F.lit(first_record))
         base = 0 if input_format(path) == "parquet" else 1  # lines are numbered from 1, rows from 0
         mine = (frame.select("_position", text.alias("_text")) if text is not None
-                else line_texts(frame, path, text_column))
+                else line_texts(frame, path, text_columns))
         mine = mine.select((F.col("_position") + F.lit(first_record)).alias("_id"), "_text")
         where = frame.select(F.col("_record").alias("record"), F.lit(str(path)).alias("file"),
                              (F.col("_position") + F.lit(base)).alias("position"))
         texts, index = (mine, where) if texts is None else (texts.unionByName(mine), index.unionByName(where))
         frames.append(frame)
+        counts.append(total)
         first_record += total
-    return frames, texts, index
+    return frames, texts, index, counts
 
 
 def write_kept(frames: list, files: list[Path], kept_ids, folder: Path) -> None:
@@ -135,9 +140,10 @@ def write_kept(frames: list, files: list[Path], kept_ids, folder: Path) -> None:
 
 def dedup_files(inputs: list[str | Path], model_path: str | Path, out: str | Path, config: DedupConfig | None = None,
                 search: CellSearch | None = None, master: str = "local[*]", conf: dict[str, str] | None = None,
-                overwrite: bool = False) -> dict:
+                overwrite: bool = False, against: list[str | Path] | None = None) -> dict:
     """``swembed dedup`` on Spark: read ``inputs``, write ``out/`` atomically (an existing ``out`` only when
-    ``overwrite``); returns the summary. Settings, ``out``, inputs and model are checked before Spark starts."""
+    ``overwrite``); returns the summary. Settings, ``out``, inputs and model are checked before Spark starts.
+    ``against``: reference files, as ``swembed dedup --against``."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
@@ -146,16 +152,25 @@ def dedup_files(inputs: list[str | Path], model_path: str | Path, out: str | Pat
     search.validate()
     threshold_of(config)  # --target-* is refused before any work
     out = Path(out)
-    read = [*map(str, inputs), str(model_path)]
+    against = list(against or [])
+    read = [*map(str, inputs), *map(str, against), str(model_path)]
     check_writable(out, overwrite, read)
-    files = check_inputs(inputs, config.text_column)
+    files = check_inputs(inputs, config.text_columns)
+    reference_files = check_inputs(against, config.text_columns) if against else []
     read_model_folder(Path(model_path))  # a bad model folder fails here in one line, not on an executor
     spark, owned = spark_session(master, conf or {}, config.progress)
     try:
         with atomic_directory(out, overwrite, "dedup-spark", read) as tmp:
             start = time.perf_counter()
-            frames, texts, index = read_inputs(spark, files, config.text_column)
-            result = run(texts, model_path, config, search)
+            frames, texts, index, counts_per_input = read_inputs(spark, files, config.text_columns)
+            references, references_summary = None, []
+            if reference_files:
+                _, references, _, ref_counts = read_inputs(spark, reference_files, config.text_columns,
+                                                           sum(counts_per_input))
+                start_of = sum(counts_per_input) + np.r_[0, np.cumsum(ref_counts)[:-1]].astype(int)
+                references_summary = [{"file": str(p), "first_record": int(s), "records": int(c)}
+                                      for p, s, c in zip(reference_files, start_of, ref_counts)]
+            result = run(texts, model_path, config, search, references)
             mapping = result.mapping.withColumnRenamed("_id", "record").persist(StorageLevel.DISK_ONLY)
             counts = dict(mapping.groupBy("reason").count().collect())
             searched = time.perf_counter() - start
@@ -164,11 +179,17 @@ def dedup_files(inputs: list[str | Path], model_path: str | Path, out: str | Pat
             result.pairs.orderBy("a", "b").write.parquet(str(tmp / "pairs"))
             write_kept(frames, files, mapping.filter(F.col("reason") == REASONS[0]).select(
                 F.col("record").alias("_record")), tmp / "kept")
+            lowest = mapping.filter(F.col("reason").isin(*REASONS[2:])).agg(F.min("similarity")).first()[0]
             summary = {
                 "engine": "spark", "master": spark.sparkContext.master, "inputs": [str(p) for p in files],
+                "records_per_input": counts_per_input, "against": [str(p) for p in reference_files],
+                "references": references_summary,
                 "model": str(model_path), "records": sum(counts.values()), "kept": counts.get("kept", 0),
                 "exact_duplicates": counts.get("exact", 0), "near_duplicates": counts.get("near", 0),
+                "reference_duplicates": counts.get("reference", 0),
                 **result.stats, "pairs_found": result.pairs.count(), "target": None,
+                "lowest_similarity_to_keeper": lowest,
+                "guarantee": guarantee(result.stats["threshold"], lowest, config.clusters, bool(reference_files)),
                 "seconds": {"hash_encode_search_cluster": round(searched, 2),
                             "write": round(time.perf_counter() - start - searched, 2)},
                 "driver_peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),

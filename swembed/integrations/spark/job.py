@@ -1,15 +1,20 @@
 """`swembed dedup` as a Spark job: the same keys, clusters, representatives and mapping, with nothing that
 grows with the collection gathered on the driver.
 
-1. Executors hash each text (``clusters.text_hashes``); one shuffle by hash gives each record its text's first
-   record (the distinct text's id) and longest record; only first records are encoded (float16, stored on
-   the executors' disks).
+1. Executors hash each text's key (``clusters.ExactKey``, the table's own case and normalisation); one shuffle by
+   hash gives each record its text's first record (the distinct text's id) and longest record; only first records
+   are encoded (float32, stored on the executors' disks).
 2. ``search.candidate_pairs``: near-duplicate pairs among the distinct texts (cells of a coarse quantiser).
 3. ``components.connected_roots``: the pairs' connected components. By default each component's pairs go to
    one task that makes stars that cannot chain (``clusters.star_representatives``, as ``swembed dedup``);
    with ``clusters="components"`` the representative is the component's first distinct text
    (``keep="first"``) or its longest (ties: the first), as ``clusters.representatives``.
 4. Each record: its representative's record, the cosine of their texts and the reason (kept, exact, near).
+
+With references (``swembed dedup --against``) steps 2-3 are replaced: the references' distinct texts and vectors
+are gathered and broadcast (a reference set must fit in memory), each distinct input text finds its nearest
+reference with ``swembed dedup``'s own ``clusters.nearest_in`` (the same text: cosine 1), and a record is removed
+(reason ``reference``, its reference's record as representative) at cosine >= threshold.
 
 The driver holds the k-means sample, one number per cell and a few counts.
 """
@@ -19,15 +24,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from swembed.dedup.clusters import preference_rank, text_hashes
+from swembed.dedup.clusters import ExactKey, nearest_in, preference_rank
 from swembed.dedup.clusters import star_representatives as stars
-from swembed.dedup.job import DedupConfig
+from swembed.dedup.job import REASONS, DedupConfig
 from swembed.integrations.spark.components import connected_roots
 from swembed.integrations.spark.model import broadcast_model, require_columns, vectors_from_bytes, vectors_to_bytes, \
     worker_model
 from swembed.integrations.spark.search import CellSearch, candidate_pairs
 
-REASONS = ("kept", "exact", "near")
 
 
 @dataclass
@@ -41,9 +45,9 @@ class SparkDedup:
 
 
 def threshold_of(config: DedupConfig) -> float:
-    if config.target_size is not None or config.target_fraction is not None:
+    if config.has_target():
         raise ValueError("--target-size/--target-fraction need the single-machine engine (--engine local)")
-    return config.threshold if config.threshold is not None else 0.9
+    return config.threshold_value()
 
 
 def check_ids(df, id_col: str) -> None:
@@ -61,9 +65,9 @@ def check_ids(df, id_col: str) -> None:
         raise ValueError(f"id column {id_col!r} is not unique: {bad[0][id_col]} occurs {bad[0]['count']} times")
 
 
-def distinct_texts(texts, model_path, spark):
-    """Per record (_id, _first, _longest, _longest_length, _vector): its text's first and longest record
-    (ties: the first) and, on first records only, the text's float16 vector. Persisted on disk."""
+def distinct_texts(texts, model_path, spark, key: ExactKey):
+    """Per record (_id, _first, _longest, _longest_length, _hash, _vector): its text's first and longest record
+    (ties: the first), its key's hash and, on first records only, the text's float32 vector. Persisted on disk."""
     from pyspark import StorageLevel
     from pyspark.sql import Window
     from pyspark.sql import functions as F
@@ -75,7 +79,7 @@ def distinct_texts(texts, model_path, spark):
 
         for frame in frames:
             text = frame["_text"].fillna("").astype(str).tolist()
-            yield pd.DataFrame({"_id": frame["_id"].astype(np.int64), "_hash": text_hashes(text).view(np.int64),
+            yield pd.DataFrame({"_id": frame["_id"].astype(np.int64), "_hash": key.hashes(text).view(np.int64),
                                 "_length": [len(t) for t in text], "_text": text})
 
     def encode_firsts(frames):
@@ -88,23 +92,24 @@ def distinct_texts(texts, model_path, spark):
             if first.any():
                 vectors[first] = vectors_to_bytes(model.encode(frame["_text"][first].tolist()))
             yield pd.DataFrame({"_id": frame["_id"], "_first": frame["_first"], "_longest": frame["_longest"],
-                                "_longest_length": -frame["_negative_length"], "_vector": vectors})
+                                "_longest_length": -frame["_negative_length"], "_hash": frame["_hash"],
+                                "_vector": vectors})
 
     keyed = texts.mapInPandas(add_keys, "_id long, _hash long, _length long, _text string")
     same_text = Window.partitionBy("_hash")
     longest = F.min(F.struct((-F.col("_length")).alias("negative_length"), F.col("_id").alias("id")))
-    grouped = keyed.select("_id", "_text", F.min("_id").over(same_text).alias("_first"),
+    grouped = keyed.select("_id", "_text", "_hash", F.min("_id").over(same_text).alias("_first"),
                            longest.over(same_text).alias("_best"))
-    grouped = grouped.select("_id", "_text", "_first", F.col("_best.id").alias("_longest"),
+    grouped = grouped.select("_id", "_text", "_hash", "_first", F.col("_best.id").alias("_longest"),
                              F.col("_best.negative_length").alias("_negative_length"))
     table = grouped.mapInPandas(
-        encode_firsts, "_id long, _first long, _longest long, _longest_length long, _vector binary")
+        encode_firsts, "_id long, _first long, _longest long, _longest_length long, _hash long, _vector binary")
     return table.persist(StorageLevel.DISK_ONLY)
 
 
 def cosine_to_representative(members, vectors, dim: int):
     """(_first, similarity) for members (_first, _rep_first) that are not their own representative: the
-    float32 cosine of the stored float16 vectors, clipped to [-1, 1] as ``swembed dedup`` does."""
+    float32 cosine of the stored vectors, clipped to [-1, 1] as ``swembed dedup`` does."""
     from pyspark.sql import functions as F
 
     def cosines(frames):
@@ -172,8 +177,52 @@ def star_representatives(vectors, pairs, roots, keep: str):
     return members.select("_first", "_rep_first").join(chosen, "_rep_first")
 
 
-def run(texts, model_path, config: DedupConfig | None = None, search: CellSearch | None = None) -> SparkDedup:
-    """Dedup ``texts`` (columns _id: unique integer, ordering the records; _text: string)."""
+def against_references(table, references, model_path, dim: int, key: ExactKey, threshold: float,
+                       config: DedupConfig):
+    """The mapping of an ``--against`` run: every record of ``table`` (``distinct_texts``) kept, or removed for
+    its nearest reference record (distinct texts of ``references``, gathered and broadcast) at cosine >=
+    ``threshold``, as ``swembed.dedup.job.against_references`` decides it."""
+    from pyspark.sql import functions as F
+
+    from swembed.integrations.spark.search import _joined
+
+    spark = table.sparkSession
+    refs = distinct_texts(references, model_path, spark, key).filter(F.col("_vector").isNotNull())
+    rows = refs.select("_first", "_hash").orderBy("_first").collect()
+    ref_first = np.array([r["_first"] for r in rows], np.int64)
+    ref_hash = {int(r["_hash"]): i for i, r in enumerate(rows)}
+    ordered = refs.select("_first", "_vector").orderBy("_first").coalesce(1)
+    blobs = [r["blob"] for r in ordered.select("_vector").mapInPandas(_joined, "blob binary").collect()]
+    ref_vectors = vectors_from_bytes(blobs, dim) if blobs else np.zeros((0, dim), np.float32)
+    shared = spark.sparkContext.broadcast((ref_vectors, ref_first, ref_hash))
+    method, nprobe = config.method, config.nprobe
+
+    def nearest(frames):
+        import pandas as pd
+
+        vectors, firsts, hashes = shared.value
+        for frame in frames:
+            best, sims = nearest_in(vectors_from_bytes(frame["_vector"].tolist(), dim), vectors, method, nprobe)
+            for row, digest in enumerate(frame["_hash"].tolist()):
+                if digest in hashes:
+                    best[row], sims[row] = hashes[digest], 1.0
+            gone = sims >= threshold
+            yield pd.DataFrame({"_first": frame["_first"], "_gone": gone,
+                                "_reference": firsts[np.maximum(best, 0)] if len(firsts) else best,
+                                "_sim": np.minimum(sims, 1.0).astype(np.float32)})
+
+    firsts = table.filter(F.col("_vector").isNotNull()).select("_first", "_hash", "_vector")
+    matched = firsts.mapInPandas(nearest, "_first long, _gone boolean, _reference long, _sim float")
+    return table.select("_id", "_first").join(matched, "_first").select(
+        "_id", F.when(F.col("_gone"), F.col("_reference")).otherwise(F.col("_id")).alias("representative"),
+        F.when(F.col("_gone"), F.col("_sim")).otherwise(F.lit(1.0)).cast("float").alias("similarity"),
+        F.when(F.col("_gone"), REASONS[3]).otherwise(REASONS[0]).alias("reason"))
+
+
+def run(texts, model_path, config: DedupConfig | None = None, search: CellSearch | None = None,
+        references=None) -> SparkDedup:
+    """Dedup ``texts`` (columns _id: unique integer, ordering the records; _text: string); with ``references``
+    (the same columns, ids past the texts') remove only what is near a reference."""
     from pyspark.sql import functions as F
 
     from swembed.runtime.embedder import load
@@ -183,8 +232,14 @@ def run(texts, model_path, config: DedupConfig | None = None, search: CellSearch
     search.validate()
     threshold = threshold_of(config)
     spark = texts.sparkSession
-    dim = load(model_path).dim
-    table = distinct_texts(texts, model_path, spark)
+    model = load(model_path)
+    dim, key = model.dim, ExactKey.of_model(model)
+    table = distinct_texts(texts, model_path, spark, key)
+    if references is not None:
+        mapping = against_references(table, references, model_path, dim, key, threshold, config)
+        pairs = spark.createDataFrame([], "a long, b long, similarity float")
+        n_distinct = table.filter(F.col("_vector").isNotNull()).count()
+        return SparkDedup(mapping, pairs, {"distinct_texts": n_distinct, "threshold": threshold})
     vectors = table.filter(F.col("_vector").isNotNull()).select(
         "_first", "_longest", "_longest_length", "_vector")
     n_distinct = vectors.count()

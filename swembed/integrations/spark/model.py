@@ -1,5 +1,6 @@
 """A swembed model on Spark executors: the folder broadcast once, loaded once per Python worker, and
-vectors carried between stages as float16 bytes (``dim * 2`` bytes a row, as ``swembed dedup`` stores them)."""
+vectors carried between stages as float32 bytes (``dim * 4`` bytes a row, as ``swembed dedup`` stores them, so the
+threshold is applied to the numbers the table gives)."""
 from __future__ import annotations
 
 import atexit
@@ -41,14 +42,14 @@ def worker_model(broadcast, digest: str):
 
 
 def vectors_to_bytes(vectors: np.ndarray) -> list[bytes]:
-    """One float16 byte string per row."""
-    rows = np.ascontiguousarray(vectors, dtype=np.float16)
+    """One float32 byte string per row."""
+    rows = np.ascontiguousarray(vectors, dtype=np.float32)
     return [row.tobytes() for row in rows]
 
 
 def vectors_from_bytes(values: Sequence[bytes], dim: int) -> np.ndarray:
-    """The float32 matrix of float16 byte strings of one or more rows each (``vectors_to_bytes``'s inverse)."""
-    return np.frombuffer(b"".join(values), dtype=np.float16).reshape(-1, dim).astype(np.float32)
+    """The float32 matrix of byte strings of one or more rows each (``vectors_to_bytes``'s inverse)."""
+    return np.frombuffer(b"".join(values), dtype=np.float32).reshape(-1, dim)
 
 
 def require_columns(df, *columns: str) -> None:

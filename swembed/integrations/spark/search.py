@@ -70,7 +70,7 @@ def nearest_cells(centroids: np.ndarray, x: np.ndarray, m: int) -> np.ndarray:
 
 
 def _joined(frames):
-    """One byte string per batch of float16 vectors: the driver receives a few large rows, not many small ones."""
+    """One byte string per batch of float32 vectors: the driver receives a few large rows, not many small ones."""
     import pandas as pd
 
     for frame in frames:
@@ -131,7 +131,7 @@ class MaxParam(AccumulatorParam):
 
 def candidate_pairs(vectors, n_vectors: int, dim: int, threshold: float, config: DedupConfig,
                     search: CellSearch) -> tuple[object, object, dict]:
-    """Distinct pairs (a < b ids, cosine >= threshold) among ``vectors`` (columns _id long, _vector float16
+    """Distinct pairs (a < b ids, cosine >= threshold) among ``vectors`` (columns _id long, _vector float32
     bytes) as a DataFrame (a, b, similarity); links (a, b) with the pairs' connected components, each task's
     components as stars (fewer rounds for ``components.connected_roots``); and what the search did."""
     from pyspark.sql import functions as F
