@@ -302,27 +302,38 @@ LABEL_PROBLEMS = {  # what is done to a copy of the table -> what both readers s
 }
 
 
+@pytest.fixture(scope="module")
+def refused_in_chromium(exported, tmp_path_factory) -> dict[str, tuple[Path, str, str, dict]]:
+    """problem -> (a copy of the int8 table with that problem, what Python's message says of it, the same in
+    JavaScript's quoting, Chromium's result line for it): one browser for all of them."""
+    base = tmp_path_factory.mktemp("labels")
+    out = {}
+    for i, (problem, (change, fragment)) in enumerate(LABEL_PROBLEMS.items()):
+        table = base / f"t{i}"
+        shutil.copytree(exported["int8"][0], table)
+        words = (table / "vocab.txt").read_text(encoding="utf-8").split("\n")[:-1]
+        (table / "vocab.txt").write_text("".join(w + "\n" for w in change(words)), encoding="utf-8")
+        out[problem] = (table, fragment.replace("WORD1", words[1]), words[1])
+    result, lines = browser_check([(table, exported["int8"][1]) for table, _, _ in out.values()])
+    assert result.returncode == 1 and len(lines) == len(out), result.stdout[-2000:] + result.stderr[-2000:]
+    return {problem: (table, fragment, fragment.replace(f"'{word}'", json.dumps(word, ensure_ascii=False)), line)
+            for (problem, (table, fragment, word)), line in zip(out.items(), lines)}
+
+
 @pytest.mark.parametrize("problem", list(LABEL_PROBLEMS))
-def test_label_problems_are_refused_by_every_reader(exported, tmp_path, problem):
+def test_label_problems_are_refused_by_every_reader(exported, refused_in_chromium, problem):
     """A repeated word, a byte-order mark, a padded or empty word in the words block: Python refuses the folder,
     and so do Node (one line, exit status 2) and Chromium, naming the line."""
     from swembed.runtime import StaticEmbedder
     from swembed.runtime.folder import ModelFolderError
 
-    table = tmp_path / "t"
-    shutil.copytree(exported["int8"][0], table)
-    change, fragment = LABEL_PROBLEMS[problem]
-    words = (table / "vocab.txt").read_text(encoding="utf-8").split("\n")[:-1]
-    (table / "vocab.txt").write_text("".join(w + "\n" for w in change(words)), encoding="utf-8")
-    fragment = fragment.replace("WORD1", words[1])
+    table, fragment, js_fragment, chromium_line = refused_in_chromium[problem]
     with pytest.raises(ModelFolderError, match=re.escape(fragment)):
         StaticEmbedder.load(table)
-    js_fragment = fragment.replace(f"'{words[1]}'", json.dumps(words[1], ensure_ascii=False))
     result = node_check(table, exported["int8"][1])
     assert result.returncode == 2 and result.stdout == "", result.stderr
     assert len(result.stderr.splitlines()) == 1 and js_fragment in result.stderr, result.stderr
-    result, lines = browser_check([(table, exported["int8"][1])])
-    assert result.returncode == 1 and js_fragment in lines[0]["error"], result.stdout + result.stderr
+    assert js_fragment in chromium_line["error"], chromium_line
 
 
 def test_package_declares_its_types():
