@@ -1,4 +1,4 @@
-"""Stage 5b, alone: the teacher's own vector of every word row's word encoded on its own (a one-word sentence,
+"""Stage 5a, alone: the teacher's own vector of every word row's word encoded on its own (a one-word sentence,
 pooled and L2-normalised as the teacher pools any sentence), and the prior it gives a rarely seen word.
 
 A word's corpus mean is noisy when it is seen in one or two sentences; the teacher reading the word alone

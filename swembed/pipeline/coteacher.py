@@ -1,4 +1,4 @@
-"""Stage 5c, co-teacher: another teacher's pooled, L2-normalised vectors of the sentences the extract stage
+"""Stage 5b, co-teacher: another teacher's pooled, L2-normalised vectors of the sentences the extract stage
 encoded, in their order (one stage per co-teacher). Knowledge distillation then aims at all teachers' similarities,
 each co-teacher's at its weight in standard units (``[coteacher] teachers``, ``weights``; ``joint_targets``, the
 ``targets`` hook of ``COTEACHER``, registered in ``swembed.pipeline.build``).

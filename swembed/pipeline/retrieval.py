@@ -1,4 +1,4 @@
-"""Stage 5f, retrieval: query-document pairs (``query<TAB>document`` files, ``[retrieval] files``) with the
+"""Stage 5e, retrieval: query-document pairs (``query<TAB>document`` files, ``[retrieval] files``) with the
 evaluation text excluded, each side read by the teacher. The distill stage adds an objective on them at
 ``weight``: the teacher's softmax of each query over the batch's documents distilled (``loss = "kd"``), or the
 pair's own document as the label (``"contrastive"``), so the table learns what a short text that should find a
