@@ -1,11 +1,11 @@
-"""Stage 5d, paragraphs: runs of consecutive corpus sentences read by the teacher as one text, so knowledge
+"""Stage 5c, paragraphs: runs of consecutive corpus sentences read by the teacher as one text, so knowledge
 distillation also sees long texts (a retrieval document is a paragraph, not a sentence). ``[paragraphs] count``
 runs of ``sentences`` lines each, drawn (seeded) from the corpus stage's sentences, whose consecutive lines mostly
 come from one document; the teacher truncates them as it truncates any text. The distill stage adds a KD
 objective on them at ``weight`` (``PARAGRAPHS``, registered in ``swembed.pipeline.build``).
 Artifact: ``target_sentences.txt`` (one paragraph a line) and ``targets.npy`` (N, H') in that order.
 
-Stage 5e, queries (when ``query_weight`` > 0): for each paragraph the corpus line just before its run (after it,
+Stage 5d, queries (when ``query_weight`` > 0): for each paragraph the corpus line just before its run (after it,
 for a run at the corpus start), read by the teacher; the distill stage adds the asymmetric KD of these short
 texts against the long ones (a retrieval query against documents: the line is near the run, never in it).
 Artifact: the same two files, row i the query of paragraph i.
