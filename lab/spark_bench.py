@@ -139,14 +139,16 @@ def events(folder: Path) -> dict:
 
 def single_machine_pairs(model_path: str, summary: dict) -> tuple[set, np.ndarray, np.ndarray]:
     """The pairs ``swembed dedup`` searched (as first-record ids), with its settings; and per record the first
-    record of its text, and the distinct texts' float16 vectors (rows in first-record order)."""
+    record of its text, and the distinct texts' float32 vectors (rows in first-record order)."""
     from swembed import load
-    from swembed.dedup.clusters import near_pairs
+    from swembed.dedup.clusters import ExactKey, near_pairs
     from swembed.dedup.job import DedupConfig, first_pass
 
     config = DedupConfig(**{**summary["config"], "progress": False})
+    model = load(model_path)
     with tempfile.TemporaryDirectory() as tmp:
-        first = first_pass([Path(p) for p in summary["inputs"]], load(model_path), config, Path(tmp) / "vectors.f16")
+        first = first_pass([Path(p) for p in summary["inputs"]], model, config, Path(tmp) / "vectors.f32",
+                           ExactKey.of_model(model))
         vectors = np.array(first.vectors)
     a, b, _ = near_pairs(vectors.astype(np.float32), summary["threshold"], config.k, config.method, config.nprobe)
     ids = first.first_record

@@ -13,7 +13,8 @@ import json
 import os
 import shutil
 import time
-from dataclasses import fields
+import zipfile
+from dataclasses import fields, replace
 from pathlib import Path
 
 import numpy as np
@@ -62,7 +63,7 @@ class Run:
             self.inputs = [Path(p) for p in self.summary["inputs"]]
             self.references = [Path(p) for p in self.summary.get("against", [])]
             n_unique, dim = len(self.arrays["first_record"]), int(self.summary["dim"])
-        except (ValueError, KeyError, TypeError, OSError) as exc:
+        except (ValueError, KeyError, TypeError, OSError, zipfile.BadZipFile) as exc:
             raise RunError(f"{self.folder}: a damaged dedup run folder ({type(exc).__name__}: {exc})") from None
         vectors = self.folder / "state" / VECTORS_FILE
         if vectors.stat().st_size != n_unique * dim * 4:
@@ -122,8 +123,8 @@ class Run:
         return {n: self.arrays[n] for n in names} if "best_reference" in self.arrays else None
 
     def cut(self, threshold: float, config: DedupConfig | None = None) -> dict:
-        """The per-record result at ``threshold`` (``per_record``'s), from the stored state alone."""
-        config = config or self.config
+        """The per-record result at ``threshold`` (``per_record``'s; no target), from the stored state alone."""
+        config = replace(config or self.config, target_size=None, target_fraction=None)
         first = self.first_pass()
         match = self.match()
         if match is not None:
