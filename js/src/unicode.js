@@ -25,10 +25,30 @@ const characterClass = (packed, negate = false) => `[${negate ? '^' : ''}${unpac
 
 /** Every maximal run of word characters (categories L* and N* of Unicode 14.0.0: Python's `[^\W_]+`). */
 export const WORDS = new RegExp(`${characterClass(data.WORD)}+`, 'gu');
+const ASSIGNED = unpackRanges(data.ASSIGNED);
 const ASSIGNED_RUN = new RegExp(`${characterClass(data.ASSIGNED)}+`, 'gu');
+const ASSIGNED_BMP = new Uint8Array(0x10000); // 1: assigned in 14.0.0 (surrogates are: category Cs)
+for (const [start, end] of ASSIGNED) ASSIGNED_BMP.fill(1, start, Math.min(end, 0xffff) + 1);
 const ASCII = /^[\0-\x7f]*$/;
 /** A label that starts or ends with white space (Python's `str.isspace()`: what `str.strip()` removes). */
 export const PADDED = new RegExp(`^${characterClass(data.SPACE)}|${characterClass(data.SPACE)}$`, 'u');
+
+/** Whether the text holds a code point that 14.0.0 does not assign (one a later version added). */
+function hasUnassigned(text) {
+  for (let i = 0; i < text.length; i++) {
+    const unit = text.charCodeAt(i);
+    if (unit < 0xd800 || unit > 0xdbff) {
+      if (!ASSIGNED_BMP[unit]) return true;
+    } else {
+      const cp = text.codePointAt(i);
+      if (cp > 0xffff) {
+        i += 1;
+        if (!inRanges(ASSIGNED, cp)) return true;
+      }
+    }
+  }
+  return false;
+}
 
 /**
  * Unicode normalisation as of 14.0.0: each run of code points assigned in 14.0.0 is normalised by the engine
@@ -37,6 +57,7 @@ export const PADDED = new RegExp(`^${characterClass(data.SPACE)}|${characterClas
  */
 export function normalize(text, form) {
   if (!form || ASCII.test(text)) return text;
+  if (!hasUnassigned(text)) return text.normalize(form); // one run: the whole text
   return text.replace(ASSIGNED_RUN, (run) => run.normalize(form));
 }
 
