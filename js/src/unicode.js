@@ -20,7 +20,7 @@ function unpackRanges(packed) {
 
 const escape = (cp) => `\\u{${cp.toString(16)}}`;
 /** A regex character class (for a `u` regex) of the packed ranges. */
-const characterClass = (packed, negate = false) => `[${negate ? '^' : ''}${unpackRanges(packed)
+const characterClass = (packed) => `[${unpackRanges(packed)
   .map(([a, b]) => (a === b ? escape(a) : `${escape(a)}-${escape(b)}`)).join('')}]`;
 
 /** Every maximal run of word characters (categories L* and N* of Unicode 14.0.0: Python's `[^\W_]+`). */
@@ -115,6 +115,8 @@ function lowerSigma(text, at) {
 /** Full lower-casing as Python's `str.lower()` with Unicode 14.0.0 (final sigma included). */
 export function toLowerCase(text) {
   if (ASCII.test(text)) return text.toLowerCase();
-  return text.replace(HAS_LOWER, (c, at) => (c.codePointAt(0) === CAPITAL_SIGMA ? lowerSigma(text, at) : LOWER.get(
-    c.codePointAt(0))));
+  return text.replace(HAS_LOWER, (c, at) => {
+    const cp = c.codePointAt(0);
+    return cp === CAPITAL_SIGMA ? lowerSigma(text, at) : LOWER.get(cp);
+  });
 }
