@@ -13,8 +13,9 @@ fine-grained similarity STS asks for (+0.7 STS-B dev at an equal step budget, ``
 
 Each step adds every objective's weighted loss on its own batch; Adam moves only the rows in the
 batches. Early stopping on the weighted held-out loss of the objectives that ``select`` (patience in rounds of
-``eval_every`` steps); the best table is kept. Batches are drawn per round from seeded generators and the state is checkpointed (at most
-every ``checkpoint_seconds``), so a killed run resumes to the identical table. Runs on the CPU or CUDA.
+``eval_every`` steps); the best table is kept. Batches are drawn per round from seeded generators and the state is
+checkpointed (at most every ``checkpoint_seconds``), so a killed run resumes to the identical table. Runs on the
+CPU or CUDA.
 """
 from __future__ import annotations
 
@@ -335,28 +336,26 @@ class LoopSettings:
     seed: int
 
 
-def train(table: np.ndarray, objectives: list[Objective], settings: LoopSettings, device: torch.device,
-          partial: Path, checkpoint_seconds: float, on_checkpoint: Callable[[int], None] = lambda n: None,
-          quiet: bool = False) -> tuple[np.ndarray, dict]:
-    """Refine ``table``; returns the best table (by weighted held-out loss) and the training history."""
-    from tqdm.auto import tqdm
+class _Losses:
+    """The objectives' losses over the table ``weight``, every text of a step gathered from one packed store."""
 
-    weight = torch.tensor(np.asarray(table, dtype=np.float32), device=device)
-    optimizer = RowAdam(weight, settings.lr)
+    def __init__(self, weight: torch.Tensor, objectives: list[Objective]) -> None:
+        self.weight, self.objectives = weight, objectives
+        stores = list({id(packed): packed for o in objectives for packed in o.texts}.values())
+        self.store, firsts = PackedRows.joined(stores)
+        self.first = {id(packed): n for packed, n in zip(stores, firsts)}
 
-    stores = list({id(packed): packed for o in objectives for packed in o.texts}.values())
-    store, firsts = PackedRows.joined(stores)
-    first = {id(packed): n for packed, n in zip(stores, firsts)}
-
-    def losses(batches: list[tuple[Objective, np.ndarray]], trainable: bool = False) -> tuple[list, tuple | None]:
+    def __call__(self, batches: list[tuple[Objective, np.ndarray]],
+                 trainable: bool = False) -> tuple[list, tuple | None]:
         """Each objective's loss on its batch, every text of the step in one ``embedding_bag``; ``trainable``: over
         a copy of just the table rows used, returned with their row ids for the update."""
         sides = [(packed, rows) for o, rows in batches for packed in o.texts]
-        ids, offsets, weights = store.gather(np.concatenate([first[id(packed)] + rows for packed, rows in sides]))
-        table, used = weight, None
+        ids, offsets, weights = self.store.gather(np.concatenate([self.first[id(packed)] + rows
+                                                                  for packed, rows in sides]))
+        table, used = self.weight, None
         if trainable:
             used, ids = torch.unique(ids, return_inverse=True)
-            table = weight.index_select(0, used).requires_grad_()
+            table = self.weight.index_select(0, used).requires_grad_()
         bag = F.embedding_bag(ids, table, offsets, mode="sum", per_sample_weights=weights)
         vectors = F.normalize(bag, dim=-1).split([len(rows) for _, rows in sides])
         out, at = [], 0
@@ -366,10 +365,36 @@ def train(table: np.ndarray, objectives: list[Objective], settings: LoopSettings
         return out, (used, table) if trainable else None
 
     @torch.no_grad()
-    def held_out_loss() -> tuple[float, dict]:
-        parts = {o.name: float(np.mean([losses([(o, rows)])[0][0].item() for rows in o.held_out])) for o in objectives}
-        return sum(o.weight * parts[o.name] for o in objectives if o.selects), parts
+    def held_out(self) -> tuple[float, dict]:
+        """The weighted held-out loss of the objectives that select, and each objective's own."""
+        parts = {o.name: float(np.mean([self([(o, rows)])[0][0].item() for rows in o.held_out]))
+                 for o in self.objectives}
+        return sum(o.weight * parts[o.name] for o in self.objectives if o.selects), parts
 
+    def train_round(self, optimizer: RowAdam, settings: LoopSettings, r: int, steps: int) -> float:
+        """Round ``r``: ``steps`` steps on batches drawn from its own seeded generators; the mean training loss."""
+        objectives = self.objectives
+        plans = [o.train[o.batches(np.random.default_rng([settings.seed, r, k]), len(o.train), steps,
+                                   settings.batch_size)] for k, o in enumerate(objectives)]
+        train_losses = []
+        for step in range(steps):
+            parts, (rows, copy) = self([(o, plan[step]) for o, plan in zip(objectives, plans)], trainable=True)
+            loss = sum(o.weight * part for o, part in zip(objectives, parts))
+            loss.backward()
+            optimizer.step(rows, copy, copy.grad)
+            train_losses.append(loss.detach())
+        return float(torch.stack(train_losses).mean())
+
+
+def train(table: np.ndarray, objectives: list[Objective], settings: LoopSettings, device: torch.device,
+          partial: Path, checkpoint_seconds: float, on_checkpoint: Callable[[int], None] = lambda n: None,
+          quiet: bool = False) -> tuple[np.ndarray, dict]:
+    """Refine ``table``; returns the best table (by weighted held-out loss) and the training history."""
+    from tqdm.auto import tqdm
+
+    weight = torch.tensor(np.asarray(table, dtype=np.float32), device=device)
+    optimizer = RowAdam(weight, settings.lr)
+    losses = _Losses(weight, objectives)
     state_path = partial / _STATE
     state = load_checkpoint(state_path, lambda path: _read_state(path, device, weight.shape), "train") \
         if state_path.is_file() else None
@@ -379,7 +404,7 @@ def train(table: np.ndarray, objectives: list[Objective], settings: LoopSettings
         best, history = state["best"], state["history"]
         logger.info("train: resuming after round %d", len(history["rounds"]))
     else:
-        loss, parts = held_out_loss()
+        loss, parts = losses.held_out()
         best = {"loss": loss, "step": 0, "weight": weight.clone()}
         history = {"initial_val_loss": loss, "initial_parts": parts, "rounds": [], "bad_rounds": 0}
     max_rounds = -(-settings.max_steps // settings.eval_every)
@@ -390,20 +415,11 @@ def train(table: np.ndarray, objectives: list[Objective], settings: LoopSettings
         if history["bad_rounds"] >= settings.patience:
             break
         steps = min(settings.eval_every, settings.max_steps - r * settings.eval_every)
-        plans = [o.train[o.batches(np.random.default_rng([settings.seed, r, k]), len(o.train), steps,
-                                   settings.batch_size)] for k, o in enumerate(objectives)]
-        train_losses = []
-        for step in range(steps):
-            parts, (rows, copy) = losses([(o, plan[step]) for o, plan in zip(objectives, plans)], trainable=True)
-            loss = sum(o.weight * part for o, part in zip(objectives, parts))
-            loss.backward()
-            optimizer.step(rows, copy, copy.grad)
-            train_losses.append(loss.detach())
+        train_loss = losses.train_round(optimizer, settings, r, steps)
         bar.update(steps)
-        val, parts = held_out_loss()
+        val, parts = losses.held_out()
         step = r * settings.eval_every + steps
-        history["rounds"].append({"step": step, "train_loss": float(torch.stack(train_losses).mean()),
-                                  "val_loss": val, "val_parts": parts})
+        history["rounds"].append({"step": step, "train_loss": train_loss, "val_loss": val, "val_parts": parts})
         if val < best["loss"]:
             best = {"loss": val, "step": step, "weight": weight.clone()}
             history["bad_rounds"] = 0
