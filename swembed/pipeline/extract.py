@@ -19,9 +19,11 @@ let a killed run resume after its last checkpoint with bit-identical results.
 """
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import queue
+import sys
 import threading
 import time
 from contextlib import contextmanager
@@ -351,6 +353,43 @@ def _tokenizers_serial():
             os.environ["TOKENIZERS_PARALLELISM"] = before
 
 
+def interruptible(run, *args):
+    """``run(*args)`` in a daemon thread, waited for where a signal can interrupt the wait. A teacher forward is one
+    long C call (a minute and more for a large batch on a loaded CPU), during which Python runs no signal handler:
+    so SIGTERM and Ctrl-C would wait for it. Here they unwind the build at once (the stage resumes from its last
+    checkpoint), and the abandoned forward ends with the process."""
+    result: list = []
+    done = threading.Event()  # not thread.is_alive(): an interrupted join() marks a running thread stopped (3.11)
+
+    def target() -> None:
+        try:
+            with torch.inference_mode():
+                result.append(run(*args))
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the waiting thread
+            result.append(exc)
+        done.set()
+
+    threading.Thread(target=target, daemon=True, name="teacher-forward").start()
+    try:
+        done.wait()
+    except BaseException as exc:  # a signal's: unwind now; at exit, end the process without waiting for the forward
+        code = exc.code if isinstance(exc, SystemExit) and isinstance(exc.code, int) else 130
+        atexit.register(_exit_without, done, code)
+        raise
+    if isinstance(result[0], BaseException):
+        raise result[0]
+    return result[0]
+
+
+def _exit_without(done: threading.Event, code: int) -> None:
+    """At exit, a forward still running would abort the interpreter's teardown (torch's C++ threads): end the
+    process at once instead, with ``code`` (143 for SIGTERM, 130 for Ctrl-C)."""
+    if not done.is_set():
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
 def extraction_loop(teacher, texts: list[str], batches: list[np.ndarray], *, index: dict[str, int],
                     splitter: WordTokenizer, acc: Accumulator, first_batch: int = 0,
                     credits: list[set[int]] | None = None, batch_done=lambda b, pooled: None,
@@ -382,7 +421,7 @@ def extraction_loop(teacher, texts: list[str], batches: list[np.ndarray], *, ind
                 events[-1][1].record()
             else:
                 start = time.perf_counter()
-                output = teacher.run(inputs)
+                output = interruptible(teacher.run, inputs)  # on a CPU a batch can take minutes
                 forward_s += time.perf_counter() - start
             acc.add(output.hidden, where.to(teacher.device))
             batch_done(b, output.pooled.float())
