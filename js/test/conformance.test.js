@@ -91,3 +91,29 @@ test('tables outside the portable subset are refused with a message', async () =
   ]) assert.throws(() => new StaticEmbedder(folder(config)), (e) => e instanceof FormatError && message.test(e.message));
   assert.throws(() => new StaticEmbedder({ ...folder({}), vocabText: 'cat\n' }), /1 words in vocab.txt but 2/);
 });
+
+test('vocab.txt is refused as Python refuses it: a BOM, a repeated, padded or empty word', async () => {
+  const { StaticEmbedder, FormatError } = await import('../src/index.js');
+  const folder = (vocabText, tokenization = { oov_backoff: 'none' }) => new StaticEmbedder({
+    config: { format: 'swe-static', format_version: 1, tokenization }, vocabText,
+    embeddings: npy('<f4', [3, 2], new Float32Array(6)) });
+  assert.equal(folder('cat\ndog\r\nowl\r').rows, 3); // \n, \r\n and \r all end a line
+  for (const [vocab, message] of [
+    ['\ufeffcat\ndog\nowl\n', /byte-order mark/],
+    ['cat\ndog\ncat\n', /vocab.txt:3: "cat" repeats line 1/],
+    ['cat\n dog\nowl\n', /vocab.txt:2: " dog" is empty or has surrounding whitespace/],
+    ['cat\ndog\u3000\nowl\n', /vocab.txt:2/],
+    ['cat\n\nowl\n', /vocab.txt:2: "" is empty/],
+    ['cat\ndog\nowl', /2 words in vocab.txt but 3 table rows/], // a last line without its newline is dropped
+  ]) assert.throws(() => folder(vocab), (e) => e instanceof FormatError && message.test(e.message));
+  assert.equal(folder('cat\ndog\u200b\nowl\n').rows, 3); // U+200B is not white space to str.isspace()
+  assert.throws(() => folder('cat\ndog\nowl\n', { oov_backoff: 'none', lowercse: true }), /unknown key "lowercse"/);
+});
+
+test('characters assigned after Unicode 14.0.0 are neither words nor cased, as in Python 3.11', async () => {
+  const { WordTokenizer, tokenizationRules } = await import('../src/index.js');
+  const words = (text) => new WordTokenizer(new Map(), tokenizationRules({ oov_backoff: 'none' })).words(text);
+  assert.deepEqual(words('abc\u{11f04}def x\u{31350}1'), ['abc', 'def', 'x', '1']); // Kawi, CJK ext H: 15.0
+  assert.deepEqual(words('ΟΔΟΣ\u{10d50} ΑΣ\u{10d50}Α \ua7cb'), ['οδος', 'ας', 'α']); // Garay, U+A7CB: 16.0
+  assert.deepEqual(words('\u{1e030}\u{1ccf0} İ'), ['i']); // modifier letter and outlined digit keep no NFKC form
+});
