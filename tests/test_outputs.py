@@ -122,7 +122,8 @@ def test_overwrite_replaces_what_swembed_wrote(tmp_path, tiny_model, records):
     assert run_cli(args).returncode == 0
     marker = json.loads((out / MARKER_FILE).read_text())
     assert marker["kind"] == "dedup" and set(marker["files"]) == {"kept", "kept/records.txt", "mapping.tsv",
-                                                                  "summary.json"}
+                                                                  "summary.json", "state", "state/arrays.npz",
+                                                                  "state/vectors.f32"}
     (out / "mapping.tsv").write_text("edited by hand\n")  # a file swembed wrote, edited: still its own
     assert run_cli(args + ["--overwrite", "--threshold", "0.5"]).returncode == 0
     assert json.loads((out / "summary.json").read_text())["threshold"] == 0.5

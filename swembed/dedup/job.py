@@ -35,6 +35,7 @@ from swembed.runtime.ranges import Range, check_ranges
 MAPPING_HEADER = "record\tfile\tposition\trepresentative\tsimilarity\treason\n"
 REASONS = ("kept", "exact", "near", "reference")
 VECTORS_FILE = "vectors.f32"  # under state/: the distinct texts' float32 vectors, in first-occurrence order
+ARRAYS_FILE = "arrays.npz"  # under state/: per record and distinct text, the pairs searched, the result
 
 
 @dataclass
@@ -298,7 +299,6 @@ def dedup(inputs: list[str | Path], model_path: str | Path, out: str | Path, con
     the summary (also ``out/summary.json``). ``against``: reference files; input records near one are removed."""
     from swembed.runtime.embedder import load
     from swembed._extras import require
-    from swembed.dedup.state import save_state
     from swembed.runtime.folder import check_writable
 
     config = config or DedupConfig()
@@ -339,6 +339,19 @@ def dedup(inputs: list[str | Path], model_path: str | Path, out: str | Path, con
         save_state(tmp / "state", first, result, found, match)
         (tmp / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     return summary
+
+
+def save_state(folder: Path, first: FirstPass, result: dict, pairs: tuple | None, match: dict | None) -> None:
+    """Write ``state/arrays.npz``: what ``swembed.dedup.state`` reads back to re-cut, explain and select."""
+    arrays = {"unique_of_record": first.unique_of_record, "first_record": first.first_record,
+              "longest_record": first.longest_record, "longest_length": first.longest_length,
+              "rep_record": result["rep_record"], "similarity": result["similarity"],
+              "reason": result["reason"].astype(np.int8)}
+    if pairs is not None:
+        arrays.update(pairs_a=pairs[0], pairs_b=pairs[1], pairs_similarity=pairs[2])
+    if match is not None:
+        arrays.update(match)
+    np.savez(folder / ARRAYS_FILE, **arrays)
 
 
 def reference_summary(files: list[Path], refs: FirstPass, first_record: int) -> list[dict]:

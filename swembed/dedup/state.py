@@ -19,28 +19,13 @@ from pathlib import Path
 
 import numpy as np
 
-from swembed.dedup.job import (VECTORS_FILE, DedupConfig, FirstPass, cut_against, file_stats, group, per_record,
-                               run_summary, write_outputs)
+from swembed.dedup.job import (ARRAYS_FILE, VECTORS_FILE, DedupConfig, FirstPass, cut_against, file_stats, group,
+                               per_record, run_summary, save_state, write_outputs)
 from swembed.dedup.records import RecordError, input_format, read_batches
 from swembed.runtime.folder import atomic_directory
 
-ARRAYS_FILE = "arrays.npz"
-
-
 class RunError(RecordError):
     """A run folder that cannot be re-cut, explained or selected from: not a dedup run, or its inputs changed."""
-
-
-def save_state(folder: Path, first: FirstPass, result: dict, pairs: tuple | None, match: dict | None) -> None:
-    arrays = {"unique_of_record": first.unique_of_record, "first_record": first.first_record,
-              "longest_record": first.longest_record, "longest_length": first.longest_length,
-              "rep_record": result["rep_record"], "similarity": result["similarity"],
-              "reason": result["reason"].astype(np.int8)}
-    if pairs is not None:
-        arrays.update(pairs_a=pairs[0], pairs_b=pairs[1], pairs_similarity=pairs[2])
-    if match is not None:
-        arrays.update(match)
-    np.savez(folder / ARRAYS_FILE, **arrays)
 
 
 class Run:
