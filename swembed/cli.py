@@ -285,6 +285,15 @@ def cmd_conformance(args) -> int:
     return 0
 
 
+def _dedup_run_command(sub, name: str, help_text: str, out_help: str) -> argparse.ArgumentParser:
+    """A sub-command that reads a finished ``swembed dedup`` run and writes a new folder."""
+    p = sub.add_parser(name, help=help_text)
+    p.add_argument("run", help="a swembed dedup --out folder")
+    p.add_argument("--out", required=True, help=out_help)
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --out folder")
+    return p
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="swembed", description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true")
@@ -361,27 +370,21 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--spark-master", default="local[*]", help="with --engine spark: the master URL")
     p.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
                    help="with --engine spark: a Spark setting, e.g. spark.driver.memory=2g (repeatable)")
-    p = sub.add_parser("dedup-rethreshold", help="re-cut a finished swembed dedup run at another threshold, from "
-                       "its state/ (no encoding or search): the same result as a fresh run")
-    p.add_argument("run", help="a swembed dedup --out folder")
+    p = _dedup_run_command(sub, "dedup-rethreshold", "re-cut a finished swembed dedup run at another threshold, "
+                           "from its state/ (no encoding or search): the same result as a fresh run",
+                           "the new run folder")
     p.add_argument("--threshold", type=float, required=True, help="the new cosine (at least the run's pairs floor)")
-    p.add_argument("--out", required=True, help="the new run folder")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing --out folder")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
-    p = sub.add_parser("dedup-explain", help="look before you cut: the least similar pairs a run removed, a threshold "
-                       "sweep and a histogram of nearest-neighbour similarities")
-    p.add_argument("run", help="a swembed dedup --out folder")
-    p.add_argument("--out", required=True, help="folder for least-similar.tsv, sweep.tsv and similarities.png")
+    p = _dedup_run_command(sub, "dedup-explain", "look before you cut: the least similar pairs a run removed, a "
+                           "threshold sweep and a histogram of nearest-neighbour similarities",
+                           "folder for least-similar.tsv, sweep.tsv and similarities.png")
     p.add_argument("--pairs", type=int, default=20, help="how many of the least similar removed pairs to show")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing --out folder")
-    p = sub.add_parser("dedup-select", help="outliers (lowest mean cosine to their k nearest) and representatives "
-                       "(greedy facility location) among a run's kept records")
-    p.add_argument("run", help="a swembed dedup --out folder")
-    p.add_argument("--out", required=True, help="folder for outliers.tsv and representatives.tsv")
+    p = _dedup_run_command(sub, "dedup-select", "outliers (lowest mean cosine to their k nearest) and representatives "
+                           "(greedy facility location) among a run's kept records",
+                           "folder for outliers.tsv and representatives.tsv")
     p.add_argument("--outliers", type=int, default=0, help="how many outliers to list")
     p.add_argument("--representatives", type=int, default=0, help="how many representatives to choose")
     p.add_argument("--k", type=int, default=16, help="nearest neighbours per record")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing --out folder")
     p = sub.add_parser("lens-clusters", help="the LENS head: KMeans over a model's LM head (or token embeddings)")
     p.add_argument("--model", required=True, help="teacher short name, folder or hub id")
     p.add_argument("--k", type=int, default=4000)
