@@ -369,6 +369,9 @@ def test_against_removes_planted_leaks_and_nothing_else(tmp_path):
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["references"] == [{"file": str(test), "first_record": len(train_lines), "records": len(test_lines)}]
     assert snapshot(test) == before
+    (tmp_path / "empty.txt").write_bytes(b"")  # an empty reference set removes nothing
+    assert dedup([train], model, tmp_path / "none", DedupConfig(progress=False), against=[tmp_path / "empty.txt"])[
+        "kept"] == len(train_lines)
 
 
 def test_rethreshold_equals_a_fresh_run_without_the_model(model_dir, tmp_path, capsys):

@@ -226,9 +226,10 @@ def cut_against(match: dict, threshold: float, n_unique: int) -> dict:
     rep = np.arange(n_unique)
     similarity = np.ones(n_unique, np.float32)
     similarity[removed] = np.minimum(match["reference_similarity"][removed], 1.0)
-    return {"rep_unique": rep, "removed": removed, "reference_of": match["reference_record"][
-        np.maximum(match["best_reference"], 0)], "similarity": similarity, "pairs": int(removed.sum()),
-        "threshold": float(threshold), "target": None, "grouping_cpu_s": 0.0}
+    records = match["reference_record"]
+    reference_of = records[np.maximum(match["best_reference"], 0)] if len(records) else np.full(n_unique, -1)
+    return {"rep_unique": rep, "removed": removed, "reference_of": reference_of, "similarity": similarity,
+            "pairs": int(removed.sum()), "threshold": float(threshold), "target": None, "grouping_cpu_s": 0.0}
 
 
 def per_record(first: FirstPass, result: dict, keep: str) -> dict:
