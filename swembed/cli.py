@@ -37,8 +37,9 @@ BUILD_FLAGS = [
                                                    "help": "do not add the teacher's whole-word tokens"}),
     ("--word-lists", "vocab.word_lists", {"nargs": "+", "help": "word-list files (one word per line): their words "
                                                                "the corpus lacks join the vocabulary"}),
-    ("--sentences", "extract.sentences", {"choices": ["all", "quota"],
-                                          "help": "encode every corpus sentence (default) or a quota per word"}),
+    ("--sentences", "extract.sentences", {"choices": ["all", "quota", "cover"],
+                                          "help": "encode every corpus sentence (default), a quota per word, or the "
+                                                  "quota's sentences with every word credited (cover)"}),
     ("--sentences-per-word", "extract.sentences_per_word", {"type": int, "help": "the quota N (default 30)"}),
     ("--encode-sentences", "extract.max_sentences", {"type": int, "help": "encode at most this many sentences"}),
     ("--batch-tokens", "extract.batch_tokens", {"type": int, "help": "padded tokens per teacher batch (8192)"}),
@@ -64,7 +65,8 @@ BUILD_FLAGS = [
     ("--dtype", "dtype", {"choices": ["float32", "float16"], "help": "table dtype (default float32)"}),
     ("--device", "device", {"choices": ["auto", "cpu", "cuda"], "help": "where the teacher and training run"}),
     ("--teacher-dtype", "extract.teacher_dtype", {"choices": list(TEACHER_DTYPES),
-                                                  "help": "teacher weights (auto: bfloat16 on CUDA, float32 on CPU)"}),
+                                                  "help": "teacher weights (auto: bfloat16 on CUDA and on CPUs "
+                                                          "with AVX512-BF16 or AMX, else float32)"}),
     ("--work-dir", "work_dir", {"help": "stage cache (default <out>.work)"}),
     ("--seed", "seed", {"type": int, "help": "seed for every sampling step (default 0)"}),
     ("--parallel", "parallel", {"nargs": "+", "help": "english<TAB>other pair files for the contrastive loss"}),

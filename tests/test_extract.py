@@ -16,7 +16,7 @@ pytestmark = pytest.mark.teacher
 def teacher():
     from swembed.teachers import load_teacher
 
-    return load_teacher("minilm", device="cpu")
+    return load_teacher("minilm", device="cpu", precision="float32")
 
 
 def test_choose_sentences_caps_contexts_and_serves_rare_words():

@@ -49,14 +49,18 @@ class VocabConfig:
     teacher_vocab_size: int = 30_000  # zh/ja (teacher tokens or segmenter words): the most frequent ones
 
 
+EXTRACT_SENTENCES = ("all", "quota", "cover")
+
+
 @dataclass
 class ExtractConfig:
-    sentences: str = "all"  # "all": every corpus sentence; "quota": rarest words first, N contexts each
+    sentences: str = "all"  # "all": every corpus sentence; "quota": rarest words first, N contexts each;
+    # "cover": the quota's sentences, every word in them credited (swembed.pipeline.extract)
     sentences_per_word: int = 30  # N, the quota of "quota" mode
     max_sentences: int | None = None  # cap on the sentences encoded ("all" mode)
     batch_tokens: int = 8192  # padded tokens per teacher batch (sentences sorted by length)
     unit_sentences: int = 8192  # checkpoint unit
-    teacher_dtype: str = "auto"  # auto: bfloat16 on CUDA, float32 on CPU (swembed.teachers.base.pick_dtype)
+    teacher_dtype: str = "auto"  # auto: bfloat16 on CUDA or a CPU with native bfloat16, else float32 (pick_dtype)
 
 
 @dataclass
@@ -135,11 +139,13 @@ class ParagraphsConfig:
     by the teacher as one text (truncated as it truncates), at ``weight`` beside the sentence objectives, so the
     table learns what a long text's vector looks like; and at ``query_weight`` the asymmetric KD of a query (the
     corpus line just before each run) against the batch's paragraphs, so it learns what a short text matching a
-    long one looks like (``swembed.pipeline.paragraphs``). Early stopping reads the sentence objectives only.
-    count = 0: off."""
+    long one looks like (``swembed.pipeline.paragraphs``). With ``files`` (one document a line: an abstract, a
+    passage), the paragraphs are ``count`` documents drawn from them instead (evaluation text excluded): the
+    document-level targets of tokenlearn. Early stopping reads the sentence objectives only. count = 0: off."""
 
     count: int = 0
     sentences: int = 4
+    files: list[str] = field(default_factory=list)
     weight: float = 0.5
     query_weight: float = 0.0
 
@@ -283,8 +289,9 @@ class BuildConfig:
         if self.extract.teacher_dtype not in TEACHER_DTYPES:
             raise BuildError(f"--teacher-dtype must be one of {', '.join(TEACHER_DTYPES)}, got "
                              f"{self.extract.teacher_dtype!r}")
-        if self.extract.sentences not in ("all", "quota"):
-            raise BuildError(f"extract sentences must be 'all' or 'quota', got {self.extract.sentences!r}")
+        if self.extract.sentences not in EXTRACT_SENTENCES:
+            raise BuildError(f"extract sentences must be one of {', '.join(EXTRACT_SENTENCES)}, got "
+                             f"{self.extract.sentences!r}")
         if self.pca.level not in ("sentence", "word", "none"):
             raise BuildError(f"--pca-level must be sentence, word or none, got {self.pca.level!r}")
         self._check_paths()
@@ -296,6 +303,9 @@ class BuildConfig:
             raise BuildError(f"[retrieval] loss must be kd or contrastive, got {self.retrieval.loss!r}")
         if self.retrieval.files and self.multilingual:
             raise BuildError("[retrieval] files are for one-language builds (their pairs train langs[0])")
+        if self.paragraphs.files and (self.multilingual or self.paragraphs.query_weight > 0):
+            raise BuildError("[paragraphs] files are for one-language builds without query_weight (their documents "
+                             "have no corpus line before them)")
         if self.distill.random_batch_weight and not self.distill.cell_size:
             raise BuildError("random_batch_weight needs cell_size (without neighbour cells every batch is random)")
         co_weights = [weight for _, weight in self.coteacher.pairs()]
@@ -327,7 +337,7 @@ class BuildConfig:
         replaced."""
         sources = [s for lang in self.langs for s in self.corpus_for(lang).sources]
         return [str(self.teacher), *map(str, sources), *map(str, self.exclude), *map(str, self.vocab.word_lists),
-                *map(str, self.retrieval.files), str(self.work_path)]
+                *map(str, self.retrieval.files), *map(str, self.paragraphs.files), str(self.work_path)]
 
     def check_before_work(self, overwrite: bool = False) -> None:
         """What a build can check before loading the teacher (and before importing torch): the settings, that the
@@ -352,6 +362,10 @@ class BuildConfig:
             if not Path(path).expanduser().is_file():
                 raise BuildError(f"retrieval pairs not found: {path} ([retrieval] files)")
         check_sources(self.retrieval.files)
+        for path in self.paragraphs.files:
+            if not Path(path).expanduser().is_file():
+                raise BuildError(f"paragraph documents not found: {path} ([paragraphs] files)")
+        check_sources(self.paragraphs.files)
 
 
 # the sections: every field of BuildConfig that is itself a dataclass (a recipe's tables)

@@ -10,7 +10,9 @@
 
 Sentences: ``all`` encodes every corpus sentence (each word credited with every sentence it occurs in),
 ``quota`` picks sentences once, rarest words first, until each word has N (the paper's cheaper choice for
-slow teachers). They are sorted by token length and cut into batches of at most ``batch_tokens`` padded
+slow teachers); ``cover`` picks the same sentences but credits every word in them, as ``all`` does (a word
+gets at least its N contexts, frequent words many more), so a build reads what adds contexts to words still
+short of them instead of every sentence. They are sorted by token length and cut into batches of at most ``batch_tokens`` padded
 tokens. Workers tokenise the next batches and build their index arrays (token -> word occurrence -> word,
 token -> piece) while the device runs the current one: forked processes beside a CUDA device (a GPU outruns
 one Python thread), one background thread on a CPU (whose cores run the teacher). The running sums stay on
@@ -81,10 +83,11 @@ def choose_sentences(sentences: list[str], index: dict[str, int], counts: list[i
 
 def select_sentences(config: ExtractConfig, sentences: list[str], index: dict[str, int], counts: list[int],
                      splitter: WordTokenizer, seed: int) -> tuple[np.ndarray, list[np.ndarray] | None]:
-    """The sentences extraction encodes: the quota's choice (with its credits), or every sentence (a seeded
-    sample of ``max_sentences`` when set; no credits)."""
-    if config.sentences == "quota":
-        return choose_sentences(sentences, index, counts, config.sentences_per_word, splitter, seed)
+    """The sentences extraction encodes: the quota's choice (with its credits; ``cover``: in corpus order, no
+    credits), or every sentence (a seeded sample of ``max_sentences`` when set; no credits)."""
+    if config.sentences in ("quota", "cover"):
+        chosen, credits = choose_sentences(sentences, index, counts, config.sentences_per_word, splitter, seed)
+        return (chosen, credits) if config.sentences == "quota" else (np.sort(chosen), None)
     if config.max_sentences and config.max_sentences < len(sentences):
         return np.sort(np.random.default_rng(seed).permutation(len(sentences))[: config.max_sentences]), None
     return np.arange(len(sentences)), None
@@ -128,7 +131,7 @@ def extract_identity(config: ExtractConfig, rules: TokenizationRules, teacher, s
 
     The seed reaches only a sampled selection (the quota's tie-break, ``max_sentences``): an extract of every
     sentence is the same for every seed, so it is recorded as seed 0 and builds that differ in seed share it."""
-    sampled = config.sentences == "quota" or bool(config.max_sentences)
+    sampled = config.sentences in ("quota", "cover") or bool(config.max_sentences)
     identity = {**asdict(config), "rules": rules.splitting_only().to_dict(), "seed": seed if sampled else 0,
                 "teacher": {k: v for k, v in teacher.describe().items() if k != "path"}}
     identity.pop("unit_sentences")

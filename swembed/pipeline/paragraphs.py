@@ -4,6 +4,9 @@ runs of ``sentences`` lines each, drawn (seeded) from the corpus stage's sentenc
 come from one document; the teacher truncates them as it truncates any text. The distill stage adds a KD
 objective on them at ``weight`` (``PARAGRAPHS``, registered in ``swembed.pipeline.build``).
 Artifact: ``target_sentences.txt`` (one paragraph a line) and ``targets.npy`` (N, H') in that order.
+With ``[paragraphs] files`` the paragraphs are whole documents instead (one a line: abstracts, passages), ``count``
+of them drawn (seeded) with evaluation text excluded: the document-level targets of tokenlearn, so the mean of a
+document's rows approaches the teacher's vector of the document.
 
 Stage 5d, queries (when ``query_weight`` > 0): for each paragraph the corpus line just before its run (after it,
 for a run at the corpus start), read by the teacher; the distill stage adds the asymmetric KD of these short
@@ -13,6 +16,7 @@ Artifact: the same two files, row i the query of paragraph i.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -20,6 +24,8 @@ import numpy as np
 
 from swembed.pipeline import files
 from swembed.pipeline.config import ParagraphsConfig
+from swembed.pipeline.sources import (HELD_OUT_RULE, describe_source, expand_sources, held_out_keys, is_held_out,
+                                     read_source)
 from swembed.pipeline.stage import (PostTraining, Prepared, PrepareSources, StageContext, StageResult, StageRun,
                                     TrainingContext)
 from swembed.runtime.folder import atomic_save_npy
@@ -49,35 +55,64 @@ def queries_of(sentences: list[str], count: int, per_paragraph: int, seed: int) 
             for s in run_starts(len(sentences), count, per_paragraph, seed)]
 
 
-def _read_by_teacher(ctx: StageContext, stage: str, texts_of, config: ParagraphsConfig, corpus: StageResult,
-                     teacher, extra: dict | None = None) -> StageResult:
-    """The ``stage`` whose artifact is ``texts_of(corpus sentences, count, sentences, seed)`` and their vectors
-    from ``teacher``; ``extra`` joins its identity."""
-    identity = {"count": config.count, "sentences": config.sentences, "seed": ctx.seed, **(extra or {}),
-                "teacher": {k: v for k, v in teacher.describe().items() if k != "path"}}
+def _read_by_teacher(ctx: StageContext, stage: str, texts: Callable[[], list[str]], identity: dict,
+                     inputs: list[StageResult], teacher) -> StageResult:
+    """The ``stage`` whose artifact is the texts ``texts()`` gives and their vectors from ``teacher``; its identity
+    is ``identity`` and the teacher's."""
+    identity = {**identity, "teacher": {k: v for k, v in teacher.describe().items() if k != "path"}}
 
     def compute(run: StageRun) -> dict:
-        texts = texts_of(files.read_lines(corpus.path / files.SENTENCES), config.count, config.sentences, ctx.seed)
-        logger.info("%s: the teacher reads %d texts (runs of %d sentences)", stage, len(texts), config.sentences)
-        atomic_save_npy(run.out / files.TARGETS, teacher.encode(texts).astype(np.float32))
-        (run.out / files.TARGET_SENTENCES).write_text("".join(t + "\n" for t in texts), encoding="utf-8")
-        return {stage: len(texts), "mean_words": round(float(np.mean([len(t.split()) for t in texts])), 1)}
+        chosen = texts()
+        logger.info("%s: the teacher reads %d texts", stage, len(chosen))
+        atomic_save_npy(run.out / files.TARGETS, teacher.encode(chosen).astype(np.float32))
+        (run.out / files.TARGET_SENTENCES).write_text("".join(t + "\n" for t in chosen), encoding="utf-8")
+        return {stage: len(chosen), "mean_words": round(float(np.mean([len(t.split()) for t in chosen])), 1)}
 
-    return ctx.run(stage, identity, [corpus], compute)
+    return ctx.run(stage, identity, inputs, compute)
+
+
+def _runs_identity(ctx: StageContext, config: ParagraphsConfig) -> dict:
+    return {"count": config.count, "sentences": config.sentences, "seed": ctx.seed}
 
 
 def run_paragraphs(ctx: StageContext, config: ParagraphsConfig, corpus: StageResult, teacher) -> StageResult:
     """Draw the paragraphs from the ``corpus`` stage and encode them with ``teacher``."""
-    return _read_by_teacher(ctx, "paragraphs", paragraphs_of, config, corpus, teacher)
+    return _read_by_teacher(ctx, "paragraphs", lambda: paragraphs_of(
+        files.read_lines(corpus.path / files.SENTENCES), config.count, config.sentences, ctx.seed),
+        _runs_identity(ctx, config), [corpus], teacher)
 
 
 def run_queries(ctx: StageContext, config: ParagraphsConfig, corpus: StageResult, teacher) -> StageResult:
     """The query line of each paragraph (``queries_of``), encoded with ``teacher``."""
-    return _read_by_teacher(ctx, "queries", queries_of, config, corpus, teacher, {"query": "line before"})
+    return _read_by_teacher(ctx, "queries", lambda: queries_of(
+        files.read_lines(corpus.path / files.SENTENCES), config.count, config.sentences, ctx.seed),
+        {**_runs_identity(ctx, config), "query": "line before"}, [corpus], teacher)
+
+
+def documents_of(paths: list[str], exclude: list[str], count: int, seed: int) -> list[str]:
+    """``count`` (at most all) documents drawn with ``seed`` from the lines of ``paths`` (blank lines and lines that
+    repeat an ``exclude`` text skipped), in file order."""
+    held_out = held_out_keys(exclude)
+    documents = [" ".join(line.split()) for path in expand_sources(paths) for line in read_source(path)]
+    documents = [d for d in documents if d and not is_held_out(d, held_out)]
+    if not documents:
+        raise ValueError(f"[paragraphs] files {paths}: no document")
+    return [documents[i] for i in np.sort(np.random.default_rng(seed).permutation(len(documents))[:count])]
+
+
+def run_documents(ctx: StageContext, config: ParagraphsConfig, exclude: list[str], teacher) -> StageResult:
+    """The ``paragraphs`` stage of ``[paragraphs] files``: documents drawn from the files, encoded with ``teacher``."""
+    identity = {"count": config.count, "seed": ctx.seed, "files": [describe_source(p) for p in config.files],
+                "exclude": [describe_source(p) for p in expand_sources(exclude)], **HELD_OUT_RULE}
+    return _read_by_teacher(ctx, "paragraphs", lambda: documents_of(config.files, exclude, config.count, ctx.seed),
+                            identity, [], teacher)
 
 
 def _prepare(ctx: StageContext, config: ParagraphsConfig, sources: PrepareSources) -> Prepared:
     prepared = []
+    if config.files:
+        lang = next(iter(sources.extracts))
+        return [(f"paragraphs ({lang})", lang, run_documents(ctx, config, sources.exclude, sources.teacher))]
     for lang, corpus in sources.corpora.items():
         prepared.append((f"paragraphs ({lang})", lang, run_paragraphs(ctx, config, corpus, sources.teacher)))
         if config.query_weight > 0:
@@ -119,6 +154,9 @@ def _objectives(config: ParagraphsConfig, prepared: Prepared, training: Training
 
 
 def _plan(config: ParagraphsConfig, words: int) -> list[str]:
+    if config.files:
+        return [f"{config.count:,} documents of {len(config.files)} file(s) through the teacher ([paragraphs] files; "
+                "cached after the first build)"]
     queries = " and the line before each" if config.query_weight > 0 else ""
     return [(f"{config.count:,} paragraphs of {config.sentences} corpus sentences{queries} through the teacher "
              "([paragraphs]; cached after the first build)")]
@@ -126,6 +164,7 @@ def _plan(config: ParagraphsConfig, words: int) -> list[str]:
 
 PARAGRAPHS = PostTraining("paragraphs", enabled=lambda config: config.count > 0, prepare=_prepare,
                           identity=lambda config: {"paragraphs": config.count,
+                                                   **({"paragraph_files": len(config.files)} if config.files else {}),
                                                    "paragraph_sentences": config.sentences,
                                                    "paragraph_weight": config.weight,
                                                    "early_stopping": "sentence objectives",
