@@ -184,16 +184,13 @@ def against_references(table, references, model_path, dim: int, key: ExactKey, t
     ``threshold``, as ``swembed.dedup.job.against_references`` decides it."""
     from pyspark.sql import functions as F
 
-    from swembed.integrations.spark.search import _joined
-
     spark = table.sparkSession
     refs = distinct_texts(references, model_path, spark, key).filter(F.col("_vector").isNotNull())
-    rows = refs.select("_first", "_hash").orderBy("_first").collect()
+    rows = refs.select("_first", "_hash", "_vector").orderBy("_first").collect()  # the reference set fits
     ref_first = np.array([r["_first"] for r in rows], np.int64)
     ref_hash = {int(r["_hash"]): i for i, r in enumerate(rows)}
-    ordered = refs.select("_first", "_vector").orderBy("_first").coalesce(1)
-    blobs = [r["blob"] for r in ordered.select("_vector").mapInPandas(_joined, "blob binary").collect()]
-    ref_vectors = vectors_from_bytes(blobs, dim) if blobs else np.zeros((0, dim), np.float32)
+    ref_vectors = (vectors_from_bytes([r["_vector"] for r in rows], dim) if rows
+                   else np.zeros((0, dim), np.float32))
     shared = spark.sparkContext.broadcast((ref_vectors, ref_first, ref_hash))
     method, nprobe = config.method, config.nprobe
 
