@@ -22,7 +22,7 @@ import pytest
 import swembed
 from conftest import TINY_WORDS, run_cli, small_build_args, snapshot, write_tiny_model
 from swembed.pipeline.config import BuildError, load_recipe
-from swembed.runtime.folder import ModelFolderError
+from swembed.runtime.folder import ModelFolderError, write_model_folder
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "what-happens-when.md"
 BEGIN, END = "<!-- rows: generated from tests/test_bad_input.py -->", "<!-- end of rows -->"
@@ -457,6 +457,229 @@ def test_fuzzed_unicode(tiny_model, promised):
     assert np.all(np.isclose(norms, 1, atol=1e-5) | (norms == 0))
     assert 100 < (norms > 0).sum() < 1000  # both kinds occur
     np.testing.assert_allclose(np.concatenate([model.encode([t]) for t in texts]), vectors, atol=1e-6)
+
+
+# --- issue 58: absurd but well-formed inputs ---------------------------------------------------------------
+
+
+def _patched(folder: Path, **patch) -> Path:
+    config = folder / "config.json"
+    config.write_text(json.dumps({**json.loads(config.read_text()), **patch}))
+    return config
+
+
+@promise("`config.json` fields well-formed but inconsistent: `\"grams\": {\"rows\": [8, 8]}` (no rows), a word "
+         "pattern with capturing groups (or matching the empty text), languages whose rows overlap or run into "
+         "the back-off rows, `\"dim\": true` or a dim that is not the table's, NaN or Infinity, 100,000 levels "
+         "of nesting",
+         "(issue 58) `ZeroDivisionError`, `TypeError` or `RecursionError` tracebacks at load or encode, or loaded "
+         "and encoded wrongly (words of no language, a NaN weight)",
+         "refused on load (`ModelFolderError`) naming the file and the field; `swembed encode` the same in one "
+         "line, nothing written",
+         "<folder>/config.json: <field> rows [<start>, <end>] hold no rows; leave <field> out of config.json "
+         "for a table without them",
+         "<folder>/config.json: tokenization word_pattern must match words: no capturing group (write (?:...)) "
+         "and not the empty text, got <pattern>",
+         "<folder>/config.json: language <a> rows [<range>] and language <b> rows [<range>] overlap; each range "
+         "of rows is one language's words or one back-off block",
+         "<folder>/config.json: language <a> rows [<range>] run into the back-off rows from <row>",
+         "<folder>/config.json: dim must be an integer >= 1, got <value>",
+         "<folder>: embeddings.npy has <n> columns and config.json says dim <value>; a table needs dim >= 1 "
+         "columns, as declared",
+         "<folder>/config.json: not valid JSON (<NaN or Infinity> is not a JSON value)",
+         "<folder>/config.json: nested too deeply to read (a config.json is a few levels deep)")
+@pytest.mark.parametrize("patch,expected", [
+    ({"grams": {"rows": [8, 8]}}, "grams rows [8, 8] hold no rows; leave grams out of config.json for a table "
+                                  "without them"),
+    ({"tokenization": {"word_pattern": r"(\w)(\w*)"}},
+     r"tokenization word_pattern must match words: no capturing group (write (?:...)) and not the empty text, got "
+     r"'(\\w)(\\w*)'"),
+    ({"tokenization": {"word_pattern": r"\w*"}}, "tokenization word_pattern must match words: no capturing group "
+                                                 r"(write (?:...)) and not the empty text, got '\\w*'"),
+    ({"languages": {"en": {"rows": [0, 5]}, "de": {"rows": [3, 8]}}},
+     "language en rows [0, 5] and language de rows [3, 8] overlap; each range of rows is one language's words or "
+     "one back-off block"),
+    ({"languages": {"en": {"rows": [0, 8]}}, "pieces": {"rows": [6, 8]}},
+     "language en rows [0, 8] run into the back-off rows from 6"),
+    ({"dim": True}, "dim must be an integer >= 1, got true"),
+    ({"dim": 5}, None),
+    ({"oov_weight": float("nan")}, "not valid JSON (NaN is not a JSON value)"),
+    ({"nested": "deep"}, "nested too deeply to read (a config.json is a few levels deep)"),
+], ids=["grams without rows", "two groups", "empty match", "languages overlap", "language into pieces", "dim true",
+        "dim not the table's", "NaN", "deep nesting"])
+def test_inconsistent_config_fields(tmp_path, tiny_model, promised, patch, expected):
+    config = _patched(tiny_model, **patch)
+    if "nested" in patch:
+        config.write_text(config.read_text()[:-1] + ', "x": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    if expected is None:
+        assert refused_load(tiny_model, promised) == (f"{tiny_model}: embeddings.npy has 8 columns and config.json "
+                                                      "says dim 5; a table needs dim >= 1 columns, as declared")
+        return
+    assert refused_load(tiny_model, promised) == f"{config}: {expected}"
+    assert refused_encode(tmp_path, tiny_model, promised) == f"{config}: {expected}"
+
+
+@promise("`\"ensemble\": null` in `config.json`", "(issue 58) `AttributeError` traceback at encode",
+         "read as no ensemble (as an absent key): the same vectors")
+def test_null_ensemble_is_no_ensemble(tiny_model, promised):
+    before = swembed.load(tiny_model).encode(["the cat sat", "a good dog"])
+    _patched(tiny_model, ensemble=None)
+    np.testing.assert_array_equal(swembed.load(tiny_model).encode(["the cat sat", "a good dog"]), before)
+
+
+@promise("a table whose values are finite but absurd (all x1e-25 or x1e25, zero columns) or a vocabulary line with "
+         "upper-case letters in a lower-casing table",
+         "(issue 58) loaded: every vector 0 (underflow or overflow in the norm), or the word silently never matched",
+         "refused on load naming the first such row or line; a table with such rows is never written",
+         "<folder>/embeddings.npy: row <n> ('<word>') holds values of magnitude <m>, outside 1e-15 to 1e+15 (its "
+         "vectors would underflow or overflow float32) (the first such row); the table is damaged: rebuild or "
+         "re-export the model",
+         "table row <n> ('<word>') holds values of magnitude <m>, outside 1e-15 to 1e+15 (its vectors would "
+         "underflow or overflow float32); <out> not written",
+         "<folder>/config.json: dim must be an integer >= 1, got 0",
+         "<folder>/vocab.txt:<line>: '<word>' has upper-case letters, but the table's tokenization lower-cases "
+         "text, so it would never match")
+@pytest.mark.parametrize("scale", [1e-25, 1e25])
+def test_absurd_table_values(tmp_path, promised, scale):
+    table = np.random.default_rng(0).normal(size=(len(TINY_WORDS), 8)).astype(np.float32)
+    with pytest.raises(ModelFolderError) as caught:
+        write_model_folder(tmp_path / "never", table * scale, TINY_WORDS, {}, None)
+    assert promised.fits(str(caught.value)) and not (tmp_path / "never").exists()
+    folder = write_tiny_model(tmp_path / "model")
+    np.save(folder / "embeddings.npy", np.load(folder / "embeddings.npy") * np.float32(scale))
+    message = refused_encode(tmp_path, folder, promised)
+    assert message.startswith(f"{folder}/embeddings.npy: row 0 ('the') holds values of magnitude ")
+    assert refused_load(folder, promised) == message
+    zero_width = write_tiny_model(tmp_path / "zero")
+    np.save(zero_width / "embeddings.npy", np.zeros((len(TINY_WORDS), 0), np.float32))
+    _patched(zero_width, dim=0)
+    assert refused_load(zero_width, promised) == f"{zero_width}/config.json: dim must be an integer >= 1, got 0"
+    cased = write_tiny_model(tmp_path / "cased")
+    (cased / "vocab.txt").write_text("".join(w + "\n" for w in TINY_WORDS).replace("cat", "Cat"))
+    assert refused_load(cased, promised) == (f"{cased}/vocab.txt:2: 'Cat' has upper-case letters, but the table's "
+                                             "tokenization lower-cases text, so it would never match")
+    _patched(cased, tokenization={"oov_backoff": "teacher_prefix", "lowercase": False})  # a cased table keeps it
+    assert swembed.load(cased).encode("Cat").any() and not swembed.load(cased).encode("cat").any()
+
+
+@promise("`encode(np.array(\"x\"))` (a 0-d array) and texts with lone surrogates (`\"\\ud800\"`, from "
+         "`surrogateescape` decoding or JSON escapes)",
+         "(issue 58) `TypeError: iteration over a 0-d array`; `UnicodeEncodeError` traceback",
+         "a 0-d array is its one text; a lone surrogate is read as U+FFFD, a non-word character", )
+def test_numpy_scalar_and_lone_surrogates(tiny_model, promised):
+    model = swembed.load(tiny_model)
+    np.testing.assert_array_equal(model.encode(np.array("the cat")), model.encode("the cat"))
+    np.testing.assert_array_equal(model.encode(["the\ud800cat", "\udcff"]), model.encode(["the\ufffdcat", ""]))
+    assert model.encode("the\ud800cat").any()
+
+
+@promise("a recipe nested 100,000 levels deep, a recipe path that is a folder, `build --corpus \"\"`, `--work-dir` "
+         "inside `--out`",
+         "(issue 58) `RecursionError` or `IsADirectoryError` tracebacks; `--corpus \"\"` read the current folder; "
+         "the work folder inside `--out` was refused only after the whole build",
+         "refused before any work (the teacher not loaded); nothing written",
+         "<recipe>: nested too deeply to read (a recipe is a few levels deep)",
+         "<recipe>: not readable as a recipe (<reason>)",
+         "--corpus: an empty path would read the current folder; give a file or folder",
+         "--work-dir <work> is inside --out <out>, which the finished model replaces; give a work folder outside it")
+def test_recipe_and_build_paths(tmp_path, tiny_corpus, promised):
+    recipe = tmp_path / "deep.toml"
+    recipe.write_text("x = " + "[" * 100_000 + "]" * 100_000 + "\n")
+    with pytest.raises(BuildError) as caught:
+        load_recipe(recipe)
+    assert str(caught.value) == f"{recipe}: nested too deeply to read (a recipe is a few levels deep)"
+    assert promised.fits(str(caught.value))
+    (tmp_path / "folder.toml").mkdir()
+    with pytest.raises(BuildError) as caught:
+        load_recipe(tmp_path / "folder.toml")
+    assert str(caught.value) == f"{tmp_path / 'folder.toml'}: not readable as a recipe (Is a directory)"
+    out = tmp_path / "model"
+    base = ["build", "--teacher", "minilm", "--out", out, "--dim", "8"]
+    assert refused_build(tmp_path, [*base, "--corpus", ""], promised) == \
+        "--corpus: an empty path would read the current folder; give a file or folder"
+    for work in (out / "work", out):
+        assert refused_build(tmp_path, [*base, "--corpus", tiny_corpus, "--work-dir", work], promised) == \
+            f"--work-dir {work} is inside --out {out}, which the finished model replaces; give a work folder outside it"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["deep.toml", "folder.toml", tiny_corpus.name])
+
+
+@promise("a `.parquet` text column of numbers, lists or bytes, a `.jsonl` text field that is not a string, a "
+         "damaged `.parquet` file (as `--corpus`)",
+         "(issue 58) numbers read as text (`str(5)`), a damaged file an `ArrowInvalid` traceback",
+         "the corpus is refused naming the file (and the line) and the column's type; a null is no text",
+         "<file>: column '<column>' holds <type>, not text",
+         "<file>:<line>: field '<column>' holds <type>, not text",
+         "<file>: not a readable parquet file (<reason>)")
+def test_corpus_columns_that_are_not_text(tmp_path, promised):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from swembed.pipeline.sources import CorpusError, read_source
+
+    cases = {"ints.parquet": "column 'text' holds int64, not text",
+             "lists.parquet": "column 'text' holds list<element: string>, not text",
+             "bytes.parquet": "column 'text' holds binary, not text"}
+    pq.write_table(pa.table({"text": [1, 2]}), tmp_path / "ints.parquet")
+    pq.write_table(pa.table({"text": [["a cat"], ["a dog"]]}), tmp_path / "lists.parquet")
+    pq.write_table(pa.table({"text": [b"a cat", b"a dog"]}), tmp_path / "bytes.parquet")
+    (tmp_path / "numbers.jsonl").write_text('{"text": "the cat sat"}\n{"text": null}\n{"text": 5}\n')
+    (tmp_path / "damaged.parquet").write_bytes(b"PAR1 not really")
+    for name, expected in cases.items():
+        with pytest.raises(CorpusError) as caught:
+            list(read_source(str(tmp_path / name)))
+        assert str(caught.value) == f"{tmp_path / name}: {expected}" and promised.fits(str(caught.value))
+    with pytest.raises(CorpusError) as caught:
+        list(read_source(str(tmp_path / "numbers.jsonl")))
+    assert str(caught.value) == f"{tmp_path / 'numbers.jsonl'}:3: field 'text' holds int, not text"
+    with pytest.raises(CorpusError) as caught:
+        list(read_source(str(tmp_path / "damaged.parquet")))
+    assert str(caught.value).startswith(f"{tmp_path / 'damaged.parquet'}: not a readable parquet file (")
+    pq.write_table(pa.table({"text": ["the cat sat", None]}), tmp_path / "nulls.parquet")
+    assert list(read_source(str(tmp_path / "nulls.parquet"))) == ["the cat sat"]
+
+
+@promise("`swembed ensemble --weights \"1,\"` (an empty or non-numeric weight)",
+         "(issue 58) \"could not convert string to float: ''\"",
+         "refused before any member is read, naming the flag and the part; nothing written",
+         "--weights <weights>: <part> is not a number; give one positive number per member, comma-separated "
+         "(e.g. 1,2)")
+def test_ensemble_weights_not_numbers(tmp_path, tiny_model, promised):
+    for weights, part in (("1,", ""), ("", ""), ("1,x", "x")):
+        result = run_cli(["ensemble", tiny_model, tiny_model, "--weights", weights, "--out", tmp_path / "ens"])
+        assert error_line(result, "ensemble", promised) == (
+            f"--weights {weights!r}: {part!r} is not a number; give one positive number per member, comma-separated "
+            "(e.g. 1,2)")
+        assert not (tmp_path / "ens").exists()
+
+
+@promise("one very long text (a 50 MB line) through `encode` / `swembed encode`",
+         "(issue 58) the whole text's rows gathered at once: 4.2 GB peak for a 45 MB line on a 32-d table with "
+         "weighted back-off rows",
+         "`mean_rows` sums at most 2,048 rows at a time whatever the text's length: the same vector (float64 "
+         "sums), memory of the gather independent of the length (1.1 GB peak for that line, the rest tokenisation)")
+def test_a_long_text_is_summed_in_bounded_memory(tiny_model, promised):
+    import tracemalloc
+
+    from swembed.runtime.tokenizer import TokenIds
+
+    model = swembed.load(tiny_model)
+    rows = 400_000
+    ids = np.random.default_rng(0).integers(0, len(TINY_WORDS), rows)
+    weights = np.ones(rows, dtype=np.float32)
+    weights[::7] = 0.5  # back-off rows weigh less: the weighted path
+    batch = TokenIds(np.concatenate([ids, [0, 1, 2]]), np.array([rows, 3]),
+                     np.concatenate([weights, np.ones(3, np.float32)]))  # a long text, then a short one
+    tracemalloc.start()
+    try:
+        vectors = model.mean_rows(batch, normalize=False)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 * 2**20, peak  # one whole gather would be 400,000 x 8 x 4 bytes = 12.8 MB, and copies of it
+    table = np.asarray(model.table, dtype=np.float64)
+    expected = (table[ids] * weights[:, None]).sum(axis=0) / weights.astype(np.float64).sum()
+    np.testing.assert_allclose(vectors[0], expected, rtol=1e-6)
+    np.testing.assert_allclose(vectors[1], table[[0, 1, 2]].mean(axis=0), rtol=1e-6)
 
 
 # --- the page ----------------------------------------------------------------------------------------------

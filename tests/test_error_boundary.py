@@ -32,3 +32,34 @@ def test_a_bug_is_one_line_naming_the_traceback_file_rc_1(tmp_path, tiny_model, 
     assert written.startswith("swembed encode ") and "ZeroDivisionError" in written and "def broken" not in lines[0]
     assert "in broken" in written
     Path(found.group(1)).unlink()
+
+
+SLOW_FORWARD = """
+import hashlib, sys
+from swembed.pipeline.extract import interruptible
+from swembed.runtime.outputs import terminate_raises
+with terminate_raises():  # as swembed.cli.main runs every command
+    print("forward", flush=True)
+    interruptible(hashlib.pbkdf2_hmac, "sha256", b"x", b"salt", 10**9)  # one C call of many minutes
+"""
+
+
+def test_sigterm_during_a_teacher_forward_ends_the_run_at_once():
+    """Issue 58: a SIGTERM during extract took 70-160 s (the handler waited for the teacher's forward, one long C
+    call). The extract loop waits for each forward interruptibly: the run ends within seconds, exit code 143."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-c", SLOW_FORWARD], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    assert proc.stdout.readline() == "forward\n"
+    time.sleep(0.5)  # inside the C call
+    start = time.perf_counter()
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=20)
+    finally:
+        proc.kill()
+    assert time.perf_counter() - start < 10 and proc.returncode == 128 + signal.SIGTERM, proc.stderr.read()

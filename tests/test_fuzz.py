@@ -6,6 +6,7 @@ model of conftest.py keep the whole module to seconds; hypothesis' database is o
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -193,6 +194,120 @@ def test_fuzzed_flag_values(template, flags, weights):
             assert result.returncode == 2 and not (root / "ens").exists(), result
             check_refusal(result.stderr, "ensemble", "test_fuzzed_flag_values")
         assert snapshot(root) == before
+
+
+# --- random config.json fields and recipe values (issue 58) -----------------------------------------------------
+
+ROW_SPECS = st.fixed_dictionaries({"rows": st.lists(st.integers(-2, 12), min_size=0, max_size=3)})
+CONFIG_FIELDS = {
+    "grams": ROW_SPECS | JSON_VALUES,
+    "pieces": ROW_SPECS | JSON_VALUES,
+    "languages": st.dictionaries(st.sampled_from(["en", "de", "zh"]), ROW_SPECS | JSON_VALUES, max_size=3),
+    "ensemble": st.none() | st.fixed_dictionaries({"subspaces": st.lists(st.fixed_dictionaries(
+        {"dim": st.integers(-1, 9) | JSON_VALUES, "weight": st.floats() | JSON_VALUES}), max_size=3)}),
+    "vocab_size": st.integers(-1, 10) | JSON_VALUES,
+    "dim": st.integers(-1, 10) | JSON_VALUES,
+    "tokenization": st.fixed_dictionaries({}, optional={
+        "word_pattern": st.sampled_from([r"[^\W_]+", r"(\w+)", r"(\w)(\w*)", r"\w*", "", "(?:a|b)+", "[", "x{2,1}"]),
+        "lowercase": st.booleans() | JSON_VALUES, "oov_weight": st.floats() | JSON_VALUES}),
+}
+RAW_JSON = st.sampled_from(["NaN", "Infinity", "-Infinity", "1e999", "-0.0", "[" * 100_000 + "]" * 100_000,
+                            '{"a": ' * 50_000 + "1" + "}" * 50_000])
+
+
+@promise("random `config.json` fields (hypothesis: row ranges of any integers, empty, reversed or overlapping, "
+         "languages, ensembles, dims, word patterns with groups or matching nothing, NaN/Infinity/1e999 and "
+         "deep nesting written raw)",
+         "(issue 58) tracebacks: `ZeroDivisionError`, `TypeError`, `RecursionError`",
+         "each: the folder loads and encodes finite vectors of norm 0 or 1, or is refused in one `ModelFolderError` "
+         "line naming it; never another exception; the folder unchanged",
+         "<folder or a file in it><: the problem>")
+@settings(FUZZ, max_examples=80)
+@given(fields=st.dictionaries(st.sampled_from(sorted(CONFIG_FIELDS)), st.none(), min_size=1, max_size=3).flatmap(
+    lambda keys: st.fixed_dictionaries({key: CONFIG_FIELDS[key] for key in keys})),
+    raw=st.none() | st.tuples(st.sampled_from(["dim", "grams", "oov_weight", "ensemble"]), RAW_JSON))
+def test_fuzzed_config_fields(template, fields, raw):
+    with tempfile.TemporaryDirectory() as root:
+        folder = Path(root) / "model"
+        shutil.copytree(template, folder)
+        config = {**json.loads((folder / "config.json").read_text()), **fields}
+        text = json.dumps(config)
+        if raw is not None:
+            text = text[:-1] + f', "{raw[0]}": {raw[1]}' + "}"
+        (folder / "config.json").write_text(text)
+        before = snapshot(Path(root))
+        try:
+            model = swembed.load(folder)
+        except ModelFolderError as exc:
+            assert "\n" not in str(exc) and str(exc).startswith(str(folder)), str(exc)
+        else:
+            check_vectors(model.encode(TEXTS + ["goodness zebra"]), len(TEXTS) + 1)
+        assert snapshot(Path(root)) == before
+
+
+def _toml(value: object) -> str:
+    """``value`` as a TOML value (inline tables and arrays; strings as JSON writes them, which TOML reads)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return {"nan": "nan", "inf": "inf", "-inf": "-inf"}.get(repr(value), repr(value))
+    if isinstance(value, (int, str)):
+        return json.dumps(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(map(_toml, value)) + "]"
+    return "{" + ", ".join(f"{json.dumps(k)} = {_toml(v)}" for k, v in value.items()) + "}"
+
+
+def _recipe_keys() -> list[tuple[str, str]]:
+    from dataclasses import fields as dataclass_fields
+
+    from swembed.pipeline.config import SECTIONS, BuildConfig
+
+    top = [("", f.name) for f in dataclass_fields(BuildConfig) if f.name not in SECTIONS]
+    inner = [(section, f.name) for section, kind in SECTIONS.items()
+             for f in dataclass_fields(getattr(BuildConfig(), section))]
+    return top + inner + [("", "unknown"), ("extract", "unknown"), ("nowhere", "dim")]
+
+
+TOML_VALUES = st.recursive(
+    st.booleans() | st.integers(-3, 10**6) | st.floats() | st.text(max_size=8) | st.sampled_from(["", " ", "."]),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(min_size=1, max_size=6), inner, max_size=3),
+    max_leaves=6)
+
+
+@promise("random recipe values (hypothesis: any TOML value, nested arrays and tables, nan/inf, empty strings, at any "
+         "known or unknown key of any section, and 100,000 levels of nesting)",
+         "(issue 58) a `RecursionError` traceback for deep nesting; the rest not tried",
+         "each: the recipe loads and validates, or is refused in one line (`BuildError`, or a range refusal naming "
+         "the setting, both `ValueError`s); never another exception",
+         "<recipe><: the problem>", "<flag or key> <problem>")
+@settings(FUZZ, max_examples=150)
+@given(values=st.lists(st.tuples(st.sampled_from(_recipe_keys()), TOML_VALUES), min_size=1, max_size=4),
+       deep=st.booleans())
+def test_fuzzed_recipe_values(tmp_path_factory, values, deep):
+    from swembed.pipeline.config import BuildError, load_recipe
+
+    root = tmp_path_factory.mktemp("recipe")
+    sections: dict[str, dict[str, object]] = {}
+    for (section, key), value in values:
+        sections.setdefault(section, {})[key] = value
+    lines = [f"{json.dumps(k)} = {_toml(v)}" for k, v in sections.pop("", {}).items()]
+    if deep:
+        lines.append("deep = " + "[" * 100_000 + "]" * 100_000)
+    for section, table in sections.items():
+        lines += [f"[{section}]", *(f"{json.dumps(k)} = {_toml(v)}" for k, v in table.items())]
+    recipe = root / "recipe.toml"
+    recipe.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    cwd = os.getcwd()
+    os.chdir(root)  # the recipe's relative paths (corpus, out) name files under root
+    try:
+        load_recipe(recipe).check_before_work()  # settings, teacher name, output, corpus files: before any work
+    except BuildError as exc:
+        assert "\n" not in str(exc), str(exc)
+    except ValueError as exc:  # a range refusal (OptionError) names the setting
+        assert "\n" not in str(exc) and not isinstance(exc, UnicodeError), repr(exc)
+    finally:
+        os.chdir(cwd)
 
 
 # --- random Unicode ------------------------------------------------------------------------------------------

@@ -455,13 +455,39 @@ def check_option(key: str, value: object, source: str = "", name: str | None = N
 _TYPES = {"str": str, "int": int, "float": (int, float), "bool": bool, "None": type(None), "list": list, "dict": dict}
 
 
+def _split_top(text: str, separator: str) -> list[str]:
+    """``text`` split at each ``separator`` outside brackets (``dict[str, list[str]] | None``)."""
+    parts, depth, start = [], 0, 0
+    for i, char in enumerate(text):
+        depth += {"[": 1, "]": -1}.get(char, 0)
+        if char == separator and depth == 0:
+            parts.append(text[start:i].strip())
+            start = i + 1
+    return [*parts, text[start:].strip()]
+
+
+def _fits(value: object, annotation: str) -> bool:
+    """Whether ``value`` has the type ``annotation`` names, elements included (``list[str]``: a list of strings)."""
+    for kind in _split_top(annotation, "|"):
+        base, _, args = kind.partition("[")
+        inner = _split_top(args[:-1], ",") if args else []
+        if base == "list" and isinstance(value, list):
+            if all(_fits(item, inner[0]) for item in value) if inner else True:
+                return True
+        elif base == "dict" and isinstance(value, dict):
+            if all(_fits(k, inner[0]) and _fits(v, inner[1]) for k, v in value.items()) if inner else True:
+                return True
+        elif base not in ("list", "dict") and isinstance(value, _TYPES[base]) and not (
+                base in ("int", "float") and isinstance(value, bool)):
+            return True
+    return False
+
+
 def _check_types(source: str, where: str, annotations: dict[str, str], values: dict) -> None:
-    """Each value has its field's declared type (the outer type: ``list[str]`` checks for a list), so a
-    recipe's ``dim = "x"`` is an error naming the file and key, not a TypeError in some stage."""
+    """Each value has its field's declared type, elements included, so a recipe's ``dim = "x"`` or
+    ``sources = [1]`` is an error naming the file and key, not a TypeError in some stage."""
     for key, value in values.items():
-        kinds = [kind.strip().split("[")[0] for kind in annotations[key].split("|")]
-        if not any(isinstance(value, _TYPES[kind]) and not (kind in ("int", "float") and isinstance(value, bool))
-                   for kind in kinds):
+        if not _fits(value, annotations[key]):
             raise BuildError(f"{source}: {where}{key} must be {annotations[key]}, got {value!r}")
 
 
