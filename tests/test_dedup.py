@@ -306,7 +306,7 @@ def replace_config(config: DedupConfig) -> DedupConfig:
     return config
 
 
-@settings(max_examples=60, deadline=None, derandomize=True)
+@settings(max_examples=60, deadline=None, derandomize=True, database=None)
 @given(seed=st.integers(0, 10_000), n=st.integers(1, 30), dim=st.integers(2, 6),
        threshold=st.floats(0.0, 0.98), mode=st.sampled_from(["star", "components", "size", "fraction"]))
 def test_dedup_modes_keep_their_promise(seed, n, dim, threshold, mode):
