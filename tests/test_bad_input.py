@@ -682,6 +682,29 @@ def test_a_long_text_is_summed_in_bounded_memory(tiny_model, promised):
     np.testing.assert_allclose(vectors[1], table[[0, 1, 2]].mean(axis=0), rtol=1e-6)
 
 
+@promise("a full disk (or a file-size limit) while writing an output: `swembed encode`, `swembed dedup`",
+         "(issue 58) \"96000 requested and 4968 written\" or \"[Errno 27] File too large\": no file named",
+         "one line naming the output; the temp removed, an existing output left as it was",
+         "<output>: not written (<reason>; is the disk full?); nothing was replaced")
+def test_a_full_disk_names_the_output(tmp_path, tiny_model, promised):
+    import resource
+    import signal
+
+    def small_files() -> None:  # a file-size limit fails a write as a full disk does (EFBIG for ENOSPC)
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (2000, 2000))
+
+    (tmp_path / "in.txt").write_text("the cat sat\n" * 300)
+    for command, out in (("encode", tmp_path / "v.npy"), ("dedup", tmp_path / "dq")):
+        flag = "--output" if command == "encode" else "--out"
+        args = [command, tiny_model, "--input", tmp_path / "in.txt"] if command == "encode" else \
+            [command, tmp_path / "in.txt", "--model", tiny_model, "--quiet"]
+        result = subprocess.run([sys.executable, "-m", "swembed.cli", *map(str, args), flag, str(out)],
+                                capture_output=True, text=True, preexec_fn=small_files)
+        assert error_line(result, command, promised).startswith(f"{out}: not written (")
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt", "tiny-model"]
+
+
 # --- the page ----------------------------------------------------------------------------------------------
 
 

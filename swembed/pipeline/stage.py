@@ -237,8 +237,13 @@ def run_stage(
         if final.exists():
             shutil.rmtree(final)
         os.replace(tmp, final)
-    except BaseException:
+    except BaseException as exc:
         shutil.rmtree(tmp, ignore_errors=True)
+        from swembed.runtime.outputs import write_error
+
+        named = write_error(final, exc)  # a full disk names the stage's folder
+        if named is not None:
+            raise named from None
         raise
     shutil.rmtree(partial, ignore_errors=True)
     logger.info("%s: done in %.1fs, peak %.0f MB", name, manifest["wall_s"], manifest["peak_rss_mb"])

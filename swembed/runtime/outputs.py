@@ -273,9 +273,20 @@ def atomic_directory(out: str | Path, overwrite: bool = False, kind: str = "outp
                     shutil.rmtree(old, ignore_errors=True)
                 else:
                     os.replace(tmp, out)
-        except BaseException:
+        except BaseException as exc:
             shutil.rmtree(tmp, ignore_errors=True)
+            named = write_error(out, exc)
+            if named is not None:
+                raise named from None
             raise
+
+
+def write_error(out: Path, exc: BaseException) -> OSError | None:
+    """For a write error that names no file (a full disk, a file-size limit: numpy says only "96000 requested and
+    4968 written"), the same error naming ``out``; None for any other exception."""
+    if not isinstance(exc, OSError) or exc.filename is not None:
+        return None
+    return OSError(f"{out}: not written ({exc.strerror or exc}; is the disk full?); nothing was replaced")
 
 
 @contextmanager
@@ -299,6 +310,9 @@ def atomic_file(path: str | Path, overwrite: bool = False, inputs: Iterable[str 
                     check_writable(path, overwrite, inputs, folder=False)
                 os.replace(folder / path.name, path)
                 shutil.rmtree(folder, ignore_errors=True)
-        except BaseException:
+        except BaseException as exc:
             shutil.rmtree(folder, ignore_errors=True)
+            named = write_error(path, exc)
+            if named is not None:
+                raise named from None
             raise
