@@ -705,6 +705,22 @@ def test_a_full_disk_names_the_output(tmp_path, tiny_model, promised):
         assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt", "tiny-model"]
 
 
+@promise("`swembed dedup --k 100000000000` (also `dedup-select --k`)",
+         "(issue 58) arrays of k neighbours per text allocated: memory exhausted",
+         "refused before any work: at most 1,000 neighbours per text; nothing written",
+         "--k must be between 1 and 1000, got <k>", "--k must be at most 1000 (neighbours per text), got <k>")
+def test_dedup_k_beyond_memory(tmp_path, tiny_model, promised):
+    (tmp_path / "in.txt").write_text("the cat sat\na good dog\n")
+    args = ["dedup", tmp_path / "in.txt", "--model", tiny_model, "--quiet", "--k", "100000000000"]
+    result = run_cli([*args, "--out", tmp_path / "dq"])
+    assert error_line(result, "dedup", promised) == "--k must be between 1 and 1000, got 100000000000"
+    assert run_cli([*args[:-2], "--out", tmp_path / "run"]).returncode == 0
+    result = run_cli(["dedup-select", tmp_path / "run", "--out", tmp_path / "sel", "--outliers", "1", "--k", 10**11])
+    assert error_line(result, "dedup-select", promised) == \
+        "--k must be at most 1000 (neighbours per text), got 100000000000"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt", "run", "tiny-model"]
+
+
 # --- the page ----------------------------------------------------------------------------------------------
 
 

@@ -15,6 +15,7 @@ from swembed.runtime.tokenizer import normalize_text
 _SPACES = re.compile(r"\s+")
 EXACT_SEARCH_BELOW = 50_000  # unique texts; below this an exact blockwise search is faster than building an index
 SCORES_PER_BLOCK = 1 << 24  # exact search scores this many pairs at a time (64 MB of float32)
+MAX_NEIGHBOURS = 1000  # k: a search holds k ids and scores per text of a block (65,536 texts: ~0.8 GB at 1000)
 
 
 @dataclass(frozen=True)

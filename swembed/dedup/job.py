@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from swembed.dedup.clusters import (CLUSTERINGS, ExactKey, connected_roots, merge_to_target, near_pairs,
+from swembed.dedup.clusters import (CLUSTERINGS, MAX_NEIGHBOURS, ExactKey, connected_roots, merge_to_target, near_pairs,
                                     nearest_in, preference_rank, representatives, star_representatives,
                                     star_to_target)
 from swembed.dedup.records import KeptWriter, check_inputs, read_batches
@@ -94,7 +94,7 @@ DEDUP_RANGES = {
     "target_fraction": Range(0, 1, above=True, unset="no target"),
     "threshold": Range(-1, 1, unset="0.9, or 0.5 with a target"),  # a cosine
     "pairs_floor": Range(-1, 1, unset="the threshold - 0.1"),
-    "k": Range(1),
+    "k": Range(1, MAX_NEIGHBOURS),
     "batch_size": Range(1),
 }
 

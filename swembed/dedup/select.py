@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from swembed.dedup.clusters import neighbours
+from swembed.dedup.clusters import MAX_NEIGHBOURS, neighbours
 from swembed.dedup.state import Run, write_tsv
 from swembed.runtime.folder import atomic_directory
 
@@ -82,6 +82,8 @@ def select(run_folder: str | Path, out: str | Path, outliers: int = 0, represent
            overwrite: bool = False) -> str:
     """Write ``outliers.tsv`` and ``representatives.tsv`` for the run's kept texts to the new folder ``out``;
     returns them as text."""
+    if isinstance(k, int) and not isinstance(k, bool) and k > MAX_NEIGHBOURS:
+        raise ValueError(f"--k must be at most {MAX_NEIGHBOURS} (neighbours per text), got {k}")
     for name, value, low in (("--outliers", outliers, 0), ("--representatives", representatives, 0), ("--k", k, 1)):
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise ValueError(f"{name} must be an integer of at least {low}, got {value!r}")
