@@ -234,6 +234,33 @@ def test_paragraphs_are_runs_of_corpus_sentences_read_by_the_teacher_and_a_weigh
 
 
 @pytest.mark.teacher
+def test_paragraph_files_are_whole_documents_read_by_the_teacher_and_a_kd_objective(reference_build, tmp_path):
+    """``[paragraphs] files``: the paragraphs stage holds ``count`` documents drawn from the files (blank lines and
+    documents repeating an excluded text skipped), in file order, with the teacher's vectors of them; KD adds an
+    objective on them that does not decide early stopping."""
+    from swembed.teachers import load_teacher
+
+    corpus, _, _ = reference_build
+    lines = corpus.read_text().split("\n")[:-1]
+    documents = [" ".join(lines[i : i + 2]) for i in range(0, 396, 2)]
+    held_out = tmp_path / "held_out.txt"
+    held_out.write_text(documents[3] + "\n")
+    (tmp_path / "documents.txt").write_text("\n".join(documents[:30] + [""] + documents[30:]) + "\n")
+    result, _, work = build_with_recipe(corpus, tmp_path, f'exclude = ["{held_out}"]\n[paragraphs]\ncount = 150\n'
+                                                          f'files = ["{tmp_path / "documents.txt"}"]\n')
+    assert "150 documents of 1 file(s) through the teacher" in result.stderr
+    stage = next(work.glob("paragraphs-*"))
+    kept = (stage / "target_sentences.txt").read_text().split("\n")[:-1]
+    assert len(kept) == len(set(kept)) == 150 and documents[3] not in kept and set(kept) <= set(documents)
+    assert kept == sorted(kept, key=documents.index)
+    np.testing.assert_allclose(np.load(stage / "targets.npy"), load_teacher("minilm", device="cpu").encode(kept),
+                               atol=1e-5)
+    history = json.loads((next(work.glob("distill-*")) / "history.json").read_text())
+    assert set(history["initial_parts"]) == {"kd en", "kd en paragraphs"}
+    assert history["initial_val_loss"] == pytest.approx(history["initial_parts"]["kd en"])
+
+
+@pytest.mark.teacher
 def test_retrieval_pairs_are_read_by_the_teacher_and_train_beside_the_sentence_kd(reference_build, tmp_path):
     """``[retrieval]``: the retrieval stage keeps each query<TAB>document pair once (repeats and pairs holding an
     excluded text dropped) with the teacher's vectors of both sides; distillation adds one objective on them
@@ -366,6 +393,30 @@ def test_plan_states_the_quota_choice_that_extraction_encodes(tmp_path):
     encoded = json.loads(next((tmp_path / "work").glob("extract-*/manifest.json")).read_text())["stats"]
     assert planned == encoded["encoded_sentences"] < 400 and encoded["mode"] == "quota"
     assert f"{planned:,} of 400 sentences through the teacher" in result.stderr
+
+
+def test_cover_encodes_the_quota_sentences_and_credits_every_word_in_them():
+    """``sentences = "cover"``: the sentences of the quota's choice, in corpus order, with no credits (every word
+    of a chosen sentence counts, as in ``all``), so a frequent word gets more than its quota of contexts."""
+    from swembed.pipeline.config import ExtractConfig
+    from swembed.pipeline.extract import select_sentences
+    from swembed.runtime.tokenizer import TokenizationRules, word_splitter
+
+    rng = np.random.default_rng(1)
+    common, rare = ["the", "a", "cat", "dog"], [f"word{i}" for i in range(40)]
+    sentences = [" ".join([*rng.choice(common, 4), *rng.choice(rare, 1 + i % 2)]) for i in range(300)]
+    words = sorted({w for s in sentences for w in s.split()})
+    counts = [sum(s.split().count(w) for s in sentences) for w in words]
+    index, splitter = {w: i for i, w in enumerate(words)}, word_splitter(TokenizationRules(), None)
+    quota, credits = select_sentences(ExtractConfig(sentences="quota", sentences_per_word=3), sentences, index,
+                                      counts, splitter, seed=0)
+    cover, none = select_sentences(ExtractConfig(sentences="cover", sentences_per_word=3), sentences, index, counts,
+                                   splitter, seed=0)
+    assert none is None and credits is not None
+    assert cover.tolist() == sorted(quota.tolist()) and len(cover) < len(sentences)
+    chosen = [sentences[i] for i in cover]
+    assert all(sum(w in s.split() for s in chosen) >= min(3, c) for w, c in zip(words, counts))
+    assert sum("the" in s.split() for s in chosen) > 3  # credited everywhere, not only up to the quota
 
 
 @pytest.mark.teacher
@@ -547,6 +598,8 @@ def test_loss_weights_and_script_variants_are_checked_before_any_work(tmp_path):
                            ({"retrieval": {"files": ["p.tsv"]}}, "[retrieval] files are for one-language builds"),
                            ({"retrieval": {"loss": "mse"}}, "[retrieval] loss must be kd or contrastive, got 'mse'"),
                            ({"retrieval": {"weight": -1.0}}, "r.toml: [retrieval] weight must be at least 0"),
+                           ({"paragraphs": {"files": ["d.txt"]}}, "[paragraphs] files are for one-language builds"),
+                           ({"extract": {"sentences": "some"}}, "extract sentences must be one of all, quota, cover"),
                            ({"script_variants": {"zh": "s2hk"}}, "script_variants: zh = 's2hk' is not one of")):
         with pytest.raises(BuildError, match=re.escape(message)):
             apply_settings(BuildConfig(), {**settings, **extra}, "r.toml").validate()

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -119,7 +120,11 @@ NATIVE_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 
 def cpu_has_native_bf16(cpuinfo: str | None = None) -> bool:
     """Whether this CPU computes bfloat16 natively (AVX512-BF16 or AMX-BF16 in ``/proc/cpuinfo``'s flags): there
-    bfloat16 runs MiniLM 2-3x faster than float32; on a CPU without them (AVX2 only) it runs ~6x slower."""
+    bfloat16 runs MiniLM 2-3x faster than float32; on a CPU without them (AVX2 only) it runs ~6x slower. The
+    environment variable ``SWEMBED_NATIVE_BF16`` (``0`` or ``1``) overrides what the flags say."""
+    override = os.environ.get("SWEMBED_NATIVE_BF16", "").strip()
+    if cpuinfo is None and override in ("0", "1"):
+        return override == "1"
     if cpuinfo is None:
         try:
             cpuinfo = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
