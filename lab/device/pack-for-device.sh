@@ -13,7 +13,7 @@
 #   T=/root/.cache/swembed/teachers/mpnet; mkdir -p $T; cp -r /root/stash/mpnet/. $T/
 #   cat /root/stash/mp.0[0-3] > $T/model.safetensors
 #   mkdir -p ../shared/data; ln -sfn /root/stash/eval ../shared/data/eval; ln -sfn /root/stash/corpora ../shared/data/corpora
-#   python3 -m swembed.cli build --recipe lab/pipelines/mpnet-256-all.toml --device cuda --batch-tokens 32768 ...
+#   python3 -m swembed.cli build --recipe pipelines/mpnet-256-all.toml --device cuda --batch-tokens 32768 ...
 # The run of 2026-11-25 is in reports/gpu.md.
 set -euo pipefail
 cd "$(dirname "$0")/../.."  # the repository root
