@@ -17,72 +17,103 @@ EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130
 
 # `swembed build` flags: (flag, where in BuildConfig, argparse options). One table serves every build, one
-# language or several, so every flag works on every path (or BuildConfig.validate rejects it there).
+# language or several, so every flag works on every path (or BuildConfig.validate rejects it there). Help texts
+# name no default: `_add_build` appends BuildConfig's own (`flag_default`).
 BUILD_FLAGS = [
-    ("--teacher", "teacher", {"help": "short name (minilm, mpnet, gte-base, me5-small, ...), folder or hub id"}),
-    ("--out", "out", {"help": "model folder to write (default models/minilm-256)"}),
-    ("--dim", "pca.dim", {"type": int, "help": "output dimension d' (default 256)"}),
-    ("--text-column", "corpus.text_column", {"help": "text field of .jsonl/.parquet/hf: corpora (default text)"}),
-    ("--min-words", "corpus.min_words", {"type": int, "help": "shortest sentence kept, in words (default 3)"}),
-    ("--max-words", "corpus.max_words", {"type": int, "help": "longest sentence kept, in words (default 40)"}),
+    ("--teacher", "teacher", {"metavar": "NAME", "help": "short name (minilm, mpnet, gte-base, me5-small, ...), "
+                                                         "folder or hub id"}),
+    ("--out", "out", {"metavar": "DIR", "help": "model folder to write"}),
+    ("--dim", "pca.dim", {"type": int, "help": "output dimension d'"}),
+    ("--text-column", "corpus.text_column", {"metavar": "COLUMN", "help": "text field of .jsonl/.parquet/hf: "
+                                                                         "corpora"}),
+    ("--min-words", "corpus.min_words", {"type": int, "help": "shortest sentence kept, in words"}),
+    ("--max-words", "corpus.max_words", {"type": int, "help": "longest sentence kept, in words"}),
     ("--max-sentences", "corpus.max_sentences", {"type": int, "help": "stop reading the corpus after this many"}),
     ("--cased", "tokenization.lowercase", {"action": "store_const", "const": False,
                                            "help": "case-sensitive words (default: lower-cased)"}),
     ("--backoff", "tokenization.oov_backoff", {"choices": ["pieces", "teacher_prefix", "none"],
-                                               "help": "unknown words: the teacher's pieces (default), the longest "
-                                                       "known prefix, or skipped"}),
-    ("--vocab-size", "vocab.max_size", {"type": int, "help": "vocabulary cap (default 150000)"}),
-    ("--min-count", "vocab.min_count", {"type": int, "help": "keep words seen at least this often (default 1)"}),
+                                               "help": "unknown words: the teacher's pieces, the longest known "
+                                                       "prefix, or skipped"}),
+    ("--vocab-size", "vocab.max_size", {"type": int, "help": "vocabulary cap"}),
+    ("--min-count", "vocab.min_count", {"type": int, "help": "keep words seen at least this often"}),
     ("--no-teacher-words", "vocab.teacher_words", {"action": "store_const", "const": False,
                                                    "help": "do not add the teacher's whole-word tokens"}),
-    ("--word-lists", "vocab.word_lists", {"nargs": "+", "help": "word-list files (one word per line): their words "
-                                                               "the corpus lacks join the vocabulary"}),
+    ("--word-lists", "vocab.word_lists", {"nargs": "+", "metavar": "FILE",
+                                          "help": "word-list files (one word per line): their words the corpus "
+                                                  "lacks join the vocabulary"}),
     ("--sentences", "extract.sentences", {"choices": ["all", "quota", "cover"],
-                                          "help": "encode every corpus sentence (default), a quota per word, or the "
-                                                  "quota's sentences with every word credited (cover)"}),
-    ("--sentences-per-word", "extract.sentences_per_word", {"type": int, "help": "the quota N (default 30)"}),
+                                          "help": "encode every corpus sentence, a quota per word (rarest first), "
+                                                  "or the quota's sentences with every word in them credited"}),
+    ("--sentences-per-word", "extract.sentences_per_word", {"type": int, "help": "the quota N"}),
     ("--encode-sentences", "extract.max_sentences", {"type": int, "help": "encode at most this many sentences"}),
-    ("--batch-tokens", "extract.batch_tokens", {"type": int, "help": "padded tokens per teacher batch (8192)"}),
-    ("--unit-sentences", "extract.unit_sentences", {"type": int, "help": "extract checkpoint unit (default 8192)"}),
+    ("--batch-tokens", "extract.batch_tokens", {"type": int, "help": "padded tokens per teacher batch"}),
+    ("--unit-sentences", "extract.unit_sentences", {"type": int, "help": "extract checkpoint unit"}),
     ("--min-contexts", "compose.min_contexts", {"type": int, "help": "words seen in fewer sentences go through "
-                                                                     "their pieces (default 1)"}),
-    ("--shrinkage", "compose.shrinkage", {"type": float, "help": "k of (n v_ctx + k v_pieces)/(n + k) (default 0)"}),
+                                                                     "their pieces"}),
+    ("--shrinkage", "compose.shrinkage", {"type": float, "metavar": "K",
+                                          "help": "k of (n v_ctx + k v_pieces)/(n + k) in the compose stage"}),
     ("--no-pieces", "compose.pieces", {"action": "store_const", "const": False, "help": "no piece rows"}),
-    ("--pca-sentences", "pca.sentences", {"type": int, "help": "sentences M for the PCA (default 100000)"}),
-    ("--abtt-drop", "pca.drop", {"type": int, "help": "top components dropped (default floor(teacher_dim/100))"}),
+    ("--pca-sentences", "pca.sentences", {"type": int, "help": "sentences M for the PCA"}),
+    ("--abtt-drop", "pca.drop", {"type": int, "help": "top components dropped (ABTT)"}),
     ("--pca-level", "pca.level", {"choices": ["sentence", "word", "none"],
-                                  "help": "fit PCA on sentences (default) or words; none keeps the table"}),
+                                  "help": "fit PCA on sentences or words; none keeps the table"}),
     ("--no-distill", "distill_enabled", {"action": "store_const", "const": False, "help": "stop after PCA"}),
-    ("--distill-steps", "distill.max_steps", {"type": int, "help": "maximum training steps (default 100000)"}),
-    ("--eval-every", "distill.eval_every", {"type": int, "help": "steps between validation rounds (default 250)"}),
-    ("--distill-batch-size", "distill.batch_size", {"type": int, "help": "sentences per KD batch (default 128)"}),
+    ("--distill-steps", "distill.max_steps", {"type": int, "help": "maximum training steps"}),
+    ("--eval-every", "distill.eval_every", {"type": int, "help": "steps between validation rounds"}),
+    ("--distill-batch-size", "distill.batch_size", {"type": int, "help": "sentences per KD batch"}),
     ("--kd-sentences", "distill.max_sentences", {"type": int, "help": "distil on at most this many sentences"}),
-    ("--kd-weight", "distill.kd_weight", {"type": float, "help": "weight of the distillation loss (default 1)"}),
+    ("--kd-weight", "distill.kd_weight", {"type": float, "help": "weight of the distillation loss"}),
     ("--contrastive-weight", "distill.contrastive_weight", {"type": float, "help": "weight of the contrastive loss "
-                                                                                 "on parallel pairs (default 1)"}),
-    ("--lexicon-top-k", "lexicon_top_k", {"type": int, "help": "keep each word's k largest dims (LENS tables)"}),
-    ("--checkpoint-seconds", "checkpoint_seconds", {"type": float, "help": "least time between checkpoints (60)"}),
-    ("--dtype", "dtype", {"choices": ["float32", "float16"], "help": "table dtype (default float32)"}),
+                                                                                 "on parallel pairs"}),
+    ("--lexicon-top-k", "lexicon_top_k", {"type": int, "metavar": "K",
+                                          "help": "keep each word's k largest dims (LENS tables)"}),
+    ("--checkpoint-seconds", "checkpoint_seconds", {"type": float, "metavar": "SECONDS",
+                                                    "help": "least time between checkpoints"}),
+    ("--dtype", "dtype", {"choices": ["float32", "float16"], "help": "table dtype"}),
     ("--device", "device", {"choices": ["auto", "cpu", "cuda"], "help": "where the teacher and training run"}),
     ("--teacher-dtype", "extract.teacher_dtype", {"choices": list(TEACHER_DTYPES),
                                                   "help": "teacher weights (auto: bfloat16 on CUDA and on CPUs "
-                                                          "with AVX512-BF16 or AMX, else float32)"}),
-    ("--work-dir", "work_dir", {"help": "stage cache (default <out>.work)"}),
-    ("--seed", "seed", {"type": int, "help": "seed for every sampling step (default 0)"}),
-    ("--parallel", "parallel", {"nargs": "+", "help": "english<TAB>other pair files for the contrastive loss"}),
-    ("--exclude", "exclude", {"nargs": "+", "help": "held-out files or folders (eval sets): no corpus sentence or "
-                                                     "training pair repeats their lines"}),
+                                                          "with AVX512-BF16 or AMX, else float32; "
+                                                          "SWEMBED_NATIVE_BF16=0 or 1 overrides the CPU flags)"}),
+    ("--work-dir", "work_dir", {"metavar": "DIR", "help": "stage cache"}),
+    ("--seed", "seed", {"type": int, "help": "seed for every sampling step"}),
+    ("--parallel", "parallel", {"nargs": "+", "metavar": "FILE",
+                                "help": "english<TAB>other pair files for the contrastive loss"}),
+    ("--exclude", "exclude", {"nargs": "+", "metavar": "PATH",
+                              "help": "held-out files or folders (eval sets): no corpus sentence or training pair "
+                                      "repeats their lines (case, spaces and punctuation ignored)"}),
 ]
+# what leaving out a setting whose default is None means, where no range says it (RANGES' unset texts do)
+UNSET = {"work_dir": "<out>.work"}
+
+
+def flag_default(dest: str) -> str:
+    """BuildConfig's default of the setting at ``dest``, as help shows it ("" for an on/off flag)."""
+    from swembed.pipeline.config import RANGES, BuildConfig
+
+    value = BuildConfig().get(dest)
+    if isinstance(value, bool):
+        return ""
+    if value is None:
+        return UNSET.get(dest) or RANGES[dest].unset
+    if isinstance(value, list):
+        return " ".join(map(str, value)) or "none"
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def _add_build(sub) -> None:
     p = sub.add_parser("build", help="distil a static word table from a sentence-embedding teacher")
-    p.add_argument("--recipe", help="a TOML recipe (see pipelines/); flags given here override it")
-    p.add_argument("--langs", help="comma-separated languages, e.g. en,de (then --corpus LANG=PATH ...)")
-    p.add_argument("--corpus", nargs="+", help="files, folders, globs, hf:<dataset>[:config][:split] or "
-                   "builtin:wikitext2 (the default); with --langs: LANG=PATH")
+    p.add_argument("--recipe", metavar="FILE", help="a TOML recipe (see pipelines/); flags given here override it")
+    p.add_argument("--langs", metavar="LANGS", help="comma-separated languages, e.g. en,de (then --corpus "
+                   f"LANG=PATH ...) (default {flag_default('langs')})")
+    p.add_argument("--corpus", nargs="+", metavar="PATH", help="files, folders, globs, hf:<dataset>[:config][:split] "
+                   f"or builtin:wikitext2; with --langs: LANG=PATH (default {flag_default('corpus.sources')})")
     for flag, dest, options in BUILD_FLAGS:
-        p.add_argument(flag, dest=dest.replace(".", "__"), **options)
+        default = flag_default(dest)
+        metavar = {int: "N", float: "X"}.get(options.get("type"))
+        extra = {"metavar": metavar} if metavar and "metavar" not in options else {}
+        help_text = options["help"] + (f" (default {default})" if default else "")
+        p.add_argument(flag, dest=dest.replace(".", "__"), **{**options, **extra, "help": help_text})
     p.add_argument("--force", action="store_true", help="recompute every stage")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out folder")
     p.add_argument("--quiet", action="store_true", help="no progress bars")

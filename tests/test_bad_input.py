@@ -26,15 +26,15 @@ from swembed.runtime.folder import ModelFolderError, write_model_folder
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "what-happens-when.md"
 BEGIN, END = "<!-- rows: generated from tests/test_bad_input.py -->", "<!-- end of rows -->"
-HEADER = ("| input | before (issue 17, or the issue named) | what swembed does now | the line on stderr (an error: "
-          "after `swembed <command>: error: `) | test |\n|---|---|---|---|---|")
+HEADER = ("| input | what swembed does | the line on stderr (an error: after `swembed <command>: error: `) | test |"
+          "\n|---|---|---|---|")
 PROMISE_MODULES = ("test_bad_input", "test_checks", "test_fuzz")  # every module whose tests carry a row, in page order
 
 
 @dataclass(frozen=True)
 class Promise:
     input: str
-    before: str
+    before: str  # what an earlier version did (kept with the test, not in the table of promises)
     now: str
     messages: tuple[str, ...] = ()  # shapes; <...> stands for any text
     test: str = ""  # tests/<module>.py::<test>
@@ -45,7 +45,7 @@ class Promise:
                    for shape in self.messages)
 
     def row(self) -> str:
-        cells = [self.input, self.before, self.now, "<br>".join(f"`{m}`" for m in self.messages) or "—",
+        cells = [self.input, self.now, "<br>".join(f"`{m}`" for m in self.messages) or "—",
                  f"`{self.test}`"]
         assert not any("|" in cell for cell in cells), cells
         return "| " + " | ".join(cells) + " |"

@@ -79,3 +79,98 @@ def test_the_report_check_fails_without_a_marker_or_with_a_missing_module(tmp_pa
     assert report.check(tmp_path) == 2
     (tmp_path / "a.md").write_text("# A\n<!-- generated: swembed eval M -->\n\n| x |\n|---|\n| 1 |\n")
     assert report.check(tmp_path) == 0
+
+
+FLAG = re.compile(r"(?<![\w-])(--[a-z][\w-]*[a-z0-9])(?![\w{-])")
+SECTION_KEY = re.compile(r"(?<![\w\]<])\[([a-z_]+)\] ([a-z_]+)\b")
+# flags of other programs that docs show beside swembed's (pip, pytest, npm, git, Spark, browsers)
+OTHER_TOOLS_FLAGS = {"--index-url", "--extra-index-url", "--upgrade", "--no-deps", "--user", "--check", "--help",
+                     "--version", "--verbose", "--durations", "--headless", "--master", "--conf", "--extra"}
+
+
+def _parser_flags() -> dict[str, set[str]]:
+    """Every option string of every swembed sub-command -> its defaults there (a flag of several commands has
+    several)."""
+    flags: dict[str, set[str]] = {}
+    for parser in subcommands().values():
+        for action in parser._actions:
+            for flag in action.option_strings:
+                flags.setdefault(flag, set()).add(str(action.default))
+    return flags
+
+
+def _lab_flags() -> set[str]:
+    """Flags that lab modules and scripts define (docs name `python -m lab.x --flag` too)."""
+    texts = [p.read_text(encoding="utf-8") for folder in ("lab", "scripts") for p in (ROOT / folder).rglob("*")
+             if p.suffix in (".py", ".sh") and p.is_file()]
+    return {flag for text in texts for flag in re.findall(r"""["'](--[a-z][\w-]*)["'=]""", text)}
+
+
+def unknown_flags(text: str, known: set[str]) -> list[str]:
+    """The ``--flags`` written in ``text``'s code that no parser (swembed's, lab's, another tool's) defines."""
+    return sorted({flag for flag in FLAG.findall(code_of(text)) if flag not in known})
+
+
+def unknown_section_keys(text: str) -> list[str]:
+    """The ``[section] key`` pairs in ``text``'s code that no recipe section has (older keys included, which still
+    load with a warning)."""
+    from swembed.pipeline.config import LEGACY_DISTILL_KEYS, SECTIONS, BuildConfig
+
+    config = BuildConfig()
+    return sorted(f"[{section}] {key}" for section, key in SECTION_KEY.findall(code_of(text))
+                  if not (section in SECTIONS and hasattr(getattr(config, section), key))
+                  and not (section == "distill" and key in LEGACY_DISTILL_KEYS))
+
+
+def wrong_flag_defaults(text: str, flags: dict[str, set[str]]) -> list[str]:
+    """``--flag`` ... ``(default V)`` sentences whose V is not the flag's default in the code (BuildConfig for build
+    flags, argparse's default for the others, where it has one); only plain values (a number or a word) are
+    checked."""
+    from swembed.cli import BUILD_FLAGS, flag_default
+
+    build = {flag: flag_default(dest) for flag, dest, _ in BUILD_FLAGS}
+    wrong = []
+    for flag, value in re.findall(r"`(--[\w-]+)`[^.;(`]{0,30}\(default `?([\w.]+)`?\)", text):
+        if flag in flags and re.fullmatch(r"-?\d+(\.\d+)?|[A-Za-z_]\w*", value):
+            actual = {build[flag]} if flag in build else flags[flag] - {"None"}
+            if actual and not any(a == value or _same_number(a, value) for a in actual):
+                wrong.append(f"{flag} (default {value}; the code's: {', '.join(sorted(actual))})")
+    return wrong
+
+
+def _same_number(a: str, b: str) -> bool:
+    try:
+        return float(a) == float(b)
+    except ValueError:
+        return False
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.name)
+def test_every_flag_section_key_and_default_named_exists_in_the_code(doc):
+    text = doc.read_text(encoding="utf-8")
+    flags = _parser_flags()
+    assert unknown_flags(text, set(flags) | _lab_flags() | OTHER_TOOLS_FLAGS) == [], \
+        f"{doc.name} names flags no parser has"
+    assert unknown_section_keys(text) == [], f"{doc.name} names recipe keys no section has"
+    assert wrong_flag_defaults(text, flags) == [], f"{doc.name} states defaults the code does not have"
+
+
+def test_the_flag_section_and_default_checks_find_what_is_wrong():
+    flags = _parser_flags()
+    text = "Give `--dim 64` or `--dimm 64`, `[pca] dim = 8`, `[pca] dims = 8`, `[nope] k`.\n"
+    assert unknown_flags(text, set(flags)) == ["--dimm"]
+    assert unknown_section_keys(text) == ["[nope] k", "[pca] dims"]
+    text = "`--threshold` (default 0.5) and `--dim` (default 256); `--min-words` (default 4), `--k` (default 16)\n"
+    assert wrong_flag_defaults(text, flags) == ["--min-words (default 4; the code's: 3)"]
+
+
+def test_the_build_flag_table_is_what_the_parser_says():
+    text = (ROOT / "docs" / "build.md").read_text(encoding="utf-8")
+    assert text == cli_docs.render_build_doc(text), "docs/build.md's flag table is out of date: python -m lab.cli_docs"
+    assert "`--word-lists FILE [FILE ...]`" in text and "PCA__DIM" not in text
+
+
+def test_docs_send_users_to_recipes_in_pipelines_not_lab():
+    for doc in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        commands = re.findall(r"swembed (?:build|shrink) [^\n`]*--recipe (\S+\.toml)", doc.read_text(encoding="utf-8"))
+        assert [c for c in commands if not c.startswith("pipelines/")] == [], doc.name
