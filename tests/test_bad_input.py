@@ -393,14 +393,14 @@ def test_missing_corpus(tmp_path, promised):
         f"word list not found: {missing} (--word-lists / [vocab] word_lists)"
 
 
-@promise("an unknown `--teacher` (or `[distill] co_teacher`)", "a clear error: keep",
+@promise("an unknown `--teacher` (or `[coteacher] teachers`)", "a clear error: keep",
          "refused before any work; nothing written",
          "unknown teacher '<name>': not a folder, not a short name (<names>), not a hub id")
 def test_unknown_teacher(tmp_path, tiny_corpus, promised):
     args = small_build_args(tiny_corpus, tmp_path / "model") + ["--teacher", "no-such-teacher"]
     assert refused_build(tmp_path, args, promised).startswith("unknown teacher 'no-such-teacher': not a folder")
     recipe = tmp_path / "co.toml"  # a co-teacher is found before extraction, not after it
-    recipe.write_text("[distill]\nco_teacher = 'no-such-teacher'\n")
+    recipe.write_text("[coteacher]\nteachers = 'no-such-teacher'\n")
     args = ["build", "--recipe", str(recipe), *small_build_args(tiny_corpus, tmp_path / "model")[1:]]
     assert refused_build(tmp_path, args, promised).startswith("unknown teacher 'no-such-teacher': not a folder")
 

@@ -3,18 +3,20 @@ work (issue 49: values that were accepted and lost data or crashed late), legacy
 No teacher is loaded here."""
 from __future__ import annotations
 
+import logging
 import math
 import re
 import subprocess
 import sys
 from dataclasses import fields
+from pathlib import Path
 
 import pytest
 
 import swembed
 from conftest import run_cli, small_build_args
-from swembed.pipeline.config import (RANGES, SECTIONS, BuildConfig, BuildError, OptionError, apply_settings, key_label,
-                                     load_recipe)
+from swembed.pipeline.config import (LEGACY_DISTILL_KEYS, RANGES, SECTIONS, BuildConfig, BuildError, OptionError,
+                                     apply_settings, key_label, load_recipe)
 
 # (flag, value, the one line the CLI prints after "swembed build: error: ", the recipe key swembed.build names)
 ISSUE_49 = [
@@ -96,7 +98,7 @@ def test_every_numeric_setting_has_a_range_and_the_defaults_lie_in_it():
             assert str(allowed) in str(caught.value) and "\n" not in str(caught.value)
 
 
-def test_recipes_name_the_file_and_key_and_keep_their_older_keys(tmp_path):
+def test_recipes_name_the_file_and_key_and_keep_their_older_keys(tmp_path, caplog):
     recipe = tmp_path / "r.toml"
     recipe.write_text("[distill]\nkd_weight = -1.0\n")
     with pytest.raises(BuildError, match=re.escape(f"{recipe}: [distill] kd_weight must be at least 0, got -1.0")):
@@ -106,9 +108,13 @@ def test_recipes_name_the_file_and_key_and_keep_their_older_keys(tmp_path):
         load_recipe(recipe)
     recipe.write_text("[distill]\nshrinkage = 2.0\nalone_shrinkage = 4.0\ngram_buckets = 64\nco_teacher = 'mpnet'\n"
                       "co_teacher_weight = 0.2\nlr = 0.5\n")
+    caplog.clear()
     config = load_recipe(recipe)
     assert (config.shrinkage.k, config.alone.k, config.grams.buckets, config.coteacher.pairs(), config.distill.lr) == (
         2.0, 4.0, 64, [("mpnet", 0.2)], 0.5)
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warned == [f"{recipe}: [distill] {old} is an older key; write [{section}] {name}"
+                      for old, (section, name) in LEGACY_DISTILL_KEYS.items()]  # one line each
     recipe.write_text("[distill]\nshrinkage = 2.0\n[shrinkage]\nk = 3.0\n")
     with pytest.raises(BuildError, match=re.escape("[distill] shrinkage and [shrinkage] k are the same setting")):
         load_recipe(recipe)
@@ -136,3 +142,15 @@ def test_swembed_build_takes_sections_top_level_settings_and_unambiguous_fields(
         make_config(max_stepz=10)
     with pytest.raises(BuildError, match=re.escape("swembed.build(): [pca] dim must be int, got '8'")):
         make_config(dim="8")
+
+
+def test_shipped_recipes_use_the_sections_not_the_older_keys(caplog):
+    """Every recipe of pipelines/ and lab/pipelines/ loads without a warning about an older [distill] key."""
+    root = Path(__file__).resolve().parents[1]
+    recipes = [path for folder in ("pipelines", "lab/pipelines") for path in sorted((root / folder).glob("*.toml"))
+               if not path.stem.startswith("edge-")]  # edge-*: `swembed shrink` recipes
+    assert len(recipes) > 10
+    caplog.set_level(logging.WARNING)
+    for path in recipes:
+        load_recipe(path)
+    assert [r.getMessage() for r in caplog.records if "older key" in r.getMessage()] == []

@@ -3,13 +3,14 @@
 A recipe (``pipelines/*.toml``) has top-level keys (``teacher``, ``out``, ``langs``, ...) and one table per
 section: ``[corpus]``, ``[tokenization]`` (the one rule set every stage and the exported model share),
 ``[vocab]``, ``[extract]``, ``[compose]``, ``[pca]``, ``[distill]``, and one per post-training stage:
-``[coteacher]``, ``[paragraphs]``, ``[shrinkage]``, ``[alone]``, ``[grams]`` (their older ``[distill]`` keys still work:
-``LEGACY_DISTILL_KEYS``); a multilingual recipe adds ``[corpora]`` (language -> files) and ``parallel`` pairs.
+``[coteacher]``, ``[paragraphs]``, ``[shrinkage]``, ``[alone]``, ``[grams]`` (their older ``[distill]`` keys still load,
+with a one-line warning: ``LEGACY_DISTILL_KEYS``); a multilingual recipe adds ``[corpora]`` (language -> files) and ``parallel`` pairs.
 Unknown keys are errors naming the file; every numeric setting is checked against its range (``RANGES``).
 The CLI (flags, ``--recipe``) and ``swembed.build`` both make a ``BuildConfig`` and hand it to the pipeline.
 """
 from __future__ import annotations
 
+import logging
 import tomllib
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
@@ -22,6 +23,7 @@ from swembed.teachers.base import TEACHER_DTYPES
 SPACELESS = ("zh", "ja")
 # script_variants names -> OpenCC configs (to the variant script, back to the corpus's): swembed.pipeline.variants
 SCRIPT_CONVERSIONS = {"t2s": ("s2t", "t2s")}
+logger = logging.getLogger(__name__)
 
 
 class BuildError(ValueError):
@@ -492,7 +494,8 @@ def _check_types(source: str, where: str, annotations: dict[str, str], values: d
 
 
 def _with_sections(settings: dict, source: str) -> dict:
-    """``settings`` with the legacy ``[distill]`` keys of the post-training stages moved to their own sections."""
+    """``settings`` with the legacy ``[distill]`` keys of the post-training stages moved to their own sections, each
+    with a one-line warning naming ``source`` and the key to write instead."""
     distill = settings.get("distill")
     if not isinstance(distill, dict) or not set(distill) & set(LEGACY_DISTILL_KEYS):
         return settings
@@ -503,6 +506,7 @@ def _with_sections(settings: dict, source: str) -> dict:
             if not isinstance(table, dict) or name in table:
                 raise BuildError(f"{source}: [distill] {old} and [{section}] {name} are the same setting; give one")
             check_option(f"{section}.{name}", distill[old], source, f"[distill] {old}")
+            logger.warning("%s: [distill] %s is an older key; write [%s] %s", source, old, section, name)
             settings[section] = {**table, name: settings["distill"].pop(old)}
     return settings
 
