@@ -126,7 +126,7 @@ def build_config(args):
 
     from swembed.pipeline.config import BuildConfig, BuildError, OptionError, load_recipe
 
-    config = load_recipe(args.recipe) if args.recipe else BuildConfig()
+    config = load_recipe(args.recipe) if args.recipe is not None else BuildConfig()
     if args.langs:
         config.langs = [lang.strip() for lang in args.langs.split(",") if lang.strip()]
     if args.corpus:
@@ -295,7 +295,7 @@ def cmd_shrink(args) -> int:
 
     from swembed.shrink import ShrinkConfig, load_shrink_recipe, shrink
 
-    recipe = load_shrink_recipe(args.recipe) if args.recipe else None
+    recipe = load_shrink_recipe(args.recipe) if args.recipe is not None else None
     config = recipe.config if recipe else ShrinkConfig()
     names = ("words", "pieces", "dim", "gram_buckets", "gram_target", "oov_weight", "storage", "centroids", "seed")
     given = {name: getattr(args, name) for name in names if getattr(args, name) is not None}

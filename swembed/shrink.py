@@ -80,9 +80,9 @@ class ShrinkRecipe:
 
 def load_shrink_recipe(path: str | Path) -> ShrinkRecipe:
     """Read a shrink recipe; a wrong key or type is one line naming the file and the key."""
-    from swembed.pipeline.config import read_recipe_toml
+    from swembed.pipeline.config import read_recipe_toml, recipe_path
 
-    path = Path(path)
+    path = recipe_path(path)
     data = read_recipe_toml(path)
     types = {f.name: (str,) if f.name in ("storage", "gram_target") else (int, type(None))
              for f in fields(ShrinkConfig)}

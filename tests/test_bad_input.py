@@ -573,13 +573,15 @@ def test_numpy_scalar_and_lone_surrogates(tiny_model, promised):
     assert model.encode("the\ud800cat").any()
 
 
-@promise("a recipe nested 100,000 levels deep, a recipe path that is a folder, `build --corpus \"\"`, `--work-dir` "
-         "inside `--out`",
-         "(issue 58) `RecursionError` or `IsADirectoryError` tracebacks; `--corpus \"\"` read the current folder; "
-         "the work folder inside `--out` was refused only after the whole build",
+@promise("a recipe nested 100,000 levels deep, a recipe path that is a folder, `build --recipe \"\"` (also "
+         "`shrink`), `build --corpus \"\"`, `--work-dir` inside `--out`",
+         "(issue 58) `RecursionError` or `IsADirectoryError` tracebacks; `--recipe \"\"` ignored (a default build "
+         "of WikiText-2 started, new in this review); `--corpus \"\"` read the current folder; the work folder "
+         "inside `--out` was refused only after the whole build",
          "refused before any work (the teacher not loaded); nothing written",
          "<recipe>: nested too deeply to read (a recipe is a few levels deep)",
          "<recipe>: not readable as a recipe (<reason>)",
+         "--recipe: an empty path; give a recipe file (see pipelines/)",
          "--corpus: an empty path would read the current folder; give a file or folder",
          "--work-dir <work> is inside --out <out>, which the finished model replaces; give a work folder outside it")
 def test_recipe_and_build_paths(tmp_path, tiny_corpus, promised):
@@ -595,6 +597,10 @@ def test_recipe_and_build_paths(tmp_path, tiny_corpus, promised):
     assert str(caught.value) == f"{tmp_path / 'folder.toml'}: not readable as a recipe (Is a directory)"
     out = tmp_path / "model"
     base = ["build", "--teacher", "minilm", "--out", out, "--dim", "8"]
+    missing = tmp_path / "missing.txt"  # were the empty recipe ignored, the build would stop here, not run
+    for args in (["build", "--recipe", "", "--corpus", missing, "--out", out], ["shrink", "--recipe", "", "--out", out]):
+        assert error_line(run_cli(args), args[0], promised) == \
+            "--recipe: an empty path; give a recipe file (see pipelines/)"
     assert refused_build(tmp_path, [*base, "--corpus", ""], promised) == \
         "--corpus: an empty path would read the current folder; give a file or folder"
     for work in (out / "work", out):

@@ -540,6 +540,13 @@ def apply_settings(config: BuildConfig, settings: dict, source: str) -> BuildCon
     return config
 
 
+def recipe_path(path: str | Path) -> Path:
+    """``--recipe``'s value as a path; an empty one (``Path("")`` is the current folder) is refused."""
+    if not str(path).strip():
+        raise BuildError("--recipe: an empty path; give a recipe file (see pipelines/)")
+    return Path(path)
+
+
 def read_recipe_toml(path: Path) -> dict:
     """A recipe file's TOML table; a missing or malformed file is one line naming it (``BuildError``)."""
     try:
@@ -557,7 +564,7 @@ def read_recipe_toml(path: Path) -> dict:
 def load_recipe(path: str | Path, _seen: tuple[Path, ...] = ()) -> BuildConfig:
     """A build from a TOML recipe in ``pipelines/``. ``base = "other.toml"`` (a path from the recipe's folder)
     starts from that recipe; this one's keys then replace its keys, one by one within a section."""
-    path = Path(path)
+    path = recipe_path(path)
     data = read_recipe_toml(path)
     base = data.pop("base", None)
     _check_types(str(path), "", {"base": "str | None"}, {"base": base})
