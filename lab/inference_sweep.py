@@ -1,6 +1,6 @@
 """STS-B dev of a built table under other post-training settings, without retraining.
 
-* ``--shrinkage K,...``: the distill stage's ``[distill] shrinkage`` k. The folder's table was built at ``--built-k``
+* ``--shrinkage K,...``: the ``[shrinkage]`` stage's k. The folder's table was built at ``--built-k``
   (its recipe's k): each word row seen in n > 0 sentences is ``(n v + k u) / (n + k)``, u its piece composition
   (piece rows are never shrunk, so u is what training left), which this script inverts and re-applies at each k.
 * ``--oov-weight W,...``: the weight of an unknown word's pieces at inference (``[tokenization] oov_weight``).
@@ -17,7 +17,7 @@ import numpy as np
 
 import swembed
 from swembed.eval.sts import DEV, load_pair_set, score_pair_set
-from swembed.pipeline.compose import shrink
+from swembed.pipeline.compose import blend_by_contexts
 from swembed.runtime.embedder import StaticEmbedder
 from swembed.runtime.tokenizer import WordTokenizer
 
@@ -55,11 +55,11 @@ def main() -> None:
     plain[: len(contexts)][moved] = ((n + args.built_k) * words[moved] - args.built_k * composed[moved]) / n
     for k in args.shrinkage:
         shrunk = plain.copy()
-        shrink(shrunk[: len(contexts)], composed, contexts, k, found)  # the distill stage's own rule
+        blend_by_contexts(shrunk[: len(contexts)], composed, contexts, k, found)  # the distill stage's own rule
         print(f"shrinkage k {k:g}: {dev_score(shrunk, model.tokenizer)}", flush=True)
     for weight in args.oov_weight:
         tokenizer = WordTokenizer(model.tokenizer.vocab, replace(model.tokenizer.rules, oov_weight=weight),
-                                  model.tokenizer.pieces, model.tokenizer.piece_rows)
+                                  model.tokenizer.teacher_tokenizer, model.tokenizer.piece_rows)
         print(f"oov_weight {weight:g}: {dev_score(table, tokenizer)}", flush=True)
 
 if __name__ == "__main__":

@@ -32,7 +32,8 @@ def main() -> None:
     args = parser.parse_args()
     model = swembed.load(args.model)
     tok = model.tokenizer
-    merged = StaticEmbedder(model.table, WordTokenizer(export_vocab(model), tok.rules, tok.pieces, tok.piece_rows),
+    merged = StaticEmbedder(model.table,
+                            WordTokenizer(export_vocab(model), tok.rules, tok.teacher_tokenizer, tok.piece_rows),
                             model.config, model.scales)
     for label, embedder in (("identify", model), ("merged", merged)):
         found = scores(embedder.encode, args.data, model.languages)

@@ -177,7 +177,7 @@ def with_listed_words(spec: str, work: Path, word_list: Path):
     added = alone_map(alone, table[: len(contexts)], contexts)(vectors).astype(np.float32)
     vocab = {**model.tokenizer.vocab, **{w: len(table) + i for i, w in enumerate(new)}}
     old = model.tokenizer
-    tokenizer = WordTokenizer(vocab, old.rules, old.pieces, old.piece_rows, old.gram_rows)
+    tokenizer = WordTokenizer(vocab, old.rules, old.teacher_tokenizer, old.piece_rows, old.gram_rows)
     print(f"words:{word_list}: {len(new):,} words added", file=sys.stderr)
     return StaticEmbedder(np.vstack([table, added]), tokenizer, model.config)
 
@@ -221,7 +221,7 @@ def retokenized(spec: str, oov_weight: float | None = None, min_contexts: int = 
     old, counts = model.tokenizer, np.asarray(model.word_contexts)
     rules = old.rules if oov_weight is None else replace(old.rules, oov_weight=oov_weight)
     vocab = {w: r for w, r in old.vocab.items() if r >= len(counts) or counts[r] >= min_contexts}
-    tokenizer = WordTokenizer(vocab, rules, old.pieces, old.piece_rows, old.gram_rows)
+    tokenizer = WordTokenizer(vocab, rules, old.teacher_tokenizer, old.piece_rows, old.gram_rows)
     return StaticEmbedder(model.table, tokenizer, model.config, model.scales, None, model.word_contexts,
                           model.codes).encode
 

@@ -64,7 +64,7 @@ def encoder(spec: str):
 
     model = load(spec.removesuffix(":no-backoff"))
     t = model.tokenizer
-    bare = WordTokenizer(t.vocab, t.rules.splitting_only(), t.pieces, t.piece_rows)
+    bare = WordTokenizer(t.vocab, t.rules.splitting_only(), t.teacher_tokenizer, t.piece_rows)
     return StaticEmbedder(model.table, bare, model.config, model.scales).encode
 
 

@@ -176,7 +176,7 @@ def ablations(teacher_dim: int) -> dict[str, dict]:
         **PREVIOUS_RULE,
         "piece rows, back-off to the longest known prefix":
             {"tokenization": {"oov_backoff": "teacher_prefix"}},
-        **{f"shrinkage k = {k:g}": {"compose": {"shrinkage": k}} for k in (1.0, 2.0, 4.0, 8.0, 16.0, 32.0)},
+        **{f"shrinkage k = {k:g}": {"compose": {"piece_prior": k}} for k in (1.0, 2.0, 4.0, 8.0, 16.0, 32.0)},
         **{f"vocabulary cut: words in >= {n} sentences": {"compose": {"min_contexts": n}} for n in (2, 3, 5)},
         "without ABTT (r = 0)": {"pca": {"drop": 0}},
         "word-level PCA": {"pca": {"level": "word"}},
@@ -264,7 +264,8 @@ def ablations_report(recipe: Path, scores: Scores, out: Path, models_dir: Path, 
     for size in (*VOCAB_SIZES, len(words)):
         size = min(size, len(words))
         tok = main_model.tokenizer
-        tokenizer = WordTokenizer({w: i for i, w in enumerate(words[:size])}, tok.rules, tok.pieces, tok.piece_rows)
+        tokenizer = WordTokenizer({w: i for i, w in enumerate(words[:size])}, tok.rules, tok.teacher_tokenizer,
+                                  tok.piece_rows)
         vocab_scores = score_encoder(StaticEmbedder(main_model.table, tokenizer).encode, scores.data)
         vocab_rows.append([f"{size:,}", *_sts_cells(vocab_scores)])
     text = ["# Ablations on the MiniLM build", "", _provenance(command), "",

@@ -50,8 +50,8 @@ BUILD_FLAGS = [
     ("--unit-sentences", "extract.unit_sentences", {"type": int, "help": "extract checkpoint unit"}),
     ("--min-contexts", "compose.min_contexts", {"type": int, "help": "words seen in fewer sentences go through "
                                                                      "their pieces"}),
-    ("--shrinkage", "compose.shrinkage", {"type": float, "metavar": "K",
-                                          "help": "k of (n v_ctx + k v_pieces)/(n + k) in the compose stage"}),
+    ("--piece-prior", "compose.piece_prior", {"type": float, "metavar": "K",
+                                              "help": "k of (n v_ctx + k v_pieces)/(n + k) before training"}),
     ("--no-pieces", "compose.pieces", {"action": "store_const", "const": False, "help": "no piece rows"}),
     ("--pca-sentences", "pca.sentences", {"type": int, "help": "sentences M for the PCA"}),
     ("--abtt-drop", "pca.drop", {"type": int, "help": "top components dropped (ABTT)"}),
@@ -85,6 +85,16 @@ BUILD_FLAGS = [
 ]
 # what leaving out a setting whose default is None means, where no range says it (RANGES' unset texts do)
 UNSET = {"work_dir": "<out>.work"}
+OLDER_FLAGS = {"--shrinkage": "--piece-prior"}  # still accepted, with a one-line warning
+
+
+class _OlderFlag(argparse.Action):
+    """An older name of a flag: sets the same setting and says, in one line on stderr, which name to write."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        print(f"swembed build: warning: {option_string} is an older name; write {OLDER_FLAGS[option_string]}",
+              file=sys.stderr)
+        setattr(namespace, self.dest, values)
 
 
 def flag_default(dest: str) -> str:
@@ -114,6 +124,10 @@ def _add_build(sub) -> None:
         extra = {"metavar": metavar} if metavar and "metavar" not in options else {}
         help_text = options["help"] + (f" (default {default})" if default else "")
         p.add_argument(flag, dest=dest.replace(".", "__"), **{**options, **extra, "help": help_text})
+    for older, flag in OLDER_FLAGS.items():
+        dest, options = next((dest, options) for name, dest, options in BUILD_FLAGS if name == flag)
+        p.add_argument(older, dest=dest.replace(".", "__"), type=options.get("type"), action=_OlderFlag,
+                       help=argparse.SUPPRESS)
     p.add_argument("--force", action="store_true", help="recompute every stage")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out folder")
     p.add_argument("--quiet", action="store_true", help="no progress bars")

@@ -82,7 +82,7 @@ def load_member(spec: str, rules: TokenizationRules) -> Member:
     from swembed.runtime.embedder import load
 
     model = load(spec)
-    subword = model.tokenizer.pieces
+    subword = model.tokenizer.teacher_tokenizer
     return Member(Path(spec).name, model.words, lambda words: model.encode(words, normalize=False),
                   model.tokenizer.rules, subword.to_str() if subword is not None else None)
 

@@ -48,9 +48,9 @@ def english(tmp_path):
     return artifact(tmp_path, "en", words, [9, 1, 1], vectors, [9, 1, 2], piece_vectors, piece_contexts)
 
 
-def test_piece_rows_cut_and_shrinkage(tmp_path, english):
+def test_piece_rows_cut_and_piece_prior(tmp_path, english):
     rules = TokenizationRules(oov_backoff="pieces")
-    config = ComposeConfig(min_contexts=2, shrinkage=3.0)
+    config = ComposeConfig(min_contexts=2, piece_prior=3.0)
     table, layout, result = compose(tmp_path, config, {"en": (rules, *english)})
     assert layout.labels == ["the", "cat", "good", "##ness", "cat", "the"]  # "goodness" (1 context) cut
     assert layout.languages == {"en": [0, 2]} and layout.pieces == [2, 6]
@@ -63,6 +63,8 @@ def test_piece_rows_cut_and_shrinkage(tmp_path, english):
     assert tokenizers["en"].rows("goodness cat") == ([2, 3, 1], [0.5, 0.5, 1.0])
     contexts = np.load(result.path / files.WORD_CONTEXTS)
     assert contexts.tolist() == [9, 2]
+    identity = json.loads((result.path / "manifest.json").read_text())["config"]
+    assert identity["shrinkage"] == 3.0 and "piece_prior" not in identity  # the stage cache keeps its key
 
 
 def test_merged_languages_share_one_row_per_surface_form(tmp_path, english):

@@ -112,14 +112,14 @@ def unknown_flags(text: str, known: set[str]) -> list[str]:
 
 
 def unknown_section_keys(text: str, older: bool = False) -> list[str]:
-    """The ``[section] key`` pairs in ``text``'s code that no recipe section has (with ``older``, the older
-    ``[distill]`` keys, which still load with a warning, count as known)."""
-    from swembed.pipeline.config import LEGACY_DISTILL_KEYS, SECTIONS, BuildConfig
+    """The ``[section] key`` pairs in ``text``'s code that no recipe section has (with ``older``, the older keys,
+    which still load with a warning, count as known)."""
+    from swembed.pipeline.config import OLDER_KEYS, SECTIONS, BuildConfig
 
     config = BuildConfig()
     return sorted(f"[{section}] {key}" for section, key in SECTION_KEY.findall(code_of(text))
                   if not (section in SECTIONS and hasattr(getattr(config, section), key))
-                  and not (older and section == "distill" and key in LEGACY_DISTILL_KEYS))
+                  and not (older and (section, key) in OLDER_KEYS))
 
 
 def wrong_flag_defaults(text: str, flags: dict[str, set[str]]) -> list[str]:

@@ -30,7 +30,8 @@ def with_hidden_words(model: StaticEmbedder, fraction: float) -> StaticEmbedder:
     def hide(tokenizer: WordTokenizer) -> WordTokenizer:
         rows = sorted(tokenizer.vocab.items(), key=lambda item: item[1])
         known = dict(rows[: int(round(len(rows) * (1 - fraction)))])
-        return WordTokenizer(known, tokenizer.rules, tokenizer.pieces, tokenizer.piece_rows, tokenizer.gram_rows)
+        return WordTokenizer(known, tokenizer.rules, tokenizer.teacher_tokenizer, tokenizer.piece_rows,
+                             tokenizer.gram_rows)
 
     tokenizers = {lang: hide(tokenizer) for lang, tokenizer in model.tokenizers.items()}
     tokenizer = hide(model.tokenizer)

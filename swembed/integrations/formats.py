@@ -61,7 +61,8 @@ def export_npy(model: StaticEmbedder, out: Path, dtype: str, overwrite: bool = F
     config = {k: v for k, v in model.config.items() if k not in ("format", "format_version", "dtype")}
     config["dtype"] = dtype
     config["tokenization"] = model.tokenizer.rules.to_dict()
-    tokenizer_json = model.tokenizer.pieces.to_str() if model.tokenizer.pieces is not None else None
+    teacher_tokenizer = model.tokenizer.teacher_tokenizer
+    tokenizer_json = teacher_tokenizer.to_str() if teacher_tokenizer is not None else None
     return write_model_folder(out, table, model.labels, config, tokenizer_json, extra, overwrite=overwrite,
                               inputs=inputs)
 
@@ -112,7 +113,7 @@ def wordpiece_export(model: StaticEmbedder, dtype: str):
     vocab = export_vocab(model)
     labels = model.labels
     rules = model.tokenizer.rules
-    as_wordpiece = wordpiece_spelling(model.tokenizer.pieces, rules.lowercase)
+    as_wordpiece = wordpiece_spelling(model.tokenizer.teacher_tokenizer, rules.lowercase)
     word = re.compile(rules.word_pattern)
     for row in sorted(model.tokenizer.piece_rows.values()):
         spelled = as_wordpiece(labels[row])
@@ -122,8 +123,8 @@ def wordpiece_export(model: StaticEmbedder, dtype: str):
     source_rows = np.array([vocab[token] for token in tokens], dtype=np.int64)  # a zh/ja word twice: w and ##w
     vocab = {token: i for i, token in enumerate(tokens)}
     rows = len(tokens)
-    if model.tokenizer.pieces is not None:
-        pieces = model.tokenizer.pieces.get_vocab(with_added_tokens=False)
+    if model.tokenizer.teacher_tokenizer is not None:
+        pieces = model.tokenizer.teacher_tokenizer.get_vocab(with_added_tokens=False)
         for piece in sorted(p for p in pieces if p.startswith("##") and p not in vocab):
             vocab[piece] = rows
             rows += 1

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from swembed.pipeline import files
-from swembed.pipeline.compose import shrink
+from swembed.pipeline.compose import blend_by_contexts
 from swembed.pipeline.config import AloneConfig
 from swembed.pipeline.stage import PostTraining, Prepared, PrepareSources, StageContext, StageResult, StageRun, Trained
 
@@ -47,7 +47,7 @@ def shrink_to_alone(table: np.ndarray, alone: np.ndarray, contexts: np.ndarray, 
     moved."""
     words = table[: len(contexts)]
     mapped = alone_map(alone, words, contexts)(alone)
-    moved = shrink(words, mapped, contexts, k, np.ones(len(contexts), dtype=bool))
+    moved = blend_by_contexts(words, mapped, contexts, k, np.ones(len(contexts), dtype=bool))
     alone_only = contexts == 0
     words[alone_only] = mapped[alone_only]
     return moved + int(alone_only.sum())

@@ -6,9 +6,10 @@
   continuation pieces included, so that any unknown word composes from trained pieces.
 * **Merged languages** (``merge_languages``): languages with the same tokenisation rules share one block of
   rows, a surface form they share one row, so a text needs no language to be encoded (and exports behave the same).
-* **Context-count shrinkage**: a word seen in n sentences gets ``(n v_ctx + k v_pieces) / (n + k)``, where
-  ``v_pieces`` is the mean of its pieces' vectors: a word with one noisy context leans on its composition,
-  a frequent word keeps its own mean (k = ``shrinkage``; 0 turns it off).
+* **Piece prior**: a word seen in n sentences gets ``(n v_ctx + k v_pieces) / (n + k)``, where ``v_pieces`` is
+  the mean of its pieces' vectors: a word with one noisy context leans on its composition, a frequent word keeps
+  its own mean (k = ``piece_prior``; 0 turns it off). The post-training ``[shrinkage]`` stage does the same with
+  the trained pieces (``swembed.pipeline.shrinkage``).
 
 Rows: each language's words in vocabulary order, then the pieces. Artifact: ``table.npy`` (rows, H),
 ``rows.txt`` (each row's word or teacher token), ``piece_ids.npy`` (teacher token id of each piece row),
@@ -26,7 +27,7 @@ from swembed.pipeline import files
 from swembed.pipeline.config import ComposeConfig
 from swembed.pipeline.extract import Extracted
 from swembed.pipeline.stage import StageContext, StageResult, StageRun
-from swembed.pipeline.vocab import read_vocab
+from swembed.pipeline.vocab import read_vocab_stage
 from swembed.runtime.tokenizer import TokenizationRules, WordTokenizer
 
 LAYOUT = "layout.json"
@@ -77,8 +78,9 @@ def piece_composition(words: list[str], splitter: WordTokenizer, piece_vectors: 
     return out, found
 
 
-def shrink(vectors: np.ndarray, composed: np.ndarray, contexts: np.ndarray, k: float, rows: np.ndarray) -> int:
-    """Context-count shrinkage, in place: each row in the mask ``rows`` of a word seen in n = ``contexts`` > 0
+def blend_by_contexts(vectors: np.ndarray, composed: np.ndarray, contexts: np.ndarray, k: float,
+                      rows: np.ndarray) -> int:
+    """A prior weighted against context counts, in place: each row in the mask ``rows`` of a word seen in n = ``contexts`` > 0
     sentences becomes ``(n v + k composed) / (n + k)``; returns how many rows moved."""
     rows = rows & (contexts > 0)
     n = contexts[rows].astype(np.float32)[:, None]
@@ -110,7 +112,9 @@ def run_compose(ctx: StageContext, config: ComposeConfig,
                 languages: dict[str, tuple[TokenizationRules, StageResult, StageResult]], tokenizer_json: str
                 ) -> StageResult:
     """``languages``: language -> (its rules, its vocab stage, its extract stage)."""
-    identity = {**asdict(config), "rules": {lang: r.to_dict() for lang, (r, _, _) in languages.items()}}
+    settings = asdict(config)
+    settings["shrinkage"] = settings.pop("piece_prior")  # the key this stage's cache has always had
+    identity = {**settings, "rules": {lang: r.to_dict() for lang, (r, _, _) in languages.items()}}
     inputs = [stage for _, vocab, extract in languages.values() for stage in (vocab, extract)]
 
     def compute(run: StageRun) -> dict:
@@ -122,7 +126,7 @@ def run_compose(ctx: StageContext, config: ComposeConfig,
         special = {t.content for t in subword.get_added_tokens_decoder().values() if t.special}
         blocks, labels, spans, stats, row_contexts, kept = [], [], {}, {}, [], {}
         for lang, (rules, vocab, _) in languages.items():
-            words, _ = read_vocab(vocab)
+            words, _ = read_vocab_stage(vocab)
             extracted = extracts[lang]
             contexts = extracted.word_contexts
             # words encoded alone (teacher words the corpus lacks) have 0 contexts and always keep their row
@@ -131,10 +135,10 @@ def run_compose(ctx: StageContext, config: ComposeConfig,
                 keep[:] = True
             vectors = extracted.word_vectors.copy()
             shrunk = 0
-            if config.shrinkage > 0 and config.pieces and rules.oov_backoff == "pieces":
+            if config.piece_prior > 0 and config.pieces and rules.oov_backoff == "pieces":
                 splitter = WordTokenizer({}, rules, subword)
                 composed, found = piece_composition(words, splitter, piece_vectors, piece_counts)
-                shrunk = shrink(vectors, composed, contexts, config.shrinkage, found & keep)
+                shrunk = blend_by_contexts(vectors, composed, contexts, config.piece_prior, found & keep)
             kept[lang] = ([w for w, k in zip(words, keep) if k], vectors[keep], contexts[keep])
             stats[lang] = {"word_rows": int(keep.sum()), "cut_words": int((~keep).sum()), "shrunk_words": shrunk}
         groups: dict[str, list[str]] = {}

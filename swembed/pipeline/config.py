@@ -3,8 +3,9 @@
 A recipe (``pipelines/*.toml``) has top-level keys (``teacher``, ``out``, ``langs``, ...) and one table per
 section: ``[corpus]``, ``[tokenization]`` (the one rule set every stage and the exported model share),
 ``[vocab]``, ``[extract]``, ``[compose]``, ``[pca]``, ``[distill]``, and one per post-training stage:
-``[coteacher]``, ``[paragraphs]``, ``[shrinkage]``, ``[alone]``, ``[grams]`` (their older ``[distill]`` keys still load,
-with a one-line warning: ``LEGACY_DISTILL_KEYS``); a multilingual recipe adds ``[corpora]`` (language -> files) and ``parallel`` pairs.
+``[coteacher]``, ``[paragraphs]``, ``[shrinkage]``, ``[alone]``, ``[grams]`` (older keys, such as their
+``[distill]`` keys, still load with a one-line warning: ``OLDER_KEYS``); a multilingual recipe adds ``[corpora]``
+(language -> files) and ``parallel`` pairs.
 Unknown keys are errors naming the file; every numeric setting is checked against its range (``RANGES``).
 The CLI (flags, ``--recipe``) and ``swembed.build`` both make a ``BuildConfig`` and hand it to the pipeline.
 """
@@ -68,7 +69,9 @@ class ExtractConfig:
 @dataclass
 class ComposeConfig:
     min_contexts: int = 1  # words seen in fewer sentences have no row of their own: their pieces stand in
-    shrinkage: float = 0.0  # k: a word seen in n sentences gets (n v_ctx + k v_pieces) / (n + k)
+    # k: a word seen in n sentences gets (n v_ctx + k v_pieces) / (n + k), before training (the [shrinkage] stage
+    # does the same after training, with the trained pieces)
+    piece_prior: float = 0.0
     pieces: bool = True  # keep the teacher's pieces as rows (used by oov_backoff = "pieces" only)
     merge_languages: bool = False  # languages with the same rules share one vocabulary (no language needed)
 
@@ -376,6 +379,9 @@ SECTIONS = {f.name: f.type for f in fields(BuildConfig) if is_dataclass(getattr(
 LEGACY_DISTILL_KEYS = {"co_teacher": ("coteacher", "teachers"), "co_teacher_weight": ("coteacher", "weights"),
                        "shrinkage": ("shrinkage", "k"), "alone_shrinkage": ("alone", "k"),
                        "gram_buckets": ("grams", "buckets")}
+# every older recipe key, (section, key) -> (section, field): each still loads, with a one-line warning
+OLDER_KEYS = {**{("distill", old): new for old, new in LEGACY_DISTILL_KEYS.items()},
+              ("compose", "shrinkage"): ("compose", "piece_prior")}
 
 
 # Every numeric build setting and its range: the one place they are checked (recipes, flags and swembed.build
@@ -396,7 +402,7 @@ RANGES = {
     "extract.batch_tokens": Range(1),
     "extract.unit_sentences": Range(1),
     "compose.min_contexts": Range(1),
-    "compose.shrinkage": Range(0),
+    "compose.piece_prior": Range(0),
     "pca.dim": Range(1),
     "pca.drop": Range(0, unset="floor(teacher dim / 100)"),
     "pca.sentences": Range(1),
@@ -485,7 +491,7 @@ def _fits(value: object, annotation: str) -> bool:
     return False
 
 
-def _check_types(source: str, where: str, annotations: dict[str, str], values: dict) -> None:
+def _check_recipe_types(source: str, where: str, annotations: dict[str, str], values: dict) -> None:
     """Each value has its field's declared type, elements included, so a recipe's ``dim = "x"`` or
     ``sources = [1]`` is an error naming the file and key, not a TypeError in some stage."""
     for key, value in values.items():
@@ -494,20 +500,21 @@ def _check_types(source: str, where: str, annotations: dict[str, str], values: d
 
 
 def _with_sections(settings: dict, source: str) -> dict:
-    """``settings`` with the legacy ``[distill]`` keys of the post-training stages moved to their own sections, each
-    with a one-line warning naming ``source`` and the key to write instead."""
-    distill = settings.get("distill")
-    if not isinstance(distill, dict) or not set(distill) & set(LEGACY_DISTILL_KEYS):
+    """``settings`` with the older keys (``OLDER_KEYS``) moved to the keys that replace them, each with a one-line
+    warning naming ``source`` and the key to write instead."""
+    older = [(section, key) for section, key in OLDER_KEYS
+             if isinstance(settings.get(section), dict) and key in settings[section]]
+    if not older:
         return settings
-    settings = {**settings, "distill": dict(distill)}
-    for old, (section, name) in LEGACY_DISTILL_KEYS.items():
-        if old in distill:
-            table = settings.setdefault(section, {})
-            if not isinstance(table, dict) or name in table:
-                raise BuildError(f"{source}: [distill] {old} and [{section}] {name} are the same setting; give one")
-            check_option(f"{section}.{name}", distill[old], source, f"[distill] {old}")
-            logger.warning("%s: [distill] %s is an older key; write [%s] %s", source, old, section, name)
-            settings[section] = {**table, name: settings["distill"].pop(old)}
+    settings = {name: dict(value) if isinstance(value, dict) else value for name, value in settings.items()}
+    for old_section, old in older:
+        section, name = OLDER_KEYS[(old_section, old)]
+        table = settings.setdefault(section, {})
+        if not isinstance(table, dict) or name in table:
+            raise BuildError(f"{source}: [{old_section}] {old} and [{section}] {name} are the same setting; give one")
+        check_option(f"{section}.{name}", settings[old_section][old], source, f"[{old_section}] {old}")
+        logger.warning("%s: [%s] %s is an older key; write [%s] %s", source, old_section, old, section, name)
+        table[name] = settings[old_section].pop(old)
     return settings
 
 
@@ -524,7 +531,7 @@ def apply_settings(config: BuildConfig, settings: dict, source: str) -> BuildCon
             if unknown:
                 raise BuildError(f"{source}: unknown key{'s' * (len(unknown) > 1)} in [{key}]: "
                                  f"{', '.join(sorted(unknown))}")
-            _check_types(source, f"[{key}] ", {f.name: f.type for f in fields(section)}, value)
+            _check_recipe_types(source, f"[{key}] ", {f.name: f.type for f in fields(section)}, value)
             for name, item in value.items():
                 check_option(f"{key}.{name}", item, source)
             try:
@@ -532,7 +539,7 @@ def apply_settings(config: BuildConfig, settings: dict, source: str) -> BuildCon
             except (TypeError, ValueError) as exc:
                 raise BuildError(f"{source}: [{key}]: {exc}") from None
         elif key in top:
-            _check_types(source, "", top, {key: value})
+            _check_recipe_types(source, "", top, {key: value})
             check_option(key, value, source)
             setattr(config, key, value)
         elif key not in ("name", "description"):
@@ -567,7 +574,7 @@ def load_recipe(path: str | Path, _seen: tuple[Path, ...] = ()) -> BuildConfig:
     path = recipe_path(path)
     data = read_recipe_toml(path)
     base = data.pop("base", None)
-    _check_types(str(path), "", {"base": "str | None"}, {"base": base})
+    _check_recipe_types(str(path), "", {"base": "str | None"}, {"base": base})
     if base is None:
         return apply_settings(BuildConfig(), data, str(path))
     base_path, seen = path.parent / base, (*_seen, path.resolve())

@@ -189,6 +189,6 @@ def rare_words_as_pieces(tokenizer: WordTokenizer, contexts: np.ndarray, max_con
     text_of = np.repeat(np.arange(len(ids.lengths)), ids.lengths)
     chosen = np.flatnonzero(np.bincount(text_of[rare[ids.ids]], minlength=len(ids.lengths)))
     hidden = WordTokenizer({w: r for w, r in tokenizer.vocab.items() if not rare[r]}, tokenizer.rules,
-                           tokenizer.pieces, tokenizer.piece_rows)
+                           tokenizer.teacher_tokenizer, tokenizer.piece_rows)
     return (hidden.encode_batch([sentences[i] for i in chosen]),
             targets[torch.as_tensor(chosen, device=targets.device)], name)

@@ -38,7 +38,7 @@ import torch
 from swembed.pipeline import files
 from swembed.pipeline.config import ExtractConfig
 from swembed.pipeline.stage import StageContext, StageResult, StageRun, load_checkpoint
-from swembed.pipeline.vocab import read_vocab
+from swembed.pipeline.vocab import read_vocab_stage
 from swembed.runtime.outputs import atomic_file
 from swembed.runtime.tokenizer import TokenizationRules, WordTokenizer, word_splitter
 from swembed.teachers.base import Pinnable, pinned, token_budget_batches
@@ -110,7 +110,7 @@ class Selection:
     def make(cls, config: ExtractConfig, rules: TokenizationRules, corpus: StageResult, vocab: StageResult, teacher,
              seed: int) -> Selection:
         start = time.time()
-        words, counts = read_vocab(vocab)
+        words, counts = read_vocab_stage(vocab)
         sentences = files.read_lines(corpus.path / files.SENTENCES)
         splitter = word_splitter(rules, teacher.tokenizer_json())
         chosen, credit_arrays = select_sentences(config, sentences, {w: i for i, w in enumerate(words)}, counts,
@@ -442,7 +442,7 @@ def run_extract(ctx: StageContext, config: ExtractConfig, rules: TokenizationRul
     def compute(run: StageRun) -> dict:
         from tqdm.auto import tqdm
 
-        words, _ = read_vocab(vocab)
+        words, _ = read_vocab_stage(vocab)
         index = {w: i for i, w in enumerate(words)}
         splitter = word_splitter(rules, teacher.tokenizer_json())
         texts, credits, lengths, batches = selection.texts, selection.credits, selection.lengths, selection.batches

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from swembed.pipeline.compose import Layout, shrink
+from swembed.pipeline.compose import Layout, blend_by_contexts
 from swembed.pipeline.config import ShrinkageConfig
 from swembed.pipeline.stage import PostTraining, Trained
 from swembed.runtime.tokenizer import WordTokenizer
@@ -26,7 +26,7 @@ def shrink_to_backoff(table: np.ndarray, layout: Layout, tokenizers: dict[str, W
             if rows:
                 composed[row] = np.asarray(weights, dtype=table.dtype) @ table[rows]
                 found[row] = True
-    return shrink(words, composed, contexts, k, found)
+    return blend_by_contexts(words, composed, contexts, k, found)
 
 
 def _refine(table: np.ndarray, config: ShrinkageConfig, trained: Trained) -> dict:

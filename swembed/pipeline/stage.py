@@ -43,7 +43,7 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def fingerprint(obj: object) -> str:
+def stable_hash(obj: object) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -177,7 +177,7 @@ def cached_stage(name: str, work_dir: Path, config: dict, inputs: list[StageResu
     """The finished artifact of this stage, config and inputs, when the work directory holds one (and then a
     checkpoint folder of the same key, left by a killed ``--force`` run, is obsolete and removed). A damaged
     artifact (``_damage``) is not used: one log line, and the stage runs again."""
-    key = fingerprint({"stage": name, "config": config, "inputs": [i.key for i in inputs]})
+    key = stable_hash({"stage": name, "config": config, "inputs": [i.key for i in inputs]})
     final = stage_dir(work_dir, name, key)
     if not (final / MANIFEST).is_file():
         return None
@@ -205,7 +205,7 @@ def run_stage(
     if found is not None:
         logger.info("%s: cached (%s)", name, found.path)
         return found
-    key = fingerprint({"stage": name, "config": config, "inputs": [i.key for i in inputs]})
+    key = stable_hash({"stage": name, "config": config, "inputs": [i.key for i in inputs]})
     final = stage_dir(work_dir, name, key)
     partial = final.with_name(final.name + ".partial")
     if force and partial.exists():

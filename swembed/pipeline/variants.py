@@ -37,7 +37,8 @@ def variant_rows(tokenizer: WordTokenizer, table: np.ndarray, conversion: str) -
     to_variant, to_corpus = converters(conversion)
     candidates = [to_variant(word) for word in tokenizer.vocab]
     if tokenizer.rules.words == "teacher":
-        by_id = sorted(tokenizer.pieces.get_vocab().items(), key=lambda item: item[1])  # its dict order varies
+        vocab = tokenizer.teacher_tokenizer.get_vocab()
+        by_id = sorted(vocab.items(), key=lambda item: item[1])  # its dict order varies
         candidates += [token.lstrip("\u2581") for token, _ in by_id]
     words, rows = [], []
     seen = set(tokenizer.vocab)
@@ -77,6 +78,6 @@ def add_variants(layout: Layout, table: np.ndarray, contexts: np.ndarray, tokeni
                  for other, (a, b) in layout.languages.items()}
         layout = replace(layout, languages=spans, pieces=[p + n for p in layout.pieces],
                          labels=layout.labels[:end] + words + layout.labels[end:])
-        subword = next(iter(tokenizers.values())).pieces
+        subword = next(iter(tokenizers.values())).teacher_tokenizer
         tokenizers = layout.tokenizers({k: t.rules for k, t in tokenizers.items()}, subword)
     return layout, table, contexts, added

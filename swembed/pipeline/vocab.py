@@ -106,7 +106,7 @@ def run_vocab(ctx: StageContext, config: VocabConfig, rules: TokenizationRules, 
     return ctx.run("vocab", identity, [corpus], compute)
 
 
-def read_vocab(result: StageResult) -> tuple[list[str], list[int]]:
+def read_vocab_stage(result: StageResult) -> tuple[list[str], list[int]]:
     """(words, corpus counts) of a vocab artifact."""
     rows = [line.split("\t") for line in files.read_lines(result.path / files.VOCAB)]
     return [w for w, _ in rows], [int(c) for _, c in rows]

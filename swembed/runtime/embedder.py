@@ -75,7 +75,7 @@ class StaticEmbedder:
         if self._labels is None:
             rows = {i: w for tok in (self.tokenizers.values() or [self.tokenizer]) for w, i in tok.vocab.items()}
             for token_id, row in self.tokenizer.piece_rows.items():
-                rows[row] = self.tokenizer.pieces.id_to_token(token_id)
+                rows[row] = self.tokenizer.teacher_tokenizer.id_to_token(token_id)
             self._labels = [rows.get(i, "") for i in range(self.rows)]
         return self._labels
 
@@ -109,7 +109,7 @@ class StaticEmbedder:
         ``swembed.runtime.folder.read_model_folder``)."""
         folder = read_model_folder(Path(path), mmap)
         config, table, words = folder.config, folder.table, folder.words
-        subword = folder.subword_tokenizer
+        subword = folder.teacher_tokenizer
         pieces = config.get("pieces")
         piece_rows = {}
         if pieces and subword is not None:
@@ -144,8 +144,8 @@ class StaticEmbedder:
         """Write the model as a model folder at ``path`` (atomically; an existing ``path`` only with ``overwrite``).
         A loaded model is written back byte for byte: ``load(p).save(q)`` gives ``q`` the files of ``p``."""
         tokenizer_json = self.tokenizer_json
-        if tokenizer_json is None and self.tokenizer.pieces is not None:
-            tokenizer_json = self.tokenizer.pieces.to_str()
+        if tokenizer_json is None and self.tokenizer.teacher_tokenizer is not None:
+            tokenizer_json = self.tokenizer.teacher_tokenizer.to_str()
         arrays = dict(self.arrays)
         if self.word_contexts is not None:
             arrays["word_contexts"] = self.word_contexts

@@ -275,7 +275,7 @@ class ModelFolder:
     config: dict
     table: np.ndarray
     words: list[str]  # the label of every row
-    subword_tokenizer: object | None
+    teacher_tokenizer: object | None  # tokenizer.json: the back-off pieces, or the words
     scales: np.ndarray | None
     arrays: dict[str, np.ndarray]  # the folder's other .npy files (pca_mean, word_contexts, ...), memory-mapped
     codes: np.ndarray | None = None  # a codebook table's shared row of each row (``swembed.runtime.storage``)

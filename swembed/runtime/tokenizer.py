@@ -135,7 +135,7 @@ class TokenIds:
 class WordTokenizer:
     """Turns text into table rows with the rules of one model folder (one language of it).
 
-    ``vocab`` maps words to rows; ``subword_tokenizer`` is the teacher's tokenizer (back-off, or the words
+    ``vocab`` maps words to rows; ``teacher_tokenizer`` is the teacher's tokenizer (back-off, or the words
     themselves for ``words = "teacher"``); ``piece_rows`` maps teacher token ids to piece rows (``pieces``
     back-off); ``gram_rows`` is the [start, end) range of the table's gram rows, if it has them.
     """
@@ -144,23 +144,22 @@ class WordTokenizer:
         self,
         vocab: Mapping[str, int],
         rules: TokenizationRules | None = None,
-        subword_tokenizer: object | None = None,
+        teacher_tokenizer: object | None = None,
         piece_rows: Mapping[int, int] | None = None,
         gram_rows: Sequence[int] | None = None,
     ) -> None:
         self.vocab = vocab
         self.rules = rules or TokenizationRules()
-        if self.rules.words == "teacher" and subword_tokenizer is None:
+        if self.rules.words == "teacher" and teacher_tokenizer is None:
             raise ValueError("words = 'teacher' needs the teacher's tokenizer.json")
         self._pattern = re.compile(self.rules.word_pattern)
         self._find_words = self._pattern.findall if self.rules.words == "pattern" else self._split_words
-        self.pieces = subword_tokenizer  # the teacher's tokenizer: back-off pieces, or the words themselves
-        self._special = ({t.content for t in subword_tokenizer.get_added_tokens_decoder().values() if t.special}
-                         if subword_tokenizer is not None else set())
-        self.subword_tokenizer = subword_tokenizer if self.rules.oov_backoff != "none" else None
+        self.teacher_tokenizer = teacher_tokenizer  # back-off pieces (unless oov_backoff is none), or the words
+        self._special = ({t.content for t in teacher_tokenizer.get_added_tokens_decoder().values() if t.special}
+                         if teacher_tokenizer is not None else set())
         self.piece_rows = dict(piece_rows or {})
         self.gram_rows = tuple(gram_rows) if gram_rows else None
-        self._space_prefix = subword_tokenizer is not None and _pieces_need_space(subword_tokenizer)
+        self._space_prefix = teacher_tokenizer is not None and _pieces_need_space(teacher_tokenizer)
         self._oov: dict[str, tuple[list[int], list[float]]] = {}
         # Batch path for a custom word pattern: one regex pass over texts joined by "\n", where "\n" itself is a
         # token (id -2); the default pattern takes the byte path (``_split_bytes``).
@@ -186,7 +185,7 @@ class WordTokenizer:
         return [(w, a, b) for w, a, b in segment(text, self.rules.words) if _HAS_WORD_CHAR.search(w)]
 
     def _teacher_spans(self, text: str) -> list[tuple[str, int, int]]:
-        encoding = self.pieces.encode(text, add_special_tokens=False)
+        encoding = self.teacher_tokenizer.encode(text, add_special_tokens=False)
         return [(token.lstrip("\u2581"), start, end) for token, (start, end) in zip(encoding.tokens, encoding.offsets)
                 if token not in self._special and _HAS_WORD_CHAR.search(token)]
 
@@ -268,11 +267,11 @@ class WordTokenizer:
     def word_pieces(self, word: str) -> list[int]:
         """The teacher's token ids for ``word`` as it appears inside a sentence (BPE teachers mark a word start
         with its leading space, so the word is encoded after one)."""
-        if self.pieces is None:
+        if self.teacher_tokenizer is None:
             return []
         if not self._space_prefix:
-            return self.pieces.encode(word, add_special_tokens=False).ids
-        encoding = self.pieces.encode(" " + word, add_special_tokens=False)
+            return self.teacher_tokenizer.encode(word, add_special_tokens=False).ids
+        encoding = self.teacher_tokenizer.encode(" " + word, add_special_tokens=False)
         return [i for i, (start, end) in zip(encoding.ids, encoding.offsets) if end > 1 or start >= 1]
 
     def backoff(self, word: str) -> tuple[list[int], list[float]]:
@@ -282,13 +281,13 @@ class WordTokenizer:
             return cached
         halves: list[list[int]] = []  # each half weighs w / (number of halves), shared by its rows
         if self.rules.oov_backoff == "pieces":
-            if self.subword_tokenizer is not None:
+            if self.teacher_tokenizer is not None:
                 halves.append([r for r in (self.piece_rows.get(i) for i in self.word_pieces(word)) if r is not None])
             if self.gram_rows:
                 start, end = self.gram_rows
                 halves.append([start + bucket for bucket in char_gram_buckets(word, end - start)])
-        elif self.subword_tokenizer is not None:
-            ends = [end for _, end in self.subword_tokenizer.encode(word, add_special_tokens=False).offsets]
+        elif self.rules.oov_backoff == "teacher_prefix" and self.teacher_tokenizer is not None:
+            ends = [end for _, end in self.teacher_tokenizer.encode(word, add_special_tokens=False).offsets]
             for end in reversed(ends[:-1]):
                 candidate = self.vocab.get(word[:end])
                 if candidate is not None:
