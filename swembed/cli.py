@@ -10,7 +10,7 @@ import tempfile
 import traceback
 from pathlib import Path
 
-from swembed.teachers.base import TEACHER_DTYPES
+from swembed.pipeline.config import CHOICES, DEVICES
 
 EXIT_BUG = 1
 EXIT_BAD_INPUT = 2
@@ -31,7 +31,7 @@ BUILD_FLAGS = [
     ("--max-sentences", "corpus.max_sentences", {"type": int, "help": "stop reading the corpus after this many"}),
     ("--cased", "tokenization.lowercase", {"action": "store_const", "const": False,
                                            "help": "case-sensitive words (default: lower-cased)"}),
-    ("--backoff", "tokenization.oov_backoff", {"choices": ["pieces", "teacher_prefix", "none"],
+    ("--backoff", "tokenization.oov_backoff", {"choices": CHOICES["tokenization.oov_backoff"],
                                                "help": "unknown words: the teacher's pieces, the longest known "
                                                        "prefix, or skipped"}),
     ("--vocab-size", "vocab.max_size", {"type": int, "help": "vocabulary cap"}),
@@ -41,7 +41,7 @@ BUILD_FLAGS = [
     ("--word-lists", "vocab.word_lists", {"nargs": "+", "metavar": "FILE",
                                           "help": "word-list files (one word per line): their words the corpus "
                                                   "lacks join the vocabulary"}),
-    ("--sentences", "extract.sentences", {"choices": ["all", "quota", "cover"],
+    ("--sentences", "extract.sentences", {"choices": CHOICES["extract.sentences"],
                                           "help": "encode every corpus sentence, a quota per word (rarest first), "
                                                   "or the quota's sentences with every word in them credited"}),
     ("--sentences-per-word", "extract.sentences_per_word", {"type": int, "help": "the quota N"}),
@@ -55,7 +55,7 @@ BUILD_FLAGS = [
     ("--no-pieces", "compose.pieces", {"action": "store_const", "const": False, "help": "no piece rows"}),
     ("--pca-sentences", "pca.sentences", {"type": int, "help": "sentences M for the PCA"}),
     ("--abtt-drop", "pca.drop", {"type": int, "help": "top components dropped (ABTT)"}),
-    ("--pca-level", "pca.level", {"choices": ["sentence", "word", "none"],
+    ("--pca-level", "pca.level", {"choices": CHOICES["pca.level"],
                                   "help": "fit PCA on sentences or words; none keeps the table"}),
     ("--no-distill", "distill_enabled", {"action": "store_const", "const": False, "help": "stop after PCA"}),
     ("--distill-steps", "distill.max_steps", {"type": int, "help": "maximum training steps"}),
@@ -69,9 +69,9 @@ BUILD_FLAGS = [
                                           "help": "keep each word's k largest dims (LENS tables)"}),
     ("--checkpoint-seconds", "checkpoint_seconds", {"type": float, "metavar": "SECONDS",
                                                     "help": "least time between checkpoints"}),
-    ("--dtype", "dtype", {"choices": ["float32", "float16"], "help": "table dtype"}),
-    ("--device", "device", {"choices": ["auto", "cpu", "cuda"], "help": "where the teacher and training run"}),
-    ("--teacher-dtype", "extract.teacher_dtype", {"choices": list(TEACHER_DTYPES),
+    ("--dtype", "dtype", {"choices": CHOICES["dtype"], "help": "table dtype"}),
+    ("--device", "device", {"choices": DEVICES, "help": "where the teacher and training run"}),
+    ("--teacher-dtype", "extract.teacher_dtype", {"choices": CHOICES["extract.teacher_dtype"],
                                                   "help": "teacher weights (auto: bfloat16 on CUDA and on CPUs "
                                                           "with AVX512-BF16 or AMX, else float32; "
                                                           "SWEMBED_NATIVE_BF16=0 or 1 overrides the CPU flags)"}),
@@ -133,50 +133,52 @@ def _add_build(sub) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bars")
 
 
-def build_config(args):
-    """The BuildConfig of a recipe (if any) with the flags given on top, validated (a value out of its range is
-    refused naming its flag)."""
-    from dataclasses import replace
+def flag_settings(args, config) -> dict:
+    """The build flags given, as recipe-shaped settings on top of ``config`` (the recipe's): ``--langs`` and
+    ``--corpus`` (``LANG=PATH`` with several languages, added to the recipe's corpora), then every BUILD_FLAGS flag."""
+    from swembed.pipeline.config import BuildError
 
-    from swembed.pipeline.config import BuildConfig, BuildError, OptionError, load_recipe
-
-    config = load_recipe(args.recipe) if args.recipe is not None else BuildConfig()
+    settings: dict = {}
+    langs = [lang.strip() for lang in args.langs.split(",") if lang.strip()] if args.langs else config.langs
     if args.langs:
-        config.langs = [lang.strip() for lang in args.langs.split(",") if lang.strip()]
-    if args.corpus:
-        if config.multilingual:
-            corpora: dict[str, list[str]] = {}
-            for item in args.corpus:
-                lang, sep, path = item.partition("=")
-                if not sep or lang not in config.langs:
-                    raise BuildError(f"with --langs {','.join(config.langs)} give corpora as LANG=PATH, got {item!r}")
-                corpora.setdefault(lang, []).append(path)
-            config.corpora = {**config.corpora, **corpora}
-        else:
-            config.corpus = replace(config.corpus, sources=list(args.corpus))
+        settings["langs"] = langs
+    if args.corpus and len(langs) > 1:
+        corpora: dict[str, list[str]] = {}
+        for item in args.corpus:
+            lang, sep, path = item.partition("=")
+            if not sep or lang not in langs:
+                raise BuildError(f"with --langs {','.join(langs)} give corpora as LANG=PATH, got {item!r}")
+            corpora.setdefault(lang, []).append(path)
+        settings["corpora"] = {**config.corpora, **corpora}
+    elif args.corpus:
+        settings["corpus"] = {"sources": list(args.corpus)}
     for _, dest, _ in BUILD_FLAGS:
         value = getattr(args, dest.replace(".", "__"))
-        if value is None:
-            continue
-        if "." in dest:
-            section, name = dest.split(".")
-            setattr(config, section, replace(getattr(config, section), **{name: value}))
-        else:
-            setattr(config, dest, value)
+        if value is not None:
+            section, _, name = dest.rpartition(".")
+            (settings.setdefault(section, {}) if section else settings)[name] = value
+    return settings
+
+
+def build_config(args):
+    """The BuildConfig of a recipe (if any) with the flags given on top (``make_build_config``: validated once; a
+    value out of its range is refused naming its flag)."""
+    from swembed.pipeline.config import BuildConfig, OptionError, load_recipe, make_build_config
+
+    recipe = load_recipe(args.recipe) if args.recipe is not None else BuildConfig()
     try:
-        config.validate()
+        return make_build_config(recipe, flag_settings(args, recipe))
     except OptionError as exc:
         flag = next((flag for flag, dest, _ in BUILD_FLAGS if dest == exc.key), None)
         raise exc.named(flag) if flag and not exc.source else exc from None
-    return config
 
 
 def cmd_build(args) -> int:
     config = build_config(args)
-    config.check_before_work(args.overwrite)  # bad input fails before torch is imported
+    config.check_inputs(args.overwrite)  # bad input fails before torch is imported
     from swembed.pipeline.build import build
 
-    report = build(config, force=args.force, quiet=args.quiet, overwrite=args.overwrite)
+    report = build(config, force=args.force, quiet=args.quiet, overwrite=args.overwrite, checked=True)
     stages = report["build"]["stages"]
     print(f"\nmodel written to {config.out}  (dim {report['dim']}, teacher {report['teacher']['name']}, "
           f"languages {', '.join(config.langs)})")

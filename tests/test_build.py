@@ -596,10 +596,10 @@ def test_loss_weights_and_script_variants_are_checked_before_any_work(tmp_path):
                             "one weight per co-teacher: 2 names, 1 weights"),
                            ({"vocab": {"word_lists": ["w.txt"]}}, "is for one-language builds"),
                            ({"retrieval": {"files": ["p.tsv"]}}, "[retrieval] files are for one-language builds"),
-                           ({"retrieval": {"loss": "mse"}}, "[retrieval] loss must be kd or contrastive, got 'mse'"),
+                           ({"retrieval": {"loss": "mse"}}, "[retrieval] loss must be one of kd, contrastive, got 'mse'"),
                            ({"retrieval": {"weight": -1.0}}, "r.toml: [retrieval] weight must be at least 0"),
                            ({"paragraphs": {"files": ["d.txt"]}}, "[paragraphs] files are for one-language builds"),
-                           ({"extract": {"sentences": "some"}}, "extract sentences must be one of all, quota, cover"),
+                           ({"extract": {"sentences": "some"}}, "[extract] sentences must be one of all, quota, cover, got 'some'"),
                            ({"script_variants": {"zh": "s2hk"}}, "script_variants: zh = 's2hk' is not one of")):
         with pytest.raises(BuildError, match=re.escape(message)):
             apply_settings(BuildConfig(), {**settings, **extra}, "r.toml").validate()

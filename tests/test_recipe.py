@@ -176,3 +176,18 @@ def test_older_names_of_a_key_and_a_flag_set_the_new_one_with_one_warning(tmp_pa
     args = _parser().parse_args(["build", "--shrinkage", "3"])
     assert build_config(args).compose.piece_prior == 3.0
     assert capsys.readouterr().err == "swembed build: warning: --shrinkage is an older name; write --piece-prior\n"
+
+
+def test_settings_become_a_config_validated_once_on_the_cli_and_api_paths(tmp_path, tiny_corpus, monkeypatch):
+    """Flags and swembed.build's arguments go through make_build_config: one validation of the whole config before
+    the inputs are checked (here a missing corpus stops the build there, before any work)."""
+    calls = []
+    validate = BuildConfig.validate
+    monkeypatch.setattr(BuildConfig, "validate", lambda self: calls.append(self) or validate(self))
+    missing = tmp_path / "missing.txt"
+    result = run_cli([*small_build_args(tiny_corpus, tmp_path / "m"), "--corpus", missing], same_process=True)
+    assert result.returncode == 2 and result.stderr == f"swembed build: error: corpus path not found: {missing}\n"
+    assert len(calls) == 1
+    with pytest.raises(ValueError, match="corpus path not found"):  # a CorpusError
+        swembed.build(corpus=missing, out=tmp_path / "m", max_steps=60)
+    assert len(calls) == 2 and not (tmp_path / "m").exists()

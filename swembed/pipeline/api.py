@@ -7,7 +7,7 @@ import tempfile
 from dataclasses import fields
 from pathlib import Path
 
-from swembed.pipeline.config import SECTIONS, BuildConfig, BuildError, apply_settings, load_recipe
+from swembed.pipeline.config import SECTIONS, BuildConfig, BuildError, make_build_config
 from swembed.runtime import StaticEmbedder
 
 SOURCE = "swembed.build()"
@@ -51,13 +51,7 @@ def make_config(teacher: str | None = None, corpus: str | Path | list | dict | N
                 out: str | Path | None = None, recipe: str | Path | BuildConfig | None = None,
                 **overrides) -> BuildConfig:
     """The ``BuildConfig`` that ``build`` runs: the recipe's (or the defaults), then the arguments on top, every
-    value checked as the CLI checks it."""
-    if isinstance(recipe, BuildConfig):
-        from copy import deepcopy
-
-        config = deepcopy(recipe)
-    else:
-        config = load_recipe(recipe) if recipe is not None else BuildConfig()
+    value checked as the CLI checks it (``make_build_config``)."""
     given = {"teacher": teacher, "out": None if out is None else str(out)}
     settings = {key: value for key, value in given.items() if value is not None}
     if isinstance(corpus, dict):  # the [corpus] section itself
@@ -72,9 +66,7 @@ def make_config(teacher: str | None = None, corpus: str | Path | list | dict | N
             settings[section] = {**settings[section], **values}
         else:
             settings[section] = values
-    apply_settings(config, settings, SOURCE)
-    config.validate()
-    return config
+    return make_build_config(recipe, settings, SOURCE)
 
 
 def build(teacher: str | None = None, corpus: str | Path | list | dict | None = None, dim: int | None = None,
@@ -86,12 +78,14 @@ def build(teacher: str | None = None, corpus: str | Path | list | dict | None = 
     from swembed.pipeline.build import build as run_build
 
     if out is not None:
-        run_build(config, force=force, quiet=quiet, overwrite=overwrite)
+        config.check_inputs(overwrite)
+        run_build(config, force=force, quiet=quiet, overwrite=overwrite, checked=True)
         return StaticEmbedder.load(config.out)
     scratch = Path(tempfile.mkdtemp(prefix="swembed-build-"))
     try:
         config.out = str(scratch / "model")
-        run_build(config, force=force, quiet=quiet)
+        config.check_inputs()
+        run_build(config, force=force, quiet=quiet, checked=True)
         return StaticEmbedder.load(config.out, mmap=False)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

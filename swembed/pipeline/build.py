@@ -78,12 +78,15 @@ def load_build_teacher(name: str, config: BuildConfig):
 
 
 def build(config: BuildConfig, force: bool = False, quiet: bool = False, overwrite: bool = False, *,
-          post_training_stages: tuple[PostTraining, ...] = POST_TRAINING) -> dict:
+          post_training_stages: tuple[PostTraining, ...] = POST_TRAINING, checked: bool = False) -> dict:
     """Run the whole pipeline; returns the build report (also saved in the model's config.json).
-    ``post_training_stages``: the stages around training, ``POST_TRAINING`` unless given (an experiment's own)."""
+    ``post_training_stages``: the stages around training, ``POST_TRAINING`` unless given (an experiment's own).
+    ``checked``: the caller has run ``config.check_before_work`` (the CLI and ``swembed.build`` do, through
+    ``make_build_config`` and ``check_inputs``), so the settings are validated once."""
     from swembed.teachers import resolve_teacher
 
-    config.check_before_work(overwrite)
+    if not checked:
+        config.check_before_work(overwrite)
     started = time.time()
     for name, _ in config.coteacher.pairs() if config.distill_enabled else []:
         resolve_teacher(name)  # a missing co-teacher fails now, not after extraction

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import logging
 import tomllib
+from copy import deepcopy
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
 
 from swembed._extras import require
 from swembed.runtime.ranges import Range
-from swembed.runtime.tokenizer import TokenizationRules
+from swembed.runtime.tokenizer import BACKOFFS, TokenizationRules
 from swembed.teachers.base import TEACHER_DTYPES
 
 SPACELESS = ("zh", "ja")
@@ -53,6 +54,10 @@ class VocabConfig:
 
 
 EXTRACT_SENTENCES = ("all", "quota", "cover")
+TABLE_DTYPES = ("float32", "float16")
+DEVICES = ("auto", "cpu", "cuda")
+PCA_LEVELS = ("sentence", "word", "none")
+RETRIEVAL_LOSSES = ("kd", "contrastive")
 
 
 @dataclass
@@ -289,23 +294,14 @@ class BuildConfig:
                 raise BuildError(f"script_variants: {lang} = {name!r} is not one of {sorted(SCRIPT_CONVERSIONS)}")
             if lang in self.langs:
                 require("multilingual", "opencc")
-        if self.dtype not in ("float32", "float16"):
-            raise BuildError(f"--dtype must be float32 or float16, got {self.dtype!r}")
-        if self.extract.teacher_dtype not in TEACHER_DTYPES:
-            raise BuildError(f"--teacher-dtype must be one of {', '.join(TEACHER_DTYPES)}, got "
-                             f"{self.extract.teacher_dtype!r}")
-        if self.extract.sentences not in EXTRACT_SENTENCES:
-            raise BuildError(f"extract sentences must be one of {', '.join(EXTRACT_SENTENCES)}, got "
-                             f"{self.extract.sentences!r}")
-        if self.pca.level not in ("sentence", "word", "none"):
-            raise BuildError(f"--pca-level must be sentence, word or none, got {self.pca.level!r}")
+        for key, allowed in CHOICES.items():
+            if self.get(key) not in allowed:
+                raise BuildError(f"{key_label(key)} must be one of {', '.join(allowed)}, got {self.get(key)!r}")
         self._check_paths()
         if self.corpus.max_words < self.corpus.min_words:
             raise BuildError(f"--max-words {self.corpus.max_words} is below --min-words {self.corpus.min_words}")
         if self.lexicon_top_k is not None and self.lexicon_top_k > self.pca.dim:
             raise BuildError(f"--lexicon-top-k must be between 1 and --dim {self.pca.dim}, got {self.lexicon_top_k}")
-        if self.retrieval.loss not in ("kd", "contrastive"):
-            raise BuildError(f"[retrieval] loss must be kd or contrastive, got {self.retrieval.loss!r}")
         if self.retrieval.files and self.multilingual:
             raise BuildError("[retrieval] files are for one-language builds (their pairs train langs[0])")
         if self.paragraphs.files and (self.multilingual or self.paragraphs.query_weight > 0):
@@ -345,14 +341,18 @@ class BuildConfig:
                 *map(str, self.retrieval.files), *map(str, self.paragraphs.files), str(self.work_path)]
 
     def check_before_work(self, overwrite: bool = False) -> None:
-        """What a build can check before loading the teacher (and before importing torch): the settings, that the
-        teacher and co-teachers are names a teacher can have, the output folder, and that every corpus source (and
-        word list) exists and starts like text."""
+        """What a build can check before loading the teacher (and before importing torch): the settings
+        (``validate``), then what they name (``check_inputs``)."""
+        self.validate()
+        self.check_inputs(overwrite)
+
+    def check_inputs(self, overwrite: bool = False) -> None:
+        """What valid settings name, checked before any work: that the teacher and co-teachers are names a teacher
+        can have, the output folder, and that every corpus source (and word list) exists and starts like text."""
         from swembed.pipeline.sources import check_sources
         from swembed.runtime.folder import check_writable
         from swembed.teachers.registry import check_teacher_name
 
-        self.validate()
         for name in [self.teacher, *(name for name, _ in self.coteacher.pairs() if self.distill_enabled)]:
             check_teacher_name(str(name))
         check_writable(Path(self.out), overwrite, self.input_paths())
@@ -431,6 +431,18 @@ RANGES = {
     "shrinkage.k": Range(0),
     "alone.k": Range(0),
     "grams.buckets": Range(0),
+}
+
+
+# Every build setting with a fixed set of values and its one tuple of them, which argparse's choices, validate and
+# the docs read. (``device`` also takes ``cuda:N``, so only the CLI restricts it, to DEVICES.)
+CHOICES = {
+    "dtype": TABLE_DTYPES,
+    "tokenization.oov_backoff": BACKOFFS,
+    "extract.sentences": EXTRACT_SENTENCES,
+    "extract.teacher_dtype": TEACHER_DTYPES,
+    "pca.level": PCA_LEVELS,
+    "retrieval.loss": RETRIEVAL_LOSSES,
 }
 
 
@@ -566,6 +578,21 @@ def read_recipe_toml(path: Path) -> dict:
         raise BuildError(f"{path}: nested too deeply to read (a recipe is a few levels deep)") from None
     except OSError as exc:  # a folder, a file without read permission, ...
         raise BuildError(f"{path}: not readable as a recipe ({exc.strerror})") from None
+
+
+def make_build_config(recipe: str | Path | BuildConfig | None = None, settings: dict | None = None,
+                      source: str = "") -> BuildConfig:
+    """The one way from settings to a ``BuildConfig`` (the CLI's flags, ``swembed.build``'s arguments): the
+    recipe's (a TOML file, a ``BuildConfig``, copied, or the defaults), then ``settings`` on top (recipe-shaped:
+    top-level keys and section tables; each value checked for its type and range as it is set, naming ``source``),
+    then the whole config validated, once."""
+    if isinstance(recipe, BuildConfig):
+        config = deepcopy(recipe)
+    else:
+        config = load_recipe(recipe) if recipe is not None else BuildConfig()
+    apply_settings(config, settings or {}, source)
+    config.validate()
+    return config
 
 
 def load_recipe(path: str | Path, _seen: tuple[Path, ...] = ()) -> BuildConfig:
