@@ -13,7 +13,7 @@ import sys
 from pyspark.sql import SparkSession
 
 from swembed.dedup import DedupConfig
-from swembed.integrations.spark import dedup
+from swembed.dedup.spark import dedup
 
 
 def main() -> None:

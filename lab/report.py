@@ -359,7 +359,7 @@ def ensembles_report(members: dict[str, str], pairs: list[tuple[str, ...]], scor
     """Each ensemble of labelled ``members`` beside its members alone; the first member's weight w (others 1)
     is chosen from ``ENSEMBLE_WEIGHTS`` on STS-B dev, then the test sets are reported once."""
     from swembed import load
-    from swembed.ensemble import build_ensemble
+    from swembed.integrations.ensemble import build_ensemble
 
     alone = {label: scores.sts(spec) for label, spec in members.items()}
     rows = [[label, "", *_sts_cells(s)] for label, s in alone.items()]

@@ -203,7 +203,7 @@ def cmd_encode(args) -> int:
 
 
 def cmd_ensemble(args) -> int:
-    from swembed.ensemble import build_ensemble, parse_weights
+    from swembed.integrations.ensemble import build_ensemble, parse_weights
 
     weights = parse_weights(args.weights) if args.weights is not None else None
     out = build_ensemble(args.members, args.out, weights, overwrite=args.overwrite)
@@ -223,7 +223,7 @@ def cmd_dedup(args) -> int:
 
         require("dedup", "faiss", "scipy")  # the cells' k-means and each task's search
         require("spark", "pyspark", "pandas", "pyarrow")
-        from swembed.integrations.spark.files import dedup_files
+        from swembed.dedup.spark.files import dedup_files
 
         bad = [item for item in args.spark_conf if "=" not in item]
         if bad:
@@ -268,7 +268,7 @@ def cmd_lens_clusters(args) -> int:
     from swembed._extras import require
 
     require("llm", "torch", "transformers", "sklearn")
-    from swembed.lens_clusters import example_clusters, vocab_clusters
+    from swembed.teachers.lens_clusters import example_clusters, vocab_clusters
 
     summary = vocab_clusters(args.model, args.k, Path(args.out), args.seed, overwrite=args.overwrite)
     print(f"{summary['rows']:,} rows of {args.model}'s {summary['matrix']} -> {args.k} clusters -> {args.out} "
@@ -309,7 +309,7 @@ def cmd_export(args) -> int:
 def cmd_shrink(args) -> int:
     from dataclasses import replace
 
-    from swembed.shrink import ShrinkConfig, load_shrink_recipe, shrink
+    from swembed.pipeline.shrink_table import ShrinkConfig, load_shrink_recipe, shrink
 
     recipe = load_shrink_recipe(args.recipe) if args.recipe is not None else None
     config = recipe.config if recipe else ShrinkConfig()
@@ -362,7 +362,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True)
     p.add_argument("--overwrite", action="store_true")
     p = sub.add_parser("shrink", help="a smaller table from a built one: fewer words, pieces and gram rows, lower "
-                       "dim, int8/int4/codebook rows (swembed.shrink)")
+                       "dim, int8/int4/codebook rows (swembed.pipeline.shrink_table)")
     p.add_argument("model", nargs="?", help="the built model folder (default: the recipe's source)")
     p.add_argument("--recipe", help="a shrink recipe, pipelines/edge-*.toml (flags given override it)")
     p.add_argument("--out", help="model folder to write (default: the recipe's out)")

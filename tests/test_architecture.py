@@ -12,7 +12,7 @@ PACKAGE = ROOT / "swembed"
 LAYERS = [
     ("swembed._extras", "swembed._version", "swembed.wheels", "swembed.runtime"),
     ("swembed.teachers", "swembed.integrations"),
-    ("swembed.pipeline", "swembed.dedup", "swembed.integrations.spark", "swembed.ensemble", "swembed.lens_clusters"),
+    ("swembed.pipeline", "swembed.dedup"),
     ("swembed.eval",),
     ("swembed.cli", "swembed"),
 ]
@@ -114,6 +114,31 @@ def layer_of(module: str) -> int:
                 if module == prefix or module.startswith(prefix + ".")]
     assert prefixes, f"{module} is in no layer: add it to LAYERS"
     return max(prefixes)[1]
+
+
+# the modules that may sit at the package root, beside the floors' folders
+ROOT_MODULES = {"swembed", "swembed._extras", "swembed._version", "swembed.wheels", "swembed.cli"}
+
+
+def floors_of_folders(modules: list[str]) -> dict[str, set[int]]:
+    """Each folder of the package (``swembed.<folder>``) -> the floors its modules sit on."""
+    floors: dict[str, set[int]] = {}
+    for module in modules:
+        if module not in ROOT_MODULES:
+            floors.setdefault(".".join(module.split(".")[:2]), set()).add(layer_of(module))
+    return floors
+
+
+def test_every_folder_sits_on_one_floor_and_no_other_module_at_the_root():
+    modules = list(package_modules())
+    folders = {name for name, path in package_modules().items() if path.name == "__init__.py"}
+    loose = [m for m in modules if m not in ROOT_MODULES and ".".join(m.split(".")[:2]) not in folders]
+    assert loose == [], f"modules at the package root: move each into the folder of its floor: {loose}"
+    assert {folder: floors for folder, floors in floors_of_folders(modules).items() if len(floors) > 1} == {}
+    assert LAYERS == [layer for layer in LAYERS if all(prefix.count(".") <= 1 for prefix in layer)], \
+        "a layer names a sub-folder: a folder spans two floors"
+    assert floors_of_folders(["swembed.integrations.formats", "swembed.integrations.spark.job"]) == {
+        "swembed.integrations": {1}}  # the checker itself sees a folder's modules
 
 
 def upward_imports(graph: dict[str, set[str]]) -> set[tuple[str, str]]:

@@ -3,7 +3,7 @@ import pytest
 
 import swembed
 from swembed.cli import main
-from swembed.ensemble import build_ensemble
+from swembed.integrations.ensemble import build_ensemble
 from swembed.runtime.folder import write_model_folder
 
 

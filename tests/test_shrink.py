@@ -11,7 +11,7 @@ import pytest
 from swembed import load
 from swembed.runtime.storage import quantize_int4, unpack_int4
 from swembed.runtime.tokenizer import char_gram_buckets
-from swembed.shrink import ShrinkConfig, folder_bytes, shrink
+from swembed.pipeline.shrink_table import ShrinkConfig, folder_bytes, shrink
 from tests.conftest import run_cli
 
 # Words in frequency order (their sentence counts below), then the teacher's pieces.
@@ -178,7 +178,7 @@ def test_broken_int4_and_codebook_folders_are_refused_in_one_line(piece_model: P
 
 
 def test_the_committed_edge_recipes_load():
-    from swembed.shrink import load_shrink_recipe
+    from swembed.pipeline.shrink_table import load_shrink_recipe
 
     root = Path(__file__).resolve().parents[1]
     for name in ("edge-16mb", "edge-4mb"):

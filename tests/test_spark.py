@@ -1,4 +1,4 @@
-"""swembed.integrations.spark on a local[2] session: the clusters and mapping of `swembed dedup` and of a
+"""swembed.dedup.spark on a local[2] session: the clusters and mapping of `swembed dedup` and of a
 brute-force reference, every record of .txt/.jsonl/.parquet inputs mapped, bad input reported in one line."""
 import glob
 import json
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.spark
 from conftest import snapshot  # noqa: E402
 from test_dedup import WORDS, read_mapping, reference_clusters, reference_stars, stored  # noqa: E402
 
-from swembed.integrations.spark.search import blocks_per_cell, task_keys  # noqa: E402
+from swembed.dedup.spark.search import blocks_per_cell, task_keys  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -79,8 +79,8 @@ def _texts(seed: int) -> list[str]:
 
 
 def test_spark_dedup_equals_single_machine_and_brute_force(spark, model, tmp_path):
-    from swembed.integrations.spark import CellSearch, encode
-    from swembed.integrations.spark import dedup as spark_dedup
+    from swembed.dedup.spark import CellSearch, encode
+    from swembed.dedup.spark import dedup as spark_dedup
 
     texts = _texts(3)
     (tmp_path / "in.txt").write_text("\n".join(texts) + "\n", encoding="utf-8")

@@ -7,7 +7,7 @@ tokens of those shifted features (instruction, BOS and the EOS's own logit never
 A LENS teacher therefore yields *lexicon* word tables whose dimensions are interpretable clusters: build
 with ``--pca-level none`` to keep them (``swembed.pipeline.lexicon.prune_top_k`` keeps each word's top k).
 
-``cluster_rows`` is also what ``swembed lens-clusters`` (``swembed.lens_clusters``) runs on a model's LM head.
+``cluster_rows`` is also what ``swembed lens-clusters`` (``swembed.teachers.lens_clusters``) runs on a model's LM head.
 """
 from __future__ import annotations
 

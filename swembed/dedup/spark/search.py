@@ -20,7 +20,7 @@ from pyspark import AccumulatorParam
 
 from swembed.dedup.clusters import connected_roots, near_pairs
 from swembed.dedup.job import DedupConfig
-from swembed.integrations.spark.model import vectors_from_bytes
+from swembed.dedup.spark.model import vectors_from_bytes
 from swembed.runtime.ranges import Range, check_ranges
 
 MAX_AUTO_CELLS = 16_384

@@ -27,10 +27,10 @@ import numpy as np
 from swembed.dedup.clusters import ExactKey, nearest_in, preference_rank
 from swembed.dedup.clusters import star_representatives as stars
 from swembed.dedup.job import REASONS, DedupConfig
-from swembed.integrations.spark.components import connected_roots
-from swembed.integrations.spark.model import broadcast_model, require_columns, vectors_from_bytes, vectors_to_bytes, \
+from swembed.dedup.spark.components import connected_roots
+from swembed.dedup.spark.model import broadcast_model, require_columns, vectors_from_bytes, vectors_to_bytes, \
     worker_model
-from swembed.integrations.spark.search import CellSearch, candidate_pairs
+from swembed.dedup.spark.search import CellSearch, candidate_pairs
 
 
 
