@@ -4,8 +4,9 @@ Each model is loaded in a fresh subprocess (so load time and memory are its own)
 timed over the same texts: one process (wall-clock rate, and the rate per CPU-second the process used
 in all its threads: the figure that stays comparable on a busy machine and charges multi-threaded
 tokenizers for every core they take), and all cores (one independent process per core, each
-encoding its share of the texts, all measuring from a common start time; their rates are summed). Kinds: a swembed folder, a model2vec folder (``model2vec:<path>``), WordLlama's
-shipped table (``wordllama``), or a teacher (short name / folder / hub id).
+encoding its share of the texts, all measuring from a common start time; their rates are summed). Kinds: a
+swembed folder, a model2vec folder (``model2vec:<path>``), WordLlama's shipped table (``wordllama``), or a
+teacher (short name / folder / hub id).
 """
 from __future__ import annotations
 

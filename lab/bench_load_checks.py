@@ -1,6 +1,7 @@
 """What the model-folder checks cost at load (issue 49): ``swembed.load`` with the finite-value scan skipped (the
-folder marker's ``table_check`` record matches its table, as for any folder swembed wrote) and forced, warm (the files in
-the page cache) and cold (the folder's pages evicted first with ``posix_fadvise``), and the vocabulary checks alone.
+folder marker's ``table_check`` record matches its table, as for any folder swembed wrote) and forced, warm (the
+files in the page cache) and cold (the folder's pages evicted first with ``posix_fadvise``), and the vocabulary
+checks alone.
 
     python -m lab.bench_load_checks                       # a made folder of minilm-256-shared's shape (231 MiB)
     python -m lab.bench_load_checks --model DIR           # a folder of one's own (its pages are evicted: not one

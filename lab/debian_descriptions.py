@@ -11,8 +11,9 @@ archive's index) and writes ``summary<TAB>description`` lines (gzip), for a reci
 
 A description shared by several packages (``-dev``, ``-doc`` and library splits repeat their source's text)
 is kept once, with the first summary (a repeat: the same first 20 words); descriptions under ``--min-words``
-words and summaries under 2 words are dropped. ``--dev-out`` writes every ``--dev-every``-th source package's pairs to a second file instead (held out:
-a retrieval dev set of text no build reads), split by source package so that no split shares a text.
+words and summaries under 2 words are dropped. ``--dev-out`` writes every ``--dev-every``-th source package's
+pairs to a second file instead (held out: a retrieval dev set of text no build reads), split by source package so
+that no split shares a text.
 """
 from __future__ import annotations
 

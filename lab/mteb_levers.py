@@ -50,8 +50,8 @@ from pathlib import Path
 
 import numpy as np
 
-from swembed.eval.mteb_tasks import CLASSIFICATION, evaluate_mteb
 from swembed.eval.models import load_encoder
+from swembed.eval.mteb_tasks import CLASSIFICATION, evaluate_mteb
 from swembed.eval.sts import DEV, evaluate_sts
 from swembed.pipeline.parallel import read_parallel
 
@@ -229,34 +229,47 @@ def retokenized(spec: str, oov_weight: float | None = None, min_contexts: int = 
 TABLE_VARIANTS = ("sif", "zipf", "oov", "minctx", "words")  # they rebuild a swembed table's encoder
 
 
+def _part_encoder(part: str, encode: Encoder, spec: str, corpus_sample: list[str], work: Path | None,
+                  variant: str) -> Encoder:
+    """The encode function after one part ``name:value`` (not ``scale``) of ``variant`` on top of ``encode``."""
+    name, _, value = part.partition(":")
+
+    def listed_words() -> Encoder:
+        if work is None:
+            raise SystemExit(f"{variant}: words:LIST needs --work (the build's work folder)")
+        return with_listed_words(spec, work, Path(value)).encode
+
+    builders: dict[str, Callable[[], Encoder]] = {
+        # per-word weights (the runtime has no such setting: neither was adopted)
+        "sif": lambda: reweighted(spec, sif_weights, float(value)),
+        "zipf": lambda: reweighted(spec, zipf_weights, float(value)),
+        "center": lambda: (lambda inner, mu: lambda texts: _unit(inner(texts) - mu))(
+            encode, encode(corpus_sample).mean(axis=0)),
+        # a long text = the mean of its sentences' unit vectors
+        "sentences": lambda: lambda texts: sentence_mean(encode, texts),
+        # unknown words weigh W in the mean (tokenisation setting oov_weight)
+        "oov": lambda: retokenized(spec, oov_weight=float(value)),
+        # words seen in <= K sentences lose their rows and back off to pieces and grams
+        "minctx": lambda: retokenized(spec, min_contexts=int(value) + 1),
+        "words": listed_words,
+    }
+    if name not in builders:
+        raise SystemExit(f"unknown variant part {part!r}")
+    return builders[name]()
+
+
 def variant_encoder(spec: str, variant: str, corpus_sample: list[str], work: Path | None = None) -> Encoder:
-    """The encode function of one variant of the table ``spec``."""
+    """The encode function of one variant of the table ``spec``: its parts in order, then ``scale``."""
     kind, encode, _ = load_encoder(spec)
-    parts = [p for p in variant.split("+") if p != "base"]
     scale = 1.0
-    for part in parts:
+    for part in (p for p in variant.split("+") if p != "base"):
         name, _, value = part.partition(":")
         if name in TABLE_VARIANTS and kind != "swembed":
             raise SystemExit(f"{variant}: {name} needs a swembed table (word_contexts.npy)")
-        if name in ("sif", "zipf"):  # per-word weights (the runtime has no such setting: neither was adopted)
-            encode = reweighted(spec, sif_weights if name == "sif" else zipf_weights, float(value))
-        elif name == "center":
-            mean = encode(corpus_sample).mean(axis=0)
-            encode = (lambda inner, mu: lambda texts: _unit(inner(texts) - mu))(encode, mean)
-        elif name == "sentences":  # a long text = the mean of its sentences' unit vectors
-            encode = (lambda inner: lambda texts: sentence_mean(inner, texts))(encode)
-        elif name == "oov":  # unknown words weigh W in the mean (tokenisation setting oov_weight)
-            encode = retokenized(spec, oov_weight=float(value))
-        elif name == "minctx":  # words seen in <= K sentences lose their rows and back off to pieces and grams
-            encode = retokenized(spec, min_contexts=int(value) + 1)
-        elif name == "words":
-            if work is None:
-                raise SystemExit(f"{variant}: words:LIST needs --work (the build's work folder)")
-            encode = with_listed_words(spec, work, Path(value)).encode
-        elif name == "scale":
+        if name == "scale":
             scale = float(value)
         else:
-            raise SystemExit(f"unknown variant part {part!r}")
+            encode = _part_encoder(part, encode, spec, corpus_sample, work, variant)
     if scale != 1.0:
         encode = (lambda inner, s: lambda texts: s * inner(texts))(encode, scale)
     return encode
@@ -264,9 +277,12 @@ def variant_encoder(spec: str, variant: str, corpus_sample: list[str], work: Pat
 
 def pairs_dev(path: Path):
     """(queries, documents, index of each query's document) of a ``query<TAB>document`` file (plain or .gz), read
-    as a build reads ``[retrieval] files`` (``read_parallel``)."""
+    as a build reads ``[retrieval] files`` (``read_parallel``); a document asked for by several queries is ranked
+    once."""
     pairs = read_parallel([str(path)])
-    return [q for q, _ in pairs], [d for _, d in pairs], np.arange(len(pairs))
+    index: dict[str, int] = {}
+    relevant = np.array([index.setdefault(d, len(index)) for _, d in pairs])
+    return [q for q, _ in pairs], list(index), relevant
 
 
 def score_variant(encode: Encoder, data: Path, retrieval, docstrings, pairs=None) -> dict[str, float]:

@@ -68,7 +68,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("models", nargs="+")
     parser.add_argument("--vocab-of", required=True, help="the swembed table whose vocabulary splits the buckets")
-    parser.add_argument("--wordnet", type=Path, help="a folder with WordNet 3.0's data.noun (default: apt-get download)")
+    parser.add_argument("--wordnet", type=Path,
+                        help="a folder with WordNet 3.0's data.noun (default: apt-get download)")
     parser.add_argument("--size", type=int, default=3000, help="synsets per bucket at most (seeded sample)")
     args = parser.parse_args()
     from ood_agreement import encoder  # this folder

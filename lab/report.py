@@ -1,4 +1,5 @@
-"""`python -m lab.report`: regenerate the Markdown tables and PNG plots under ``reports/`` from the builds in ``models/``.
+"""`python -m lab.report`: regenerate the Markdown tables and PNG plots under ``reports/`` from the builds in
+``models/``.
 
 Sections (``--only`` picks some; by default every section whose models exist):
 * ``english``: the STS suite for our tables, the teachers, the peers and the paper's OURS(256) row, with encode
@@ -25,7 +26,7 @@ import json
 import re
 import time
 from collections.abc import Callable
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -126,10 +127,10 @@ def english_report(rows: dict[str, str], scores: Scores, out: Path, command: str
     for label, fixed in extra.items():
         table.append([label, *_sts_cells(fixed), "", "", ""])
     text = ["# English STS: ours vs the teachers and the peers", "", _provenance(command), "",
-            "Speed: sentences/s encoding STS-B test sentences, one process, same machine, same run (`python -m lab.bench`): "
-            "wall clock, and per CPU-second the process used in all its threads (the comparable figure on a busy "
-            "machine); teachers are not timed here (a few hundred sentences/s on this CPU). Size: the table files "
-            "on disk.", "",
+            "Speed: sentences/s encoding STS-B test sentences, one process, same machine, same run "
+            "(`python -m lab.bench`): wall clock, and per CPU-second the process used in all its threads (the "
+            "comparable figure on a busy machine); teachers are not timed here (a few hundred sentences/s on this "
+            "CPU). Size: the table files on disk.", "",
             _table(["model", *STS_HEADER, "sent/s", "sent/CPU-s", "MB"], table), "",
             "tokenlearn (model2vec's corpus recipe) and model2vec `distill` are built from the same teacher with "
             "`python -m lab.baselines` (tokenlearn on 100k sentences sampled with seed 0, from the main "
@@ -273,8 +274,8 @@ def ablations_report(recipe: Path, scores: Scores, out: Path, models_dir: Path, 
             f"named setting differs (r = floor(teacher dim / 100)). Settings are chosen on STS-B dev (last column); "
             "the test columns are reported once. The builds are under `models/ablations/`.", "",
             *_section("Each lever before distillation",
-                      "Compose and PCA re-run on the cached extract, no KD: a cheap and clean view of what each setting "
-                      "does to the table itself.", ["variant", *STS_HEADER], before),
+                      "Compose and PCA re-run on the cached extract, no KD: a cheap and clean view of what each "
+                      "setting does to the table itself.", ["variant", *STS_HEADER], before),
             *_section("After distillation",
                       f"The recipe's own early-stopped build, then the recipe and the deciding levers each distilled "
                       f"for the same {KD_BUDGET_STEPS:,} steps (batch 128), so that KD's effect on each lever is "
@@ -316,9 +317,9 @@ def robust_report(models: dict[str, Path], data_dir: Path, out: Path, command: s
 
 
 def analysis_report(model_dir: Path, data_dir: Path, out: Path, command: str) -> dict:
-    from swembed import load
     from lab.analysis import brown_pos, norm_frequency_spearman, norms_by_pos, pc_extremes
     from lab.stage_table import stage_dirs, stage_tables
+    from swembed import load
     from swembed.pipeline import files
 
     model = load(model_dir)
@@ -452,8 +453,8 @@ def multilingual_report(models: dict[str, Path], english_only: dict[str, Path], 
             "Every score is taken the way users and exports encode: `encode(texts)` with no language named (each "
             "text's language is identified by script, then by the table's own word frequencies). Cross-lingual STS: "
             "STS17 en-de and STS-B en-xx (s1 English, s2 translated); Tatoeba: retrieval x -> eng accuracy; English: "
-            "the mean of the seven English STS sets. Build time (every stage as first run, cached ones included) and peak "
-            "memory on this 2-core machine; the parallel pairs "
+            "the mean of the seven English STS sets. Build time (every stage as first run, cached ones included) and "
+            "peak memory on this 2-core machine; the parallel pairs "
             "that training kept, of those read, by the teacher's cosine of each pair. An export row is the table as "
             "model2vec loads it (one merged vocabulary, since no language can be named there). Figures from before "
             "each change are in the README's bilingual section.", "",
@@ -500,87 +501,133 @@ def _weight_sweep(folders: list[Path], xling: Callable[[str], dict]) -> list[str
                     "STSB en-xx", "Tatoeba acc"], [r for _, r in rows])]
 
 
+@dataclass
+class _Run:
+    """What every section writer reads: the models folder, cached scores, eval data, output folder, command."""
+
+    models_dir: Path
+    scores: Scores
+    data: Path
+    out: Path
+    command: str
+
+    def exists(self, name: str) -> bool:
+        return (self.models_dir / name / "config.json").is_file()
+
+    @property
+    def main(self) -> Path:
+        return self.models_dir / "minilm-256-shared"
+
+
+ENGLISH_ROWS = (("swembed minilm-256-en (the recipe on `en/` only)", "minilm-256-en"),
+                ("swembed, previous pipeline (v0)", "v0-minilm-256-shared"),
+                ("swembed default build (WikiText-2)", "minilm-256"),
+                ("tokenlearn (same teacher, 100k sentences of the recipe's corpus)",
+                 "baselines/tokenlearn-minilm-256-shared"),
+                ("tokenlearn (same teacher, 100k sentences of `en/*.txt.gz`)", "baselines/tokenlearn-minilm-256"),
+                ("model2vec distill", "baselines/model2vec-minilm-256"),
+                ("teacher all-mpnet-base-v2", "mpnet"),
+                ("**swembed** mpnet-256-all (every sentence through the teacher)", "mpnet-256-all"),
+                ("swembed mpnet-256 (the quota's 349k sentences through the teacher)", "mpnet-256"),
+                ("**swembed** mpnet-me5-256 (mpnet-256-all, KD also towards e5)", "mpnet-me5-256"),
+                ("teacher EmbeddingGemma-300M", "embeddinggemma"),
+                ("**swembed** mpnet-gemma-256 (KD towards mpnet, e5 and EmbeddingGemma)", "mpnet-gemma-256"),
+                ("teacher multilingual-e5-small", "me5-small"),
+                ("swembed me5-en (English-only table from multilingual-e5-small)", "me5-en"))
+
+
+def _write_english(run: _Run) -> bool:
+    if not run.exists("minilm-256-shared"):
+        return False
+    rows = {"teacher all-MiniLM-L6-v2": "minilm", "**swembed** minilm-256-shared": str(run.main)}
+    for label, name in ENGLISH_ROWS:
+        if name in TABLE_OF_TEACHER:  # a teacher's row, shown only beside its table
+            if any(map(run.exists, TABLE_OF_TEACHER[name])):
+                rows[label] = name
+        elif run.exists(name):
+            rows[label] = ("model2vec:" if name.startswith("baselines") else "") + str(run.models_dir / name)
+    rows["WordLlama l2_supercat 256"] = "wordllama"
+    english_report(rows, run.scores, run.out, run.command,
+                   {"paper OURS(256), GTE-base teacher (Table 1)": PAPER_OURS_256})
+    return True
+
+
+def _write_stages(run: _Run) -> bool:
+    if run.exists("minilm-256-shared"):
+        stages_report(run.main, run.scores.data, run.out, run.command)
+    return run.exists("minilm-256-shared")
+
+
+def _write_ablations(run: _Run) -> bool:
+    ablations_report(Path(ABLATION_RECIPE), run.scores, run.out, run.models_dir, run.command)
+    return True
+
+
+def _write_robust(run: _Run) -> bool:
+    if not run.exists("minilm-256-shared"):
+        return False
+    robust = {name: run.models_dir / name for name in ("minilm-256-shared", "minilm-256-en", "v0-minilm-256-shared",
+                                                       "minilm-256", "mpnet-256-all", "mpnet-256") if run.exists(name)}
+    robust_report(robust, run.scores.data, run.out, run.command)
+    return True
+
+
+def _write_analysis(run: _Run) -> bool:
+    if run.exists("minilm-256-shared"):
+        analysis_report(run.main, run.data, run.out, run.command)
+    return run.exists("minilm-256-shared")
+
+
+def _write_ensembles(run: _Run) -> bool:
+    if not run.exists("minilm-256-shared"):
+        return False
+    members = {"ours": str(run.main), "WordLlama": "wordllama"}
+    for label, name in (("model2vec", "model2vec-minilm-256"), ("tokenlearn", "tokenlearn-minilm-256")):
+        if run.exists(f"baselines/{name}"):
+            members[label] = f"model2vec:{run.models_dir / 'baselines' / name}"
+    pairs = [("ours", other) for other in members if other != "ours"] + [("ours", "WordLlama", "tokenlearn")]
+    pairs = [p for p in pairs if all(label in members for label in p)]
+    ensembles_report(members, pairs, run.scores, run.out, run.models_dir / "ensembles", run.command)
+    return True
+
+
+def _write_multilingual(run: _Run) -> bool:
+    names = ("me5-en-de", "me5-en-zh", "me5-en-ja", "me5-multi", "me5-en-de-contrastive-only")
+    tables = {name: run.models_dir / name for name in names if run.exists(name)}
+    if not tables:
+        return False
+    english_only = {"me5-en": run.models_dir / "me5-en"} if run.exists("me5-en") else {}
+    exports = {f"{name} as model2vec (`swembed export --format model2vec`)": f"model2vec:{run.models_dir / name}-m2v"
+               for name in tables if (run.models_dir / f"{name}-m2v" / "config.json").is_file()}
+    sweep = sorted(p.parent for p in run.models_dir.glob("me5-en-zh-cw*/config.json"))
+    if sweep and run.exists("me5-en-zh"):
+        sweep.append(run.models_dir / "me5-en-zh")
+    multilingual_report(tables, english_only, "me5-small", run.scores, run.data / "eval", run.out, run.command,
+                        exports, sweep)
+    return True
+
+
+# each section's writer: it writes reports/<section>.md and says so, or finds its models missing
+WRITERS = {"english": _write_english, "stages": _write_stages, "ablations": _write_ablations,
+           "robust": _write_robust, "analysis": _write_analysis, "ensembles": _write_ensembles,
+           "multilingual": _write_multilingual}
+
+
 def write_reports(sections: list[str] | None, out: Path, data: Path, command: str, models: str | Path) -> list[str]:
     """Regenerate ``sections`` (default: every one whose models exist) from the builds under ``models``."""
     models_dir = Path(models)
-    exists = lambda name: (models_dir / name / "config.json").is_file()  # noqa: E731
     unknown = set(sections or []) - set(SECTIONS)
     if unknown:
         raise ValueError(f"unknown report sections {sorted(unknown)}; known: {', '.join(SECTIONS)}")
     out.mkdir(parents=True, exist_ok=True)
-    scores = Scores(data / "eval", models_dir / ".scores")
-    main = models_dir / "minilm-256-shared"
+    run = _Run(models_dir, Scores(data / "eval", models_dir / ".scores"), data, out, command)
     todo = sections or [s for s in SECTIONS if s != "ablations"]
-    written = []
-    if "english" in todo and exists("minilm-256-shared"):
-        rows = {"teacher all-MiniLM-L6-v2": "minilm", "**swembed** minilm-256-shared": str(main)}
-        for label, name in (("swembed minilm-256-en (the recipe on `en/` only)", "minilm-256-en"),
-                            ("swembed, previous pipeline (v0)", "v0-minilm-256-shared"),
-                            ("swembed default build (WikiText-2)", "minilm-256"),
-                            ("tokenlearn (same teacher, 100k sentences of the recipe's corpus)",
-                             "baselines/tokenlearn-minilm-256-shared"),
-                            ("tokenlearn (same teacher, 100k sentences of `en/*.txt.gz`)",
-                             "baselines/tokenlearn-minilm-256"),
-                            ("model2vec distill", "baselines/model2vec-minilm-256"),
-                            ("teacher all-mpnet-base-v2", "mpnet"),
-                            ("**swembed** mpnet-256-all (every sentence through the teacher)", "mpnet-256-all"),
-                            ("swembed mpnet-256 (the quota's 349k sentences through the teacher)", "mpnet-256"),
-                            ("**swembed** mpnet-me5-256 (mpnet-256-all, KD also towards e5)", "mpnet-me5-256"),
-                            ("teacher EmbeddingGemma-300M", "embeddinggemma"),
-                            ("**swembed** mpnet-gemma-256 (KD towards mpnet, e5 and EmbeddingGemma)",
-                             "mpnet-gemma-256"),
-                            ("teacher multilingual-e5-small", "me5-small"),
-                            ("swembed me5-en (English-only table from multilingual-e5-small)", "me5-en")):
-            if name in TABLE_OF_TEACHER:  # a teacher's row, shown only beside its table
-                if any(map(exists, TABLE_OF_TEACHER[name])):
-                    rows[label] = name
-            elif exists(name):
-                rows[label] = ("model2vec:" if name.startswith("baselines") else "") + str(models_dir / name)
-        rows["WordLlama l2_supercat 256"] = "wordllama"
-        english_report(rows, scores, out, command, {"paper OURS(256), GTE-base teacher (Table 1)": PAPER_OURS_256})
-        written.append("english.md")
-    if "stages" in todo and exists("minilm-256-shared"):
-        stages_report(main, scores.data, out, command)
-        written.append("stages.md")
-    if "ablations" in todo:
-        ablations_report(Path(ABLATION_RECIPE), scores, out, models_dir, command)
-        written.append("ablations.md")
-    if "robust" in todo and exists("minilm-256-shared"):
-        robust = {name: models_dir / name for name in ("minilm-256-shared", "minilm-256-en", "v0-minilm-256-shared",
-                                                       "minilm-256", "mpnet-256-all", "mpnet-256") if exists(name)}
-        robust_report(robust, scores.data, out, command)
-        written.append("robust.md")
-    if "analysis" in todo and exists("minilm-256-shared"):
-        analysis_report(main, data, out, command)
-        written.append("analysis.md")
-    if "ensembles" in todo and exists("minilm-256-shared"):
-        members = {"ours": str(main), "WordLlama": "wordllama"}
-        for label, name in (("model2vec", "model2vec-minilm-256"), ("tokenlearn", "tokenlearn-minilm-256")):
-            if exists(f"baselines/{name}"):
-                members[label] = f"model2vec:{models_dir / 'baselines' / name}"
-        pairs = [("ours", other) for other in members if other != "ours"] + [("ours", "WordLlama", "tokenlearn")]
-        pairs = [p for p in pairs if all(label in members for label in p)]
-        ensembles_report(members, pairs, scores, out, models_dir / "ensembles", command)
-        written.append("ensembles.md")
-    if "multilingual" in todo:
-        names = ("me5-en-de", "me5-en-zh", "me5-en-ja", "me5-multi", "me5-en-de-contrastive-only")
-        tables = {name: models_dir / name for name in names if exists(name)}
-        if tables:
-            english_only = {"me5-en": models_dir / "me5-en"} if exists("me5-en") else {}
-            exports = {f"{name} as model2vec (`swembed export --format model2vec`)": f"model2vec:{models_dir / name}-m2v"
-                       for name in tables if (models_dir / f"{name}-m2v" / "config.json").is_file()}
-            sweep = sorted(p.parent for p in models_dir.glob("me5-en-zh-cw*/config.json"))
-            if sweep and exists("me5-en-zh"):
-                sweep.append(models_dir / "me5-en-zh")
-            multilingual_report(tables, english_only, "me5-small", scores, data / "eval", out, command, exports,
-                                sweep)
-            written.append("multilingual.md")
-    return written
+    return [f"{section}.md" for section in SECTIONS if section in todo and WRITERS[section](run)]
 
 
 def _command_exists(command: str) -> str | None:
-    """None when ``command`` (``python -m MODULE ...``, ``swembed SUBCOMMAND ...``, ``bash PATH`` or ``node PATH``) names a module,
-    sub-command or script that exists here; else why not."""
+    """None when ``command`` (``python -m MODULE ...``, ``swembed SUBCOMMAND ...``, ``bash PATH`` or ``node PATH``)
+    names a module, sub-command or script that exists here; else why not."""
     import importlib.util
 
     words = command.split()

@@ -134,7 +134,8 @@ def events(folder: Path) -> dict:
                     mine[key] = max(mine.get(key, 0), int(metrics[key]))
     totals = {name: sum(stage.get(name, 0) for stage in stages) for name in wanted.values()}
     return {"stages": stages, "totals": totals, "stage_count": len(stages),
-            "peak_mb": {executor: {k: round(v / 2**20) for k, v in values.items()} for executor, values in peaks.items()}}
+            "peak_mb": {executor: {k: round(v / 2**20) for k, v in values.items()}
+                        for executor, values in peaks.items()}}
 
 
 def single_machine_pairs(model_path: str, summary: dict) -> tuple[set, np.ndarray, np.ndarray]:

@@ -39,7 +39,8 @@ def pytest_cmdline_main(config):
     config.option.numprocesses = min(WORKERS, cpus)
     if config.option.dist == "no":
         config.option.dist = "loadfile"
-        config.option.loadscopereorder = False  # files in collection order: Spark's first (pytest_collection_modifyitems)
+        # files in collection order: Spark's first (pytest_collection_modifyitems)
+        config.option.loadscopereorder = False
     given = os.environ.get("OMP_NUM_THREADS", "")
     threads = str(max(1, (int(given) if given.isdigit() else cpus) // config.option.numprocesses))
     os.environ.update({name: threads for name in THREAD_VARIABLES})
@@ -50,9 +51,10 @@ def pytest_runtest_setup(item):
     """A test that loads a teacher carries the ``teacher`` marker: without it, resolving one by name fails, from
     its fixtures on (module-scoped ones included), in this process and in every Python subprocess it starts
     (tests/teacher_guard/sitecustomize.py)."""
+    from teacher_guard.sitecustomize import ENV, forbidding
+
     import swembed.teachers
     import swembed.teachers.registry as registry
-    from teacher_guard.sitecustomize import ENV, forbidding
 
     resolve = _UNGUARDED.setdefault("resolve", registry.resolve_teacher)
     if item.get_closest_marker("teacher"):

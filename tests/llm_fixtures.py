@@ -5,9 +5,8 @@ import json
 from pathlib import Path
 
 import torch
-from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
-
 from conftest import ADJS, NOUNS, VERBS
+from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
 
 SPECIALS = ["<pad>", "<s>", "</s>", "<unk>", "[CLS]", "[SEP]"]
 WORDS = sorted(set(["the", "a", "near", "with", "goodness", "number", "instruct", "query", "retrieve", "similar",

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import ast
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "swembed"
@@ -79,13 +80,9 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
                 low[node] = min(low[node], low[nxt])
             elif nxt in stack:
                 low[node] = min(low[node], index[nxt])
-        if low[node] == index[node]:
-            component = []
-            while True:
-                member = stack.pop()
-                component.append(member)
-                if member == node:
-                    break
+        if low[node] == index[node]:  # node roots a component: it and everything above it on the stack
+            cut = stack.index(node)
+            component, stack[cut:] = stack[cut:], []
             if len(component) > 1:
                 found.append(sorted(component))
 

@@ -11,16 +11,16 @@ import random
 import re
 import subprocess
 import sys
-import tomllib
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pytest
+import tomllib
+from conftest import TINY_WORDS, run_cli, small_build_args, snapshot, write_tiny_model
 
 import swembed
-from conftest import TINY_WORDS, run_cli, small_build_args, snapshot, write_tiny_model
 from swembed.pipeline.config import BuildError, load_recipe
 from swembed.runtime.folder import ModelFolderError, write_model_folder
 
@@ -598,7 +598,8 @@ def test_recipe_and_build_paths(tmp_path, tiny_corpus, promised):
     out = tmp_path / "model"
     base = ["build", "--teacher", "minilm", "--out", out, "--dim", "8"]
     missing = tmp_path / "missing.txt"  # were the empty recipe ignored, the build would stop here, not run
-    for args in (["build", "--recipe", "", "--corpus", missing, "--out", out], ["shrink", "--recipe", "", "--out", out]):
+    for args in (["build", "--recipe", "", "--corpus", missing, "--out", out],
+                 ["shrink", "--recipe", "", "--out", out]):
         assert error_line(run_cli(args), args[0], promised) == \
             "--recipe: an empty path; give a recipe file (see pipelines/)"
     assert refused_build(tmp_path, [*base, "--corpus", ""], promised) == \

@@ -8,9 +8,9 @@ import sys
 
 import numpy as np
 import pytest
+from conftest import run_cli, small_build_args
 
 import swembed
-from conftest import run_cli, small_build_args
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +69,7 @@ def test_swembed_build_writes_the_cli_table_and_save_round_trips_byte_for_byte(r
     """``swembed.build`` with the settings of ``small_build_args``, in its own work folder, writes the files the CLI
     wrote, byte for byte, except config.json, whose build record differs only in the output and work paths and in
     times, memory and cache states; ``load(p).save(q)`` writes p's files to q, byte for byte."""
-    from swembed.runtime.folder import OutputExistsError
+    from swembed.runtime.outputs import OutputExistsError
 
     corpus, ref_out, _ = reference_build
     out = tmp_path / "api"
@@ -596,10 +596,12 @@ def test_loss_weights_and_script_variants_are_checked_before_any_work(tmp_path):
                             "one weight per co-teacher: 2 names, 1 weights"),
                            ({"vocab": {"word_lists": ["w.txt"]}}, "is for one-language builds"),
                            ({"retrieval": {"files": ["p.tsv"]}}, "[retrieval] files are for one-language builds"),
-                           ({"retrieval": {"loss": "mse"}}, "[retrieval] loss must be one of kd, contrastive, got 'mse'"),
+                           ({"retrieval": {"loss": "mse"}},
+                            "[retrieval] loss must be one of kd, contrastive, got 'mse'"),
                            ({"retrieval": {"weight": -1.0}}, "r.toml: [retrieval] weight must be at least 0"),
                            ({"paragraphs": {"files": ["d.txt"]}}, "[paragraphs] files are for one-language builds"),
-                           ({"extract": {"sentences": "some"}}, "[extract] sentences must be one of all, quota, cover, got 'some'"),
+                           ({"extract": {"sentences": "some"}},
+                            "[extract] sentences must be one of all, quota, cover, got 'some'"),
                            ({"script_variants": {"zh": "s2hk"}}, "script_variants: zh = 's2hk' is not one of")):
         with pytest.raises(BuildError, match=re.escape(message)):
             apply_settings(BuildConfig(), {**settings, **extra}, "r.toml").validate()

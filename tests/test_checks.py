@@ -11,10 +11,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import TINY_WORDS, run_cli, snapshot
 from test_bad_input import error_line, promise, promised, refused_encode, refused_load  # noqa: F401 - promised: a fixture
 
 import swembed
-from conftest import TINY_WORDS, run_cli, snapshot
 from swembed.eval import sts
 from swembed.runtime.folder import TABLE_CHECK, ModelFolderError, read_model_folder, write_model_folder
 
@@ -99,7 +99,8 @@ def test_table_damaged_behind_its_check(tiny_model, promised):
 @pytest.mark.parametrize("edit,expected", [
     (lambda w: ["\ufeff" + w[0], *w[1:]], "starts with a byte-order mark (U+FEFF); save it as UTF-8 without one"),
     (lambda w: [*w[:4], "cat", *w[5:]], ":5: 'cat' repeats line 2; each word must be on one line only"),
-    (lambda w: [*w[:2], "sat ", *w[3:]], ":3: 'sat ' is empty or has surrounding whitespace; words are matched exactly"),
+    (lambda w: [*w[:2], "sat ", *w[3:]],
+     ":3: 'sat ' is empty or has surrounding whitespace; words are matched exactly"),
     (lambda w: [*w[:6], "", w[7]], ":7: '' is empty or has surrounding whitespace; words are matched exactly"),
     (lambda w: [*w[:1], "\u00a0cat", *w[2:]], ":2: '\\xa0cat' is empty or has surrounding whitespace; words are "
                                            "matched exactly"),
@@ -295,7 +296,8 @@ def test_eval_files_that_do_not_line_up(tmp_path, tiny_model, promised):
     path.write_text("g\tf\t2012\t0\t4.0\tthe cat sat\n")
     with pytest.raises(sts.EvalDataError) as caught:
         sts.load_pair_set(tmp_path / "b", "STSBenchmark")
-    assert str(caught.value) == f"{path}:1: 6 column(s), expected 7 (genre, file, year, id, score, sentence1, sentence2)"
+    assert str(caught.value) == (f"{path}:1: 6 column(s), expected 7 "
+                                 "(genre, file, year, id, score, sentence1, sentence2)")
 
 
 @promise("a standard STS file cut short (`sts-test.csv` missing its last rows)",

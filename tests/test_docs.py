@@ -75,7 +75,8 @@ def test_every_report_table_names_a_command_that_exists(capsys):
 
 
 def test_the_report_check_fails_without_a_marker_or_with_a_missing_module(tmp_path):
-    (tmp_path / "a.md").write_text("# A\n\n| x |\n|---|\n| 1 |\n\n<!-- generated: python -m lab.nope -->\n| y |\n|---|\n")
+    (tmp_path / "a.md").write_text("# A\n\n| x |\n|---|\n| 1 |\n\n"
+                                   "<!-- generated: python -m lab.nope -->\n| y |\n|---|\n")
     assert report.check(tmp_path) == 2
     (tmp_path / "a.md").write_text("# A\n<!-- generated: swembed eval M -->\n\n| x |\n|---|\n| 1 |\n")
     assert report.check(tmp_path) == 0

@@ -47,8 +47,9 @@ def test_ensemble_rejects_bad_weights_and_export_formats(tmp_path, capsys):
 def test_wordllama_member_rows_are_its_own_word_encodings(tmp_path):
     """WordLlama's shipped table as a member: its sub-space row for a word is WordLlama's encoding of it."""
     pytest.importorskip("wordllama")
-    import wordllama
     from pathlib import Path
+
+    import wordllama
     from wordllama import WordLlama
 
     a = _table(tmp_path, "a", ["paris", "cat"], 4, 0)

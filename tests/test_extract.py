@@ -48,7 +48,7 @@ def test_word_and_piece_vectors_are_means_of_teacher_positions(teacher):
     expected, pieces = [], {}
     for row, text in enumerate(texts):
         spans = inputs.offsets[row]
-        for t, (s, e) in enumerate(spans):
+        for t, (s, _) in enumerate(spans):
             if s >= 0:
                 pieces.setdefault(int(inputs.ids[row, t]), []).append(out.hidden[row, t].numpy())
         start = text.lower().find("penguin ")
@@ -124,7 +124,7 @@ def test_forked_workers_prepare_exactly_what_the_background_thread_does(teacher)
     for workers in (0, 2):  # beside a CUDA device the stage forks workers; here both paths run on the CPU
         acc, order = Accumulator(len(words), 30522, teacher.dim, torch.device("cpu")), []
         timing = extraction_loop(teacher, texts, batches, index=index, splitter=SPLITTER, acc=acc, first_batch=1,
-                                 batch_done=lambda b, p: order.append(b), workers=workers)
+                                 batch_done=lambda b, p, order=order: order.append(b), workers=workers)
         assert timing["workers"] == workers
         runs.append((acc.state(), order))
     (thread, thread_order), (forked, forked_order) = runs

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import TINY_WORDS, run_cli, snapshot, write_tiny_model
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_bad_input import PROMISES, promise
 
 import swembed
-from conftest import TINY_WORDS, run_cli, snapshot, write_tiny_model
 from swembed.runtime.folder import ModelFolderError
 
 FUZZ = settings(max_examples=40, deadline=None, derandomize=True, database=None,
@@ -165,7 +165,8 @@ RECORDS = ["the cat sat", "the cat sat", "a good dog", "the good dog", "on the m
          "(issue 49) not tried",
          "each: refused in one line (rc 2, argparse's usage line before it for a value of the wrong type), or a "
          "result that maps every record (dedup) or loads and encodes (ensemble); nothing outside the output touched",
-         "<flag> <problem>", "argument <flag>: invalid <type> value: <value>", "weights must be positive and finite, got <list>",
+         "<flag> <problem>", "argument <flag>: invalid <type> value: <value>",
+         "weights must be positive and finite, got <list>",
          "<n> weights for <m> members")
 @settings(FUZZ, max_examples=60)
 @given(flags=DEDUP_FLAGS, weights=st.lists(NUMBERS, min_size=1, max_size=3))

@@ -276,7 +276,7 @@ def test_check_conformance_output_is_whole_when_piped(exported, tmp_path):
     config = json.loads((table / "config.json").read_text(encoding="utf-8"))
     config["tokenization"]["oov_backoff"] = "none"  # unknown words skipped: every text of the file fails
     (table / "config.json").write_text(json.dumps(config), encoding="utf-8")
-    script = f'"$0" "$1" "$2" "$3" | (sleep 1; cat); exit "${{PIPESTATUS[0]}}"'
+    script = '"$0" "$1" "$2" "$3" | (sleep 1; cat); exit "${PIPESTATUS[0]}"'
     result = subprocess.run(["bash", "-c", script, need("node"), str(JS / "bin" / "check-conformance.mjs"),
                              str(table), str(record)], capture_output=True, text=True, timeout=120)
     assert result.returncode == 1, result.stderr

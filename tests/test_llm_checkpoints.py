@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-
 from llm_fixtures import llm_folder
+
 from swembed.teachers import TeacherError, load_teacher
 
 LAYOUTS = json.loads((Path(__file__).parent / "data" / "llm_public_layouts.json").read_text())

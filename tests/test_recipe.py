@@ -12,11 +12,20 @@ from dataclasses import fields
 from pathlib import Path
 
 import pytest
+from conftest import run_cli, small_build_args
 
 import swembed
-from conftest import run_cli, small_build_args
-from swembed.pipeline.config import (LEGACY_DISTILL_KEYS, RANGES, SECTIONS, BuildConfig, BuildError, OptionError,
-                                     apply_settings, key_label, load_recipe)
+from swembed.pipeline.config import (
+    LEGACY_DISTILL_KEYS,
+    RANGES,
+    SECTIONS,
+    BuildConfig,
+    BuildError,
+    OptionError,
+    apply_settings,
+    key_label,
+    load_recipe,
+)
 
 # (flag, value, the one line the CLI prints after "swembed build: error: ", the recipe key swembed.build names)
 ISSUE_49 = [

@@ -1,5 +1,5 @@
-"""`swembed eval`, `python -m lab.bench` and `python -m lab.report` as a user runs them, on a hand-made evaluation folder in
-the shared data's layout and a real (tiny) MiniLM build."""
+"""`swembed eval`, `python -m lab.bench` and `python -m lab.report` as a user runs them, on a hand-made evaluation
+folder in the shared data's layout and a real (tiny) MiniLM build."""
 import json
 import re
 import subprocess
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import make_sentences, run_cli, small_build_args
 
 import swembed
-from conftest import make_sentences, run_cli, small_build_args
 from lab import report
 from swembed.eval.sts import EN_SETS, evaluate_sts, load_pair_set, score_pair_set
 

@@ -120,7 +120,8 @@ def test_a_token_holding_the_prompts_last_space_is_the_texts_first_token():
     vocab = {w: i for i, w in enumerate(["<pad>", "query:", "▁A", "▁man", "▁is", "▁here"])}
     tokenizer = Tokenizer(models.WordLevel(vocab, unk_token="<pad>"))
     tokenizer.normalizer = normalizers.Replace(" ", "▁")
-    tokenizer.pre_tokenizer = pre_tokenizers.Split("▁", behavior="merged_with_next")  # '▁A' is (6, 8) in the prompted text
+    # '▁A' is (6, 8) in the prompted text
+    tokenizer.pre_tokenizer = pre_tokenizers.Split("▁", behavior="merged_with_next")
     teacher = SentenceTransformerTeacher.__new__(SentenceTransformerTeacher)  # prepare needs no weights
     teacher.tokenizer, teacher.prompt, teacher.pad_id = tokenizer, "query: ", 0
     spans = teacher.prepare(["A man is here", "A man"]).offsets

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from swembed import load
+from swembed.pipeline.shrink_table import ShrinkConfig, folder_bytes, shrink
 from swembed.runtime.storage import quantize_int4, unpack_int4
 from swembed.runtime.tokenizer import char_gram_buckets
-from swembed.pipeline.shrink_table import ShrinkConfig, folder_bytes, shrink
 from tests.conftest import run_cli
 
 # Words in frequency order (their sentence counts below), then the teacher's pieces.

@@ -96,8 +96,8 @@ def test_a_copied_or_remounted_corpus_keeps_its_cache_and_an_edited_one_does_not
     import shutil
 
     from swembed.pipeline.corpus import run_corpus
-    from swembed.pipeline.stage import StageContext
     from swembed.pipeline.sources import content_digest
+    from swembed.pipeline.stage import StageContext
 
     text = "".join(f"Sentence number {i} has a few words in it.\n" for i in range(50))
     path = tmp_path / "a.txt"

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-
 from conftest import make_sentences
 from llm_fixtures import llm_folder
 

@@ -3,9 +3,21 @@ import numpy as np
 import pytest
 import torch
 
-from swembed.pipeline.train import (CellBatches, LoopSettings, PackedRows, centred, contrastive_loss,
-                                    RowAdam, contrastive_objective, kd_loss, kd_objective, query_kd_loss,
-                                    query_kd_objective, spherical_kmeans, train)
+from swembed.pipeline.train import (
+    CellBatches,
+    LoopSettings,
+    PackedRows,
+    RowAdam,
+    centred,
+    contrastive_loss,
+    contrastive_objective,
+    kd_loss,
+    kd_objective,
+    query_kd_loss,
+    query_kd_objective,
+    spherical_kmeans,
+    train,
+)
 from swembed.runtime.tokenizer import TokenIds
 
 
@@ -177,8 +189,8 @@ def test_centred_targets_teach_the_structure_an_anisotropic_teacher_hides(tmp_pa
     texts = random_texts(rng, 400, 30)
     meaning = torch.nn.functional.normalize(torch.tensor(rng.normal(size=(30, 16)), dtype=torch.float32), dim=-1)
     words = torch.as_tensor(texts.ids)
-    sentence = torch.zeros(400, 16).index_add_(0, torch.repeat_interleave(torch.arange(400),
-                                                                           torch.as_tensor(texts.lengths)), meaning[words])
+    text_of_word = torch.repeat_interleave(torch.arange(400), torch.as_tensor(texts.lengths))
+    sentence = torch.zeros(400, 16).index_add_(0, text_of_word, meaning[words])
     sentence = torch.nn.functional.normalize(sentence, dim=-1)
     shared = torch.nn.functional.normalize(torch.ones(16), dim=0)
     anisotropic = torch.nn.functional.normalize(sentence * 0.2 + shared, dim=-1)

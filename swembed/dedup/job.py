@@ -25,9 +25,19 @@ from pathlib import Path
 
 import numpy as np
 
-from swembed.dedup.clusters import (CLUSTERINGS, MAX_NEIGHBOURS, ExactKey, connected_roots, merge_to_target, near_pairs,
-                                    nearest_in, preference_rank, representatives, star_representatives,
-                                    star_to_target)
+from swembed.dedup.clusters import (
+    CLUSTERINGS,
+    MAX_NEIGHBOURS,
+    ExactKey,
+    connected_roots,
+    merge_to_target,
+    near_pairs,
+    nearest_in,
+    preference_rank,
+    representatives,
+    star_representatives,
+    star_to_target,
+)
 from swembed.dedup.records import KeptWriter, check_inputs, read_batches
 from swembed.runtime.folder import atomic_directory
 from swembed.runtime.ranges import Range, check_ranges
@@ -298,9 +308,9 @@ def dedup(inputs: list[str | Path], model_path: str | Path, out: str | Path, con
           overwrite: bool = False, against: list[str | Path] | None = None) -> dict:
     """Run the three passes and write ``out/`` atomically (an existing ``out`` only when ``overwrite``); returns
     the summary (also ``out/summary.json``). ``against``: reference files; input records near one are removed."""
-    from swembed.runtime.embedder import load
     from swembed._extras import require
-    from swembed.runtime.folder import check_writable
+    from swembed.runtime.embedder import load
+    from swembed.runtime.outputs import check_writable
 
     config = config or DedupConfig()
     config.validate()

@@ -60,9 +60,8 @@ def check_inputs(paths: Sequence[str | Path], text_columns: Sequence[str]) -> li
         if not path.is_file():
             raise FileNotFoundError(f"input not found: {path}")
         if input_format(path) == "parquet":
-            import pyarrow.parquet as pq
-
             import pyarrow as pa
+            import pyarrow.parquet as pq
 
             schema = pq.read_schema(path)
             for column in text_columns:

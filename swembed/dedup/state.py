@@ -19,10 +19,22 @@ from pathlib import Path
 
 import numpy as np
 
-from swembed.dedup.job import (ARRAYS_FILE, VECTORS_FILE, DedupConfig, FirstPass, cut_against, file_stats, group,
-                               per_record, run_summary, save_state, write_outputs)
+from swembed.dedup.job import (
+    ARRAYS_FILE,
+    VECTORS_FILE,
+    DedupConfig,
+    FirstPass,
+    cut_against,
+    file_stats,
+    group,
+    per_record,
+    run_summary,
+    save_state,
+    write_outputs,
+)
 from swembed.dedup.records import RecordError, input_format, read_batches
 from swembed.runtime.folder import atomic_directory
+
 
 class RunError(RecordError):
     """A run folder that cannot be re-cut, explained or selected from: not a dedup run, or its inputs changed."""

@@ -23,7 +23,8 @@ from typing import Callable
 
 import numpy as np
 
-from swembed.runtime.folder import check_writable, write_model_folder
+from swembed.runtime.folder import write_model_folder
+from swembed.runtime.outputs import check_writable
 from swembed.runtime.tokenizer import TokenizationRules
 
 

@@ -17,15 +17,16 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import replace
 from collections.abc import Iterable
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
 from swembed.runtime import StaticEmbedder
-from swembed.runtime.folder import atomic_directory, check_writable, read_model_folder, write_model_folder
+from swembed.runtime.folder import atomic_directory, read_model_folder, write_model_folder
+from swembed.runtime.outputs import check_writable
 
 FORMATS = ("npy", "st", "model2vec")
 DTYPES = ("float32", "float16", "int8")

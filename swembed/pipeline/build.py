@@ -20,16 +20,16 @@ from swembed.pipeline import files
 from swembed.pipeline.alone import ALONE
 from swembed.pipeline.compose import Layout, run_compose
 from swembed.pipeline.config import BuildConfig
-from swembed.pipeline.coteacher import COTEACHER
 from swembed.pipeline.corpus import run_corpus
+from swembed.pipeline.coteacher import COTEACHER
 from swembed.pipeline.distill import DistillInputs, run_distill
 from swembed.pipeline.extract import Selection, extract_identity, run_extract
 from swembed.pipeline.grams import GRAM_ROWS
 from swembed.pipeline.paragraphs import PARAGRAPHS
-from swembed.pipeline.retrieval import RETRIEVAL
 from swembed.pipeline.parallel import run_pairs
 from swembed.pipeline.pca import check_dims, kept_components, run_pca
 from swembed.pipeline.plan import DeviceMonitor, build_plan
+from swembed.pipeline.retrieval import RETRIEVAL
 from swembed.pipeline.shrinkage import SHRINKAGE
 from swembed.pipeline.sources import CorpusError
 from swembed.pipeline.stage import PostTraining, PrepareSources, StageContext, StageResult

@@ -13,7 +13,8 @@
 
 Rows: each language's words in vocabulary order, then the pieces. Artifact: ``table.npy`` (rows, H),
 ``rows.txt`` (each row's word or teacher token), ``piece_ids.npy`` (teacher token id of each piece row),
-``word_contexts.npy`` (contexts of each word row); the layout (row ranges per language and of the pieces) is in the manifest's stats.
+``word_contexts.npy`` (contexts of each word row); the layout (row ranges per language and of the pieces) is in
+the manifest's stats.
 """
 from __future__ import annotations
 
@@ -80,8 +81,8 @@ def piece_composition(words: list[str], splitter: WordTokenizer, piece_vectors: 
 
 def blend_by_contexts(vectors: np.ndarray, composed: np.ndarray, contexts: np.ndarray, k: float,
                       rows: np.ndarray) -> int:
-    """A prior weighted against context counts, in place: each row in the mask ``rows`` of a word seen in n = ``contexts`` > 0
-    sentences becomes ``(n v + k composed) / (n + k)``; returns how many rows moved."""
+    """A prior weighted against context counts, in place: each row in the mask ``rows`` of a word seen in
+    n = ``contexts`` > 0 sentences becomes ``(n v + k composed) / (n + k)``; returns how many rows moved."""
     rows = rows & (contexts > 0)
     n = contexts[rows].astype(np.float32)[:, None]
     vectors[rows] = (n * vectors[rows] + k * composed[rows]) / (n + k)

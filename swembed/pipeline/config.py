@@ -12,10 +12,11 @@ The CLI (flags, ``--recipe``) and ``swembed.build`` both make a ``BuildConfig`` 
 from __future__ import annotations
 
 import logging
-import tomllib
 from copy import deepcopy
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
+
+import tomllib
 
 from swembed._extras import require
 from swembed.runtime.ranges import Range
@@ -274,6 +275,16 @@ class BuildConfig:
         ``OptionError`` naming the setting for a value out of its range) before any work."""
         for key in RANGES:
             check_option(key, self.get(key))
+        self._check_languages()
+        for key, allowed in CHOICES.items():
+            if self.get(key) not in allowed:
+                raise BuildError(f"{key_label(key)} must be one of {', '.join(allowed)}, got {self.get(key)!r}")
+        self._check_paths()
+        self._check_together()
+
+    def _check_languages(self) -> None:
+        """Distinct languages, each with a corpus when there are several; parallel files, word lists and script
+        variants only where they apply."""
         if not self.langs or len(set(self.langs)) != len(self.langs):
             raise BuildError(f"languages must be distinct, got {self.langs}")
         if self.multilingual:
@@ -294,10 +305,9 @@ class BuildConfig:
                 raise BuildError(f"script_variants: {lang} = {name!r} is not one of {sorted(SCRIPT_CONVERSIONS)}")
             if lang in self.langs:
                 require("multilingual", "opencc")
-        for key, allowed in CHOICES.items():
-            if self.get(key) not in allowed:
-                raise BuildError(f"{key_label(key)} must be one of {', '.join(allowed)}, got {self.get(key)!r}")
-        self._check_paths()
+
+    def _check_together(self) -> None:
+        """Settings that are each in range but do not go together."""
         if self.corpus.max_words < self.corpus.min_words:
             raise BuildError(f"--max-words {self.corpus.max_words} is below --min-words {self.corpus.min_words}")
         if self.lexicon_top_k is not None and self.lexicon_top_k > self.pca.dim:
@@ -350,7 +360,7 @@ class BuildConfig:
         """What valid settings name, checked before any work: that the teacher and co-teachers are names a teacher
         can have, the output folder, and that every corpus source (and word list) exists and starts like text."""
         from swembed.pipeline.sources import check_sources
-        from swembed.runtime.folder import check_writable
+        from swembed.runtime.outputs import check_writable
         from swembed.teachers.registry import check_teacher_name
 
         for name in [self.teacher, *(name for name, _ in self.coteacher.pairs() if self.distill_enabled)]:

@@ -8,13 +8,21 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 
 from swembed.pipeline import files
 from swembed.pipeline.config import CorpusConfig
-from swembed.pipeline.sources import (HELD_OUT_RULE, CorpusError, describe_source, expand_sources, held_out_keys,
-                                      is_held_out, read_source)
+from swembed.pipeline.sources import (
+    HELD_OUT_RULE,
+    CorpusError,
+    describe_source,
+    expand_sources,
+    held_out_keys,
+    is_held_out,
+    read_source,
+)
 from swembed.pipeline.stage import StageContext, StageResult, StageRun
 from swembed.runtime.tokenizer import WORD_PATTERN, normalize_text
 
@@ -35,6 +43,36 @@ def _split(text: str, enabled: bool) -> list[str]:
     return text_to_sentences(text).split("\n")
 
 
+def _sentences(spec: str, config: CorpusConfig, normalization: str, stats: dict) -> Iterator[str]:
+    """The non-empty sentences of one source, normalised; counts its units and sentences in ``stats``."""
+    for unit in read_source(spec, config.text_column):
+        unit = _SPACES.sub(" ", normalize_text(unit, normalization)).strip()
+        if not unit:
+            continue
+        stats["units"] += 1
+        for sentence in _split(unit, config.split_sentences):
+            sentence = sentence.strip()
+            if sentence:
+                stats["sentences"] += 1
+                yield sentence
+
+
+def _fate(sentence: str, config: CorpusConfig, count_words, held_out: set[str], seen: set[int]) -> str:
+    """``"kept"`` (its key joins ``seen``), or the statistic that counts why ``sentence`` is left out."""
+    n_words = len(count_words(sentence))
+    if n_words < config.min_words:
+        return "too_short"
+    if n_words > config.max_words:
+        return "too_long"
+    if is_held_out(sentence, held_out):
+        return "held_out"
+    key = _dedup_key(sentence)
+    if key in seen:
+        return "duplicates"
+    seen.add(key)
+    return "kept"
+
+
 def write_sentences(config: CorpusConfig, normalization: str, sources: list[str], out: Path,
                     held_out: set[str] = frozenset()) -> dict:
     """Stream every source into ``out``, leaving out sentences whose ``loose_key`` is ``held_out``; return
@@ -43,42 +81,19 @@ def write_sentences(config: CorpusConfig, normalization: str, sources: list[str]
     seen: set[int] = set()
     stats = {"units": 0, "sentences": 0, "kept": 0, "too_short": 0, "too_long": 0, "duplicates": 0, "held_out": 0}
     per_source: dict[str, int] = {}
+    full = lambda: bool(config.max_sentences) and stats["kept"] >= config.max_sentences  # noqa: E731
     with open(out, "w", encoding="utf-8") as sink:
         for spec in sources:
             kept_before = stats["kept"]
-            for unit in read_source(spec, config.text_column):
-                unit = _SPACES.sub(" ", normalize_text(unit, normalization)).strip()
-                if not unit:
-                    continue
-                stats["units"] += 1
-                for sentence in _split(unit, config.split_sentences):
-                    sentence = sentence.strip()
-                    if not sentence:
-                        continue
-                    stats["sentences"] += 1
-                    n_words = len(count_words(sentence))
-                    if n_words < config.min_words:
-                        stats["too_short"] += 1
-                        continue
-                    if n_words > config.max_words:
-                        stats["too_long"] += 1
-                        continue
-                    if is_held_out(sentence, held_out):
-                        stats["held_out"] += 1
-                        continue
-                    key = _dedup_key(sentence)
-                    if key in seen:
-                        stats["duplicates"] += 1
-                        continue
-                    seen.add(key)
+            for sentence in _sentences(spec, config, normalization, stats):
+                fate = _fate(sentence, config, count_words, held_out, seen)
+                stats[fate] += 1
+                if fate == "kept":
                     sink.write(sentence + "\n")
-                    stats["kept"] += 1
-                    if config.max_sentences and stats["kept"] >= config.max_sentences:
+                    if full():
                         break
-                if config.max_sentences and stats["kept"] >= config.max_sentences:
-                    break
             per_source[spec] = stats["kept"] - kept_before
-            if config.max_sentences and stats["kept"] >= config.max_sentences:
+            if full():
                 break
     stats["per_source"] = per_source
     return stats

@@ -8,15 +8,18 @@ last finished unit.
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from swembed.pipeline import files
 from swembed.pipeline.config import BuildError, CoTeacherConfig
 from swembed.pipeline.plan import seconds_per_size, spread
-from swembed.pipeline.stage import (PostTraining, Prepared, PrepareSources, StageContext, StageResult, StageRun,
-                                    load_checkpoint)
+from swembed.pipeline.stage import PostTraining, load_checkpoint
 from swembed.runtime.folder import atomic_save_npy
+
+if TYPE_CHECKING:  # annotations only
+    from swembed.pipeline.stage import Prepared, PrepareSources, StageContext, StageResult, StageRun
 
 logger = logging.getLogger(__name__)
 UNIT = 20_000

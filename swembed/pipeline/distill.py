@@ -22,8 +22,7 @@ from swembed.pipeline import files
 from swembed.pipeline.compose import Layout
 from swembed.pipeline.config import DistillConfig
 from swembed.pipeline.parallel import read_pairs
-from swembed.pipeline.stage import (PostTraining, Prepared, StageContext, StageResult, StageRun, Trained,
-                                    TrainingContext)
+from swembed.pipeline.stage import PostTraining, Prepared, StageContext, StageResult, StageRun, Trained, TrainingContext
 from swembed.runtime.tokenizer import TokenIds, TokenizationRules, WordTokenizer
 
 if TYPE_CHECKING:  # torch: imported when the stage runs

@@ -12,11 +12,11 @@ Sentences: ``all`` encodes every corpus sentence (each word credited with every 
 ``quota`` picks sentences once, rarest words first, until each word has N (the paper's cheaper choice for
 slow teachers); ``cover`` picks the same sentences but credits every word in them, as ``all`` does (a word
 gets at least its N contexts, frequent words many more), so a build reads what adds contexts to words still
-short of them instead of every sentence. They are sorted by token length and cut into batches of at most ``batch_tokens`` padded
-tokens. Workers tokenise the next batches and build their index arrays (token -> word occurrence -> word,
-token -> piece) while the device runs the current one: forked processes beside a CUDA device (a GPU outruns
-one Python thread), one background thread on a CPU (whose cores run the teacher). The running sums stay on
-the device and leave it only at checkpoints. Checkpoints (at most every ``checkpoint_seconds``, at unit ends)
+short of them instead of every sentence. They are sorted by token length and cut into batches of at most
+``batch_tokens`` padded tokens. Workers tokenise the next batches and build their index arrays (token -> word
+occurrence -> word, token -> piece) while the device runs the current one: forked processes beside a CUDA device
+(a GPU outruns one Python thread), one background thread on a CPU (whose cores run the teacher). The running sums
+stay on the device and leave it only at checkpoints. Checkpoints (at most every ``checkpoint_seconds``, at unit ends)
 let a killed run resume after its last checkpoint with bit-identical results.
 """
 from __future__ import annotations

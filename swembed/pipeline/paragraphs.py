@@ -24,13 +24,19 @@ import numpy as np
 
 from swembed.pipeline import files
 from swembed.pipeline.config import ParagraphsConfig
-from swembed.pipeline.sources import (HELD_OUT_RULE, describe_source, expand_sources, held_out_keys, is_held_out,
-                                     read_source)
-from swembed.pipeline.stage import (PostTraining, Prepared, PrepareSources, StageContext, StageResult, StageRun,
-                                    TrainingContext)
+from swembed.pipeline.sources import (
+    HELD_OUT_RULE,
+    describe_source,
+    expand_sources,
+    held_out_keys,
+    is_held_out,
+    read_source,
+)
+from swembed.pipeline.stage import PostTraining
 from swembed.runtime.folder import atomic_save_npy
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # annotations only
+    from swembed.pipeline.stage import Prepared, PrepareSources, StageContext, StageResult, StageRun, TrainingContext
     from swembed.pipeline.train import Objective
 
 logger = logging.getLogger(__name__)

@@ -12,7 +12,6 @@ import numpy as np
 from swembed.pipeline import files
 from swembed.pipeline.sources import HELD_OUT_RULE, describe_source, expand_sources, held_out_keys, is_held_out
 
-
 PAIRS = "pairs.tsv"
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef\u3000-\u303f"
 _CJK_GAP = re.compile(f"(?<=[{_CJK}]) +(?=[{_CJK}])")

@@ -16,11 +16,11 @@ import numpy as np
 from swembed.pipeline.config import RetrievalConfig
 from swembed.pipeline.parallel import read_pairs, read_parallel, write_pairs
 from swembed.pipeline.sources import HELD_OUT_RULE, describe_source, expand_sources, held_out_keys
-from swembed.pipeline.stage import (PostTraining, Prepared, PrepareSources, StageContext, StageResult, StageRun,
-                                    TrainingContext)
+from swembed.pipeline.stage import PostTraining
 from swembed.runtime.folder import atomic_save_npy
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # annotations only
+    from swembed.pipeline.stage import Prepared, PrepareSources, StageContext, StageResult, StageRun, TrainingContext
     from swembed.pipeline.train import Objective
 
 logger = logging.getLogger(__name__)

@@ -250,7 +250,8 @@ class Source:
 def shrink(source: str | Path | Source, out: str | Path, config: ShrinkConfig, overwrite: bool = False) -> dict:
     """Write a smaller model folder at ``out`` from the built one at ``source`` (a folder, or a ``Source`` read
     already); returns what it kept."""
-    from swembed.runtime.folder import TOKENIZER_FILE, check_writable, write_model_folder
+    from swembed.runtime.folder import TOKENIZER_FILE, write_model_folder
+    from swembed.runtime.outputs import check_writable
 
     config.validate()
     read = [str(source.path if isinstance(source, Source) else source)]

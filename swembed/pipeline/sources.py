@@ -135,23 +135,32 @@ def _open_text(path: Path, compression: str | None) -> io.TextIOBase:
 
 def _records(path: Path, fmt: str, compression: str | None, text_column: str) -> Iterator[str]:
     if fmt == "jsonl":
-        with _open_text(path, compression) as handle:
-            for number, line in enumerate(handle, 1):
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                except (ValueError, RecursionError):
-                    raise CorpusError(f"{path}:{number}: not a JSON record") from None
-                if not isinstance(record, dict) or text_column not in record:
-                    raise CorpusError(f"{path}:{number}: no {text_column!r} field (use --text-column)")
-                if record[text_column] is None:  # no text, as a parquet null
-                    continue
-                if not isinstance(record[text_column], str):
-                    raise CorpusError(f"{path}:{number}: field {text_column!r} holds "
-                                      f"{type(record[text_column]).__name__}, not text")
-                yield record[text_column]
-        return
+        return _jsonl_records(path, compression, text_column)
+    return _parquet_records(path, text_column)
+
+
+def _jsonl_records(path: Path, compression: str | None, text_column: str) -> Iterator[str]:
+    """The ``text_column`` field of each record of a .jsonl file (null fields skipped)."""
+    with _open_text(path, compression) as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except (ValueError, RecursionError):
+                raise CorpusError(f"{path}:{number}: not a JSON record") from None
+            if not isinstance(record, dict) or text_column not in record:
+                raise CorpusError(f"{path}:{number}: no {text_column!r} field (use --text-column)")
+            if record[text_column] is None:  # no text, as a parquet null
+                continue
+            if not isinstance(record[text_column], str):
+                raise CorpusError(f"{path}:{number}: field {text_column!r} holds "
+                                  f"{type(record[text_column]).__name__}, not text")
+            yield record[text_column]
+
+
+def _parquet_records(path: Path, text_column: str) -> Iterator[str]:
+    """The ``text_column`` column of a .parquet file (a text column; nulls skipped)."""
     try:
         import pyarrow.parquet as pq
     except ImportError as exc:
@@ -208,7 +217,8 @@ def _hf_records(spec: str, text_column: str) -> Iterator[str]:
     except ImportError as exc:
         raise CorpusError("hf: corpora need the datasets package: pip install 'swembed[data]'") from exc
     parts = spec[3:].split(":")
-    name, config, split = parts[0], (parts[1] or None) if len(parts) > 1 else None, parts[2] if len(parts) > 2 else "train"
+    name, config = parts[0], (parts[1] or None) if len(parts) > 1 else None
+    split = parts[2] if len(parts) > 2 else "train"
     try:
         dataset = datasets.load_dataset(name, config, split=split, streaming=True)
     except Exception as exc:

@@ -74,8 +74,10 @@ class StaticEmbedder:
         """The label of every table row, in row order (words, then the teacher pieces of a table that has them)."""
         if self._labels is None:
             rows = {i: w for tok in (self.tokenizers.values() or [self.tokenizer]) for w, i in tok.vocab.items()}
+            teacher_tokenizer = self.tokenizer.teacher_tokenizer
             for token_id, row in self.tokenizer.piece_rows.items():
-                rows[row] = self.tokenizer.teacher_tokenizer.id_to_token(token_id)
+                assert teacher_tokenizer is not None  # piece rows come with the teacher's tokenizer
+                rows[row] = teacher_tokenizer.id_to_token(token_id) or ""
             self._labels = [rows.get(i, "") for i in range(self.rows)]
         return self._labels
 
@@ -111,11 +113,11 @@ class StaticEmbedder:
         config, table, words = folder.config, folder.table, folder.words
         subword = folder.teacher_tokenizer
         pieces = config.get("pieces")
-        piece_rows = {}
+        piece_rows: dict[int, int] = {}
         if pieces and subword is not None:
             start, end = pieces["rows"]
-            piece_rows = {subword.token_to_id(words[row]): row for row in range(start, end)}
-            piece_rows.pop(None, None)
+            ids = ((subword.token_to_id(words[row]), row) for row in range(start, end))
+            piece_rows = {token_id: row for token_id, row in ids if token_id is not None}
         languages = {lang: (spec["rows"], TokenizationRules.from_dict(spec.get("tokenization", {})))
                      for lang, spec in (config.get("languages") or {}).items()}
         rules = TokenizationRules.from_dict(config.get("tokenization", {}))
@@ -179,13 +181,16 @@ class StaticEmbedder:
             step = max(1, _GATHER_ROWS // n_rows)
             for a in range(lo, hi, step):
                 b = min(a + step, hi)
-                sums, total, weighted = None, 0.0, False
+                sums: np.ndarray | None = None
+                total: np.ndarray | float = 0.0
+                weighted = False
                 for c in range(0, n_rows, _GATHER_ROWS):  # one gather, unless a text has more rows than that
                     positions = sorted_starts[a:b, None] + np.arange(c, min(c + _GATHER_ROWS, n_rows))
                     part, part_total, part_weighted = self._gather_sum(flat, weights, positions, accumulate)
                     sums = part if sums is None else np.add(sums, part, out=sums)
                     total, weighted = total + part_total, weighted or part_weighted
-                divisor = (1.0 / total)[:, None] if weighted else (1.0 / n_rows)
+                divisor = (1.0 / np.asarray(total))[:, None] if weighted else (1.0 / n_rows)
+                assert sums is not None  # n_rows > 0: one gather at least
                 np.multiply(sums, divisor, out=sorted_out[a:b], casting="unsafe")
         out = np.empty_like(sorted_out)
         out[order] = sorted_out
@@ -258,7 +263,8 @@ class StaticEmbedder:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for code in np.unique(detected):
             rows = np.flatnonzero(detected == code)
-            out[rows] = self._encode_with(self.tokenizers[code], [texts[i] for i in rows], batch_size, normalize)
+            out[rows] = self._encode_with(self.tokenizers[code], [texts[i] for i in rows.tolist()], batch_size,
+                                          normalize)
         return out
 
     def _encode_with(self, tokenizer: WordTokenizer, texts: Sequence[str], batch_size: int,

@@ -16,19 +16,23 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 
 import numpy as np
 
 from swembed.runtime.outputs import (
-    MARKER_FILE,
-    OutputExistsError,
     atomic_directory,
     atomic_file,
-    check_writable,
     read_marker,
 )
 from swembed.runtime.storage import CODES_FILE, STORAGE_KINDS, storage_kind, unpack_int4
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from tokenizers import Tokenizer
+
+    Fail = Callable[[str, str, object], NoReturn]  # refuses a config.json key: (key, what it must be, its value)
 
 FORMAT_NAME = "swe-static"
 FORMAT_VERSION = 1
@@ -97,7 +101,7 @@ def _read_json(path: Path) -> object:
 ROW_BLOCKS = ("pieces", "grams")  # config keys of the blocks of back-off rows after the words: {"rows": [start, end]}
 
 
-def _row_ranges(config: dict) -> list[tuple[str, object]]:
+def _row_ranges(config: dict) -> list[tuple[str, Any]]:
     """(name, spec) of every row range config.json declares: the back-off blocks (None when absent), then each
     language's words."""
     return [(name, config.get(name)) for name in ROW_BLOCKS] + [
@@ -109,7 +113,7 @@ def _check_types(path: Path, config: dict) -> None:
     key, not later with a traceback."""
     from swembed.runtime.tokenizer import TokenizationRules
 
-    def fail(key: str, expected: str, value: object) -> None:
+    def fail(key: str, expected: str, value: object) -> NoReturn:
         raise ModelFolderError(f"{path}: {key} must be {expected}, got {json.dumps(value)}")
 
     if config.get("tokenizer", TOKENIZER_FILE) not in (TOKENIZER_FILE, None):
@@ -121,16 +125,7 @@ def _check_types(path: Path, config: dict) -> None:
     languages = config.get("languages")
     if languages is not None and not isinstance(languages, dict):
         fail("languages", "an object", languages)
-    rules = {"": config.get("tokenization", {})}
-    for name, spec in _row_ranges(config):
-        if spec is None and name in ROW_BLOCKS:
-            continue
-        rows = spec.get("rows") if isinstance(spec, dict) else None
-        if not (isinstance(rows, list) and len(rows) == 2 and
-                all(isinstance(r, int) and not isinstance(r, bool) for r in rows)):
-            fail(name, 'an object with "rows": [start, end]', spec)
-        if name not in ROW_BLOCKS:
-            rules[f"{name}: "] = spec.get("tokenization", {})
+    rules = {"": config.get("tokenization", {}), **_language_rules(fail, config)}
     for where, value in rules.items():
         if not isinstance(value, dict):
             fail(f"{where}tokenization", "an object", value)
@@ -140,7 +135,23 @@ def _check_types(path: Path, config: dict) -> None:
             raise ModelFolderError(f"{path}: {where}{exc}") from None
 
 
-def _check_ensemble(fail, ensemble: object) -> None:
+def _language_rules(fail: Fail, config: dict) -> dict[str, object]:
+    """Each declared row range checked for the shape ``{"rows": [start, end]}``; each language's tokenisation
+    rules by the prefix that names it in a message (``"language en: "``)."""
+    rules = {}
+    for name, spec in _row_ranges(config):
+        if spec is None and name in ROW_BLOCKS:
+            continue
+        rows = spec.get("rows") if isinstance(spec, dict) else None
+        if not (isinstance(rows, list) and len(rows) == 2 and
+                all(isinstance(r, int) and not isinstance(r, bool) for r in rows)):
+            fail(name, 'an object with "rows": [start, end]', spec)
+        if name not in ROW_BLOCKS:
+            rules[f"{name}: "] = spec.get("tokenization", {})
+    return rules
+
+
+def _check_ensemble(fail: Fail, ensemble: object) -> None:
     """An ensemble's sub-spaces: each a dimension >= 1 and a positive finite weight (the encoder normalises and
     weights each; their dims must add up to the table's, checked in ``read_model_folder``)."""
     if ensemble is None:
@@ -275,7 +286,7 @@ class ModelFolder:
     config: dict
     table: np.ndarray
     words: list[str]  # the label of every row
-    teacher_tokenizer: object | None  # tokenizer.json: the back-off pieces, or the words
+    teacher_tokenizer: Tokenizer | None  # tokenizer.json: the back-off pieces, or the words
     scales: np.ndarray | None
     arrays: dict[str, np.ndarray]  # the folder's other .npy files (pca_mean, word_contexts, ...), memory-mapped
     codes: np.ndarray | None = None  # a codebook table's shared row of each row (``swembed.runtime.storage``)
@@ -308,12 +319,7 @@ def read_model_folder(folder: Path, mmap: bool = True, scan_values: bool | None 
     if table.shape[1] == 0 or config.get("dim", table.shape[1]) != table.shape[1]:
         raise ModelFolderError(f"{folder}: {EMBEDDINGS_FILE} has {table.shape[1]} columns and config.json says dim "
                                f"{json.dumps(config.get('dim'))}; a table needs dim >= 1 columns, as declared")
-    if not (folder / VOCAB_FILE).is_file():
-        raise ModelFolderError(f"{folder}: {VOCAB_FILE} is missing")
-    try:
-        words = read_vocab(folder / VOCAB_FILE)
-    except UnicodeDecodeError as exc:
-        raise ModelFolderError(f"{folder / VOCAB_FILE}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
+    words = _read_words(folder)
     rows = len(codes) if codes is not None else table.shape[0]
     if len(words) != rows:
         raise ModelFolderError(f"{folder}: {len(words)} words in {VOCAB_FILE} but {rows} table rows")
@@ -321,25 +327,8 @@ def read_model_folder(folder: Path, mmap: bool = True, scan_values: bool | None 
     if subspaces and sum(s["dim"] for s in subspaces) != table.shape[1]:
         raise ModelFolderError(f"{folder / CONFIG_FILE}: the ensemble subspaces' dims add up to "
                                f"{sum(s['dim'] for s in subspaces)}, but the table has {table.shape[1]} columns")
-    scales = _load_array(folder / SCALES_FILE, False) if (folder / SCALES_FILE).is_file() else None
-    scaled = table.dtype == np.int8 or codes is not None
-    if scaled != (scales is not None) or (scales is not None and scales.shape != (len(words),)):
-        raise ModelFolderError(f"{folder}: an int8, int4 or codebook table needs {SCALES_FILE} with one scale per "
-                               "row, and only such a table has one")
-    declared = config.get("tokenizer", TOKENIZER_FILE)
-    subword = None
-    if declared is not None and (folder / TOKENIZER_FILE).is_file():
-        from tokenizers import Tokenizer
-
-        try:
-            subword = Tokenizer.from_file(str(folder / TOKENIZER_FILE))
-        except Exception as exc:  # noqa: BLE001 - the tokenizers library raises plain Exceptions
-            raise ModelFolderError(f"{folder / TOKENIZER_FILE}: not a tokenizers file ({exc})") from None
-        subword.no_padding()
-        subword.no_truncation()
-    elif declared is not None:
-        raise ModelFolderError(f"{folder}: {TOKENIZER_FILE} is missing; the table's tokenisation needs it for the "
-                               "sub-word back-off (restore it, or declare \"tokenizer\": null in config.json)")
+    scales = _read_scales(folder, table, codes, len(words))
+    subword = _read_tokenizer(folder, config)
     _check_row_ranges(folder / CONFIG_FILE, config, len(words))
     blocks = [config[name]["rows"][0] for name in ROW_BLOCKS if config.get(name)]
     languages = [(tuple(spec["rows"]), spec.get("tokenization", {}))
@@ -356,6 +345,45 @@ def read_model_folder(folder: Path, mmap: bool = True, scan_values: bool | None 
     arrays = {p.stem: _load_array(p, True) for p in sorted(folder.glob("*.npy"))
               if p.name not in (EMBEDDINGS_FILE, SCALES_FILE, CODES_FILE)}
     return ModelFolder(config, table, words, subword, scales, arrays, codes)
+
+
+def _read_words(folder: Path) -> list[str]:
+    """``vocab.txt``'s labels; a missing or non-UTF-8 file is refused."""
+    if not (folder / VOCAB_FILE).is_file():
+        raise ModelFolderError(f"{folder}: {VOCAB_FILE} is missing")
+    try:
+        return read_vocab(folder / VOCAB_FILE)
+    except UnicodeDecodeError as exc:
+        raise ModelFolderError(f"{folder / VOCAB_FILE}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
+
+
+def _read_scales(folder: Path, table: np.ndarray, codes: np.ndarray | None, rows: int) -> np.ndarray | None:
+    """``scales.npy``: present, with one scale per row, exactly when the table is int8, int4 or a codebook."""
+    scales = _load_array(folder / SCALES_FILE, False) if (folder / SCALES_FILE).is_file() else None
+    scaled = table.dtype == np.int8 or codes is not None
+    if scaled != (scales is not None) or (scales is not None and scales.shape != (rows,)):
+        raise ModelFolderError(f"{folder}: an int8, int4 or codebook table needs {SCALES_FILE} with one scale per "
+                               "row, and only such a table has one")
+    return scales
+
+
+def _read_tokenizer(folder: Path, config: dict) -> Tokenizer | None:
+    """The folder's ``tokenizer.json`` (the teacher's sub-word tokenizer), or None where config.json declares
+    ``"tokenizer": null``; a missing or unreadable one is refused."""
+    if config.get("tokenizer", TOKENIZER_FILE) is None:
+        return None
+    if not (folder / TOKENIZER_FILE).is_file():
+        raise ModelFolderError(f"{folder}: {TOKENIZER_FILE} is missing; the table's tokenisation needs it for the "
+                               "sub-word back-off (restore it, or declare \"tokenizer\": null in config.json)")
+    from tokenizers import Tokenizer
+
+    try:
+        tokenizer = Tokenizer.from_file(str(folder / TOKENIZER_FILE))
+    except Exception as exc:  # noqa: BLE001 - the tokenizers library raises plain Exceptions
+        raise ModelFolderError(f"{folder / TOKENIZER_FILE}: not a tokenizers file ({exc})") from None
+    tokenizer.no_padding()
+    tokenizer.no_truncation()
+    return tokenizer
 
 
 def _decode_storage(folder: Path, config: dict, table: np.ndarray, mmap: bool) -> tuple[np.ndarray, np.ndarray | None]:
@@ -407,10 +435,10 @@ def write_model_folder(
     if bad:
         raise ModelFolderError(f"vocabulary has {len(bad)} empty or multi-line words, e.g. {bad[:3]!r}")
     scales = (extra_arrays or {}).get("scales")
-    bad = first_bad_row(table, scales)
-    if bad is not None:
-        label = f" ({words[bad.row]!r})" if codes is None or bad.in_scales else ""
-        raise ModelFolderError(f"table row {bad.row}{label} {bad.problem}; {out} not written")
+    bad_row = first_bad_row(table, scales)
+    if bad_row is not None:
+        label = f" ({words[bad_row.row]!r})" if codes is None or bad_row.in_scales else ""
+        raise ModelFolderError(f"table row {bad_row.row}{label} {bad_row.problem}; {out} not written")
     record: dict = {}
     with atomic_directory(out, overwrite, "model", inputs, record) as tmp:
         np.save(tmp / EMBEDDINGS_FILE, table)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from itertools import repeat
+from typing import cast
 
 import numpy as np
 
@@ -68,4 +69,4 @@ class LanguageIdentifier:
         best = totals.argmax(axis=1)  # ties (all zero: no known word) pick the first language
         for k, i in enumerate(todo):
             out[i] = self.latin[best[k]]
-        return out
+        return cast("list[str]", out)  # every None is filled

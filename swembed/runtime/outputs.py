@@ -48,7 +48,7 @@ def _inside(path: Path, folder: Path) -> bool:
 
 def _entries(folder: Path) -> set[str]:
     """Every file and folder under ``folder`` (hidden ones too; linked folders are not followed), relative."""
-    found = set()
+    found: set[str] = set()
     for root, dirs, files in os.walk(folder):
         base = Path(root).relative_to(folder)
         found.update((base / name).as_posix() for name in dirs + files)
@@ -189,7 +189,7 @@ def _swembed_made(path: Path) -> bool:
 def sweep_stale_temps(out: Path) -> list[Path]:
     """Remove the temps that a dead process of this host left beside ``out`` (only folders swembed made); an
     older output moved aside (``-old``) whose replacement never landed is put back. Returns what was removed."""
-    removed = []
+    removed: list[Path] = []
     prefix = f".{out.name}{_TEMP_TAG}{_HOST}-"
     try:
         candidates = sorted(p for p in out.parent.iterdir() if p.name.startswith(prefix))

@@ -6,12 +6,15 @@ import bz2
 import gzip
 import lzma
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 
 ERRORS = ("replace", "skip", "strict")
-COMPRESSED = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}  # by suffix, as corpora are read
+# by suffix, as corpora are read
+COMPRESSED: dict[str, Callable[..., IO]] = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
 SNIFF_BYTES = 1 << 16
 MIN_PRINTABLE = 0.85
 

@@ -30,13 +30,18 @@ import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from itertools import repeat
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
 
 WORD_PATTERN = r"[^\W_]+"
 WORD_MODES = ("pattern", "teacher", "jieba", "fugashi")  # jieba (zh) and fugashi + unidic-lite (ja): segmenters
 BACKOFFS = ("pieces", "teacher_prefix", "none")
 NORMALIZATION_FORMS = ("NFKC", "NFC", "NFKD", "NFD", "")  # "": none
+NormalForm = Literal["NFC", "NFD", "NFKC", "NFKD"]
 _HAS_WORD_CHAR = re.compile(r"[^\W_]")
 _OOV_CACHE_LIMIT = 1_000_000
 GRAM_SIZES = (3, 4, 5)  # character n-gram lengths of the gram rows, over the word marked as "<word>"
@@ -111,7 +116,7 @@ def normalize_text(text: str, form: str) -> str:
     """Unicode-normalise ``text`` (ASCII needs nothing, so it skips the call)."""
     if not form or text.isascii():
         return text
-    return unicodedata.normalize(form, text)
+    return unicodedata.normalize(cast(NormalForm, form), text)  # TokenizationRules admits only these forms
 
 
 @dataclass
@@ -144,7 +149,7 @@ class WordTokenizer:
         self,
         vocab: Mapping[str, int],
         rules: TokenizationRules | None = None,
-        teacher_tokenizer: object | None = None,
+        teacher_tokenizer: Tokenizer | None = None,
         piece_rows: Mapping[int, int] | None = None,
         gram_rows: Sequence[int] | None = None,
     ) -> None:
@@ -185,6 +190,7 @@ class WordTokenizer:
         return [(w, a, b) for w, a, b in segment(text, self.rules.words) if _HAS_WORD_CHAR.search(w)]
 
     def _teacher_spans(self, text: str) -> list[tuple[str, int, int]]:
+        assert self.teacher_tokenizer is not None  # words = "teacher" needs one (__init__)
         encoding = self.teacher_tokenizer.encode(text, add_special_tokens=False)
         return [(token.lstrip("\u2581"), start, end) for token, (start, end) in zip(encoding.tokens, encoding.offsets)
                 if token not in self._special and _HAS_WORD_CHAR.search(token)]
@@ -235,7 +241,7 @@ class WordTokenizer:
             if self._byte_lookup is None:
                 self._byte_lookup = {word.encode(): row for word, row in self.vocab.items()}
                 self._byte_lookup[_NEWLINE] = -2
-            lookup = self._byte_lookup
+            lookup: Mapping[Any, int] = self._byte_lookup
         else:
             tokens = self._find_tokens(prepared)
             if self._lookup is None:
@@ -339,7 +345,8 @@ def word_splitter(rules: TokenizationRules, tokenizer_json: str | None) -> WordT
     """The vocabulary-less tokenizer whose ``spans``/``words`` split sentences for the vocab and extract stages."""
     from tokenizers import Tokenizer
 
-    pieces = Tokenizer.from_str(tokenizer_json) if rules.words == "teacher" else None
+    # words = "teacher" without a tokenizer.json: WordTokenizer refuses it
+    pieces = Tokenizer.from_str(tokenizer_json) if rules.words == "teacher" and tokenizer_json is not None else None
     return WordTokenizer({}, rules.splitting_only(), pieces)
 
 
@@ -354,7 +361,7 @@ def iter_words(texts: Iterable[str], splitter: WordTokenizer) -> Iterable[str]:
         yield from find(text.lower() if splitter.rules.lowercase else text)
 
 
-_SEGMENTERS: dict[str, object] = {}
+_SEGMENTERS: dict[str, Any] = {}  # jieba, or a fugashi Tagger
 
 
 def segment(text: str, name: str) -> list[tuple[str, int, int]]:

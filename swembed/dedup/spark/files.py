@@ -31,7 +31,8 @@ from swembed.dedup.job import DedupConfig, guarantee
 from swembed.dedup.records import RecordError, check_inputs, decode_line, input_format, jsonl_text, kept_names
 from swembed.dedup.spark.job import REASONS, run, threshold_of
 from swembed.dedup.spark.search import CellSearch
-from swembed.runtime.folder import atomic_directory, check_writable, read_model_folder
+from swembed.runtime.folder import atomic_directory, read_model_folder
+from swembed.runtime.outputs import check_writable
 
 _RECORD_ERROR = re.compile(r"RecordError: (.+)")
 

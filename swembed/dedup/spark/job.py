@@ -28,10 +28,14 @@ from swembed.dedup.clusters import ExactKey, nearest_in, preference_rank
 from swembed.dedup.clusters import star_representatives as stars
 from swembed.dedup.job import REASONS, DedupConfig
 from swembed.dedup.spark.components import connected_roots
-from swembed.dedup.spark.model import broadcast_model, require_columns, vectors_from_bytes, vectors_to_bytes, \
-    worker_model
+from swembed.dedup.spark.model import (
+    broadcast_model,
+    require_columns,
+    vectors_from_bytes,
+    vectors_to_bytes,
+    worker_model,
+)
 from swembed.dedup.spark.search import CellSearch, candidate_pairs
-
 
 
 @dataclass
