@@ -138,10 +138,12 @@ def _splice(first: str, second: str) -> str:
     return " ".join(a[: (len(a) + 1) // 2] + b[len(b) // 2 :])
 
 
-def make(corpus: list[str], n: int, out: Path, seed: int = 0, splice: bool = False) -> dict:
+def make(corpus: list[str], n: int, out: Path, seed: int = 0, splice: bool = False, copies: int | None = None) -> dict:
+    """``n`` lines: corpus sentences and ``copies`` copies of them (default 30% of ``n``), 80% with one edit."""
     from swembed.pipeline.sources import expand_sources, read_source
 
     rng = random.Random(seed)
+    n_base = n - copies if copies is not None else int(n * 0.7)
     sentences = []
     for path in expand_sources(corpus):
         for text in read_source(path):
@@ -149,8 +151,8 @@ def make(corpus: list[str], n: int, out: Path, seed: int = 0, splice: bool = Fal
                 sentences.append(text.strip())
             if len(sentences) >= n:
                 break
-    base = sentences[: int(n * 0.7)]
-    while splice and len(base) < int(n * 0.7):  # a corpus too small for n: texts of two sentences' halves
+    base = sentences[:n_base]
+    while splice and len(base) < n_base:  # a corpus too small for n: texts of two sentences' halves
         base.append(_splice(rng.choice(sentences), rng.choice(sentences)))
     lines = list(base)
     source_of = list(range(len(base)))  # each line's base text (a base line is its own)
@@ -188,7 +190,8 @@ def clustering_figures(path: Path, model_path: str, clusters: str, threshold: fl
     for rep in representative:
         sizes[rep] = sizes.get(rep, 0) + 1
     return {"clusters": clusters, "seconds": round(seconds, 1), "cpu_s": round(cpu, 1),
-            "grouping_cpu_s": summary["seconds"]["grouping_cpu"], "records": summary["records"], "kept": summary["kept"],
+            "grouping_cpu_s": summary["seconds"]["grouping_cpu"], "records": summary["records"],
+            "kept": summary["kept"],
             "exact": summary["exact_duplicates"], "near": summary["near_duplicates"],
             "near_below_threshold": sum(s < threshold for s in near), "lowest_near_similarity": min(near, default=None),
             "multi_record_clusters": sum(size > 1 for size in sizes.values()), "representative": representative}
@@ -199,6 +202,10 @@ def planted_recall(path: Path, figures: dict) -> float:
     planted = json.loads(Path(f"{path}.planted.json").read_text())
     rep = figures["representative"]
     return sum(rep[a] == rep[b] for a, b in planted) / max(len(planted), 1)
+
+
+REPORT_HEADER = ("| data | clusters | records | kept | exact | near | near below threshold | lowest near cosine | "
+                 "multi-record clusters | planted recall | CPU s | of which grouping CPU s | wall s |")
 
 
 def report(model_path: str, corpus: list[str], n: int, real: list[str], real_lines: int, threshold: float,
@@ -244,7 +251,7 @@ other. Threshold {threshold}; model `{model_path}`; search `auto` (exact below 5
 
 <!-- generated: {command} -->
 
-| data | clusters | records | kept | exact | near | near below threshold | lowest near cosine | multi-record clusters | planted recall | CPU s | of which grouping CPU s | wall s |
+{REPORT_HEADER}
 |---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|
 """ + "\n".join(rows) + """
 
@@ -304,6 +311,67 @@ def recall(path: Path, model_path: str, threshold: float, sample: int, k: int, n
             "ann_search_s": round(ann_seconds, 1), "exact_search_s_for_sample": round(exact_seconds, 1)}
 
 
+def semhash_run(path: Path, model_dir: str, threshold: float, out: Path) -> None:
+    """semhash's ``self_deduplicate`` over the lines of ``path`` (records ``{"line", "text"}``, deduplicated on
+    ``text``) with the model2vec model ``model_dir``: the kept lines to ``out``, the removed line numbers to
+    ``out.removed.npy``."""
+    from model2vec import StaticModel
+    from semhash import SemHash
+
+    texts = path.read_text(encoding="utf-8").split("\n")[:-1]
+    records = [{"line": i, "text": text} for i, text in enumerate(texts)]
+    result = SemHash.from_records(records, columns=["text"], model=StaticModel.from_pretrained(model_dir))
+    result = result.self_deduplicate(threshold=threshold)
+    out.write_text("".join(r["text"] + "\n" for r in result.selected), encoding="utf-8")
+    np.save(f"{out}.removed.npy", np.asarray(sorted(d.record["line"] for d in result.filtered), np.int64))
+
+
+def _timed(command: list[str]) -> tuple[float, float]:
+    """Run ``command`` (it must succeed): its wall seconds and its own peak RSS in GB."""
+    import os
+    import subprocess
+
+    start = time.perf_counter()
+    process = subprocess.Popen(command)
+    _, status, usage = os.wait4(process.pid, 0)
+    seconds = time.perf_counter() - start
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"{' '.join(command)} failed ({os.waitstatus_to_exitcode(status)})")
+    return seconds, usage.ru_maxrss / 1024 ** 2
+
+
+def copies_removed(path: Path, removed: np.ndarray) -> tuple[float, int]:
+    """Share of the planted copies (the later line of each planted pair) that a run removed, and how many other
+    lines it removed."""
+    copies = np.unique(np.asarray(json.loads(Path(f"{path}.planted.json").read_text()), np.int64)[:, 1])
+    return float(np.isin(copies, removed).mean()), int(len(removed) - np.isin(removed, copies).sum())
+
+
+def versus(path: Path, model: str, semhash_model: str, threshold: float, repeat: int, work: Path) -> list[dict]:
+    """``swembed dedup`` then semhash 0.5.0 on ``path``, ``repeat`` times back to back (each its own process, so
+    both see the same load): wall seconds, peak RSS, planted copies removed, other lines removed, the ratio."""
+    import sys
+
+    swembed = str(Path(sys.executable).with_name("swembed"))
+    work.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for _ in range(repeat):
+        ours = _timed([swembed, "dedup", str(path), "--model", model, "--threshold", str(threshold), "--quiet",
+                       "--overwrite", "--out", str(work / "swembed")])
+        theirs = _timed([sys.executable, "-m", "lab.dedup_bench", "semhash-run", str(path), "--model", semhash_model,
+                         "--threshold", str(threshold), "--out", str(work / "semhash.txt")])
+        reasons = [line.rsplit("\t", 1)[1] for line in
+                   (work / "swembed" / "mapping.tsv").read_text(encoding="utf-8").split("\n")[1:-1]]
+        removed = np.flatnonzero(np.asarray(reasons) != "kept")
+        ours_recall, ours_others = copies_removed(path, removed)
+        theirs_recall, theirs_others = copies_removed(path, np.load(f"{work / 'semhash.txt'}.removed.npy"))
+        rows.append({"swembed_s": ours[0], "semhash_s": theirs[0], "ratio": theirs[0] / ours[0],
+                     "swembed_recall": ours_recall, "semhash_recall": theirs_recall, "swembed_others": ours_others,
+                     "semhash_others": theirs_others, "swembed_peak_gb": ours[1], "semhash_peak_gb": theirs[1]})
+        print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -312,6 +380,7 @@ def main() -> None:
     p.add_argument("--n", type=int, default=1_000_000)
     p.add_argument("--out", required=True)
     p.add_argument("--splice", action="store_true", help="make texts from halves of two sentences when short")
+    p.add_argument("--copies", type=int, help="planted copies (default 30%% of --n)")
     p = sub.add_parser("report", help="reports/dedup.md: stars against connected components")
     p.add_argument("--model", required=True)
     p.add_argument("--corpus", nargs="+", required=True, help="sources of the planted benchmark")
@@ -328,6 +397,18 @@ def main() -> None:
     p.add_argument("--threshold", type=float, default=0.9)
     p.add_argument("--spark", action="store_true", help="also run --against on Spark local[2] and compare")
     p.add_argument("--out", default="reports/dedup-leak.md")
+    p = sub.add_parser("semhash-run", help="semhash 0.5.0's self_deduplicate on a text file (one run)")
+    p.add_argument("input")
+    p.add_argument("--model", required=True, help="a model2vec folder (swembed export MODEL --format model2vec)")
+    p.add_argument("--threshold", type=float, default=0.9)
+    p.add_argument("--out", required=True)
+    p = sub.add_parser("versus", help="swembed dedup against semhash 0.5.0, back to back: time, memory, recall")
+    p.add_argument("input", help="a file from make (with its .planted.json)")
+    p.add_argument("--model", required=True)
+    p.add_argument("--semhash-model", required=True, help="the same table exported: --format model2vec")
+    p.add_argument("--threshold", type=float, default=0.9)
+    p.add_argument("--repeat", type=int, default=2)
+    p.add_argument("--work", default="/tmp/swembed-dedup-versus")
     p = sub.add_parser("recall")
     p.add_argument("input")
     p.add_argument("--model", required=True)
@@ -338,7 +419,7 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     if args.command == "make":
-        print(json.dumps(make(args.corpus, args.n, Path(args.out), splice=args.splice), indent=2))
+        print(json.dumps(make(args.corpus, args.n, Path(args.out), splice=args.splice, copies=args.copies), indent=2))
     elif args.command == "leak":
         import shlex
         import sys
@@ -352,6 +433,10 @@ def main() -> None:
         command = "python -m lab.dedup_bench " + " ".join(shlex.quote(a) for a in sys.argv[1:])
         print(report(args.model, args.corpus, args.n, args.real, args.real_lines, args.threshold, Path(args.work),
                      Path(args.out), command))
+    elif args.command == "semhash-run":
+        semhash_run(Path(args.input), args.model, args.threshold, Path(args.out))
+    elif args.command == "versus":
+        versus(Path(args.input), args.model, args.semhash_model, args.threshold, args.repeat, Path(args.work))
     else:
         print(json.dumps(recall(Path(args.input), args.model, args.threshold, args.sample, args.k, args.nprobe,
                                 args.seed), indent=2))

@@ -68,69 +68,131 @@ def exact_neighbours(queries: np.ndarray, base: np.ndarray, k: int, skip_self_fr
                np.pad(top_scores, ((0, 0), (0, pad)), constant_values=-np.inf))
 
 
-def ann_neighbours(vectors: np.ndarray, k: int, nprobe: int = 16, seed: int = 0
+def ann_neighbours(vectors: np.ndarray, k: int, nprobe: int = 16, seed: int = 0, floor: float = -np.inf
                    ) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
-    """As ``exact_neighbours`` of ``vectors`` among themselves, approximately: faiss IVF (inner product on unit
-    vectors, ~4 sqrt(N) lists, trained on a seeded sample), exact float32 scores; self-matches and missing
-    neighbours are id -1."""
-    x = np.ascontiguousarray(vectors, dtype=np.float32)
-    n = len(x)
-    if n < 2:
-        return
-    index = ivf_index(x, nprobe, seed)
-    for start in range(0, n, 65_536):
-        scores, neighbours = index.search(x[start : start + 65_536], k + 1)
-        row = np.arange(start, start + len(scores))[:, None]
-        neighbours[neighbours == row] = -1
-        yield start, neighbours, scores
+    """As ``exact_neighbours`` of ``vectors`` among themselves, approximately (``cell_neighbours``)."""
+    return cell_neighbours(vectors, vectors, k, nprobe, skip_self=True, seed=seed, floor=floor)
 
 
-def ivf_index(x: np.ndarray, nprobe: int = 16, seed: int = 0):
-    """A faiss IVF inner-product index of the float32 rows ``x``: ~4 sqrt(N) lists (never more than the rows can
-    train: faiss wants 39 per list), trained on a seeded sample, searching ``nprobe`` lists."""
+def cell_count(n: int) -> int:
+    """Cells of ``cell_neighbours`` over ``n`` rows: ~4 sqrt(N), at least 8 rows each on average."""
+    return int(max(1, min(65_536, 4 * np.sqrt(n), n // 8)))
+
+
+def spherical_cells(x: np.ndarray, cells: int, seed: int = 0, iterations: int = 4, per_cell: int = 16
+                    ) -> np.ndarray:
+    """Unit centroids of ``cells`` spherical k-means cells of the unit rows ``x`` (Lloyd's, a few
+    ``iterations`` on a seeded sample of ``per_cell`` rows per cell: cells only group rows for the search)."""
+    rng = np.random.default_rng(seed)
+    sample = x[np.sort(rng.choice(len(x), size=min(len(x), per_cell * cells), replace=False))]
+    centroids = sample[np.sort(rng.choice(len(sample), size=cells, replace=False))]
+    for _ in range(iterations):
+        nearest = np.concatenate([np.argmax(sample[i : i + 8192] @ centroids.T, axis=1)
+                                  for i in range(0, len(sample), 8192)])
+        sums = np.zeros_like(centroids)
+        np.add.at(sums, nearest, sample)
+        norms = np.linalg.norm(sums, axis=1, keepdims=True)
+        centroids = np.where(norms > 0, sums / np.maximum(norms, 1e-30), centroids).astype(np.float32)
+    return centroids
+
+
+def _nearest_cells(x: np.ndarray, centroids: np.ndarray, count: int) -> np.ndarray:
+    """Each row's ``count`` most similar centroids, best first (faiss flat search: BLAS and a heap)."""
+    import faiss
+
+    index = faiss.IndexFlatIP(centroids.shape[1])
+    index.add(centroids)
+    return np.concatenate([index.search(x[i : i + 65_536], count)[1] for i in range(0, len(x), 65_536)]
+                          or [np.zeros((0, count), np.int64)])
+
+
+def _by_cell(cell: np.ndarray, cells: int) -> tuple[np.ndarray, np.ndarray]:
+    """Row ids grouped by cell (ascending within a cell) and each cell's bounds in them."""
+    order = np.argsort(cell, kind="stable")
+    return order, np.searchsorted(cell[order], np.arange(cells + 1))
+
+
+def cell_neighbours(queries: np.ndarray, base: np.ndarray, k: int, nprobe: int = 16, skip_self: bool = False,
+                    seed: int = 0, floor: float = -np.inf) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+    """As ``exact_neighbours``, approximately: ``base`` is split into ``cell_count`` spherical k-means cells
+    (``spherical_cells``), and each query row is scored exactly (float32 matrix products, cell by cell, every
+    query of a cell at once) against the rows of its ``nprobe`` nearest cells. Neighbours below ``floor`` may be
+    left out (-1, -inf). ``skip_self``: queries are the base rows, never their own neighbour. All cells: exact."""
     from swembed._extras import require
 
     require("dedup", "faiss")
-    import faiss
+    x, y = np.ascontiguousarray(queries, dtype=np.float32), np.ascontiguousarray(base, dtype=np.float32)
+    if len(x) == 0:
+        return
+    cells = cell_count(len(y))
+    centroids = spherical_cells(y, cells, seed)
+    probes = _nearest_cells(x, centroids, min(nprobe, cells))
+    home = probes[:, 0] if skip_self else _nearest_cells(y, centroids, 1)[:, 0]
+    members, member_bounds = _by_cell(home, cells)
+    visits, visit_bounds = _by_cell(probes.ravel(), cells)
+    ids, sims = np.full((len(x), k), -1, np.int64), np.full((len(x), k), -np.inf, np.float32)
+    for cell in range(cells):
+        rows = members[member_bounds[cell] : member_bounds[cell + 1]]
+        asking = visits[visit_bounds[cell] : visit_bounds[cell + 1]] // probes.shape[1]
+        if len(rows) and len(asking):
+            _merge_cell(x, y, rows, asking, ids, sims, skip_self, floor)
+    ids[~np.isfinite(sims)] = -1
+    for start in range(0, len(x), 65_536):
+        yield start, ids[start : start + 65_536], sims[start : start + 65_536]
 
-    n, dim = x.shape
-    nlist = int(max(1, min(65_536, max(16, 4 * np.sqrt(n)), n // 39)))
-    index = faiss.IndexIVFFlat(faiss.IndexFlatIP(dim), dim, nlist, faiss.METRIC_INNER_PRODUCT)
-    sample = np.random.default_rng(seed).choice(n, size=min(n, 64 * nlist), replace=False)
-    index.train(x[np.sort(sample)])
-    index.add(x)
-    index.nprobe = nprobe
-    return index
+
+def _merge_cell(x: np.ndarray, y: np.ndarray, rows: np.ndarray, asking: np.ndarray, ids: np.ndarray,
+                sims: np.ndarray, skip_self: bool, floor: float) -> None:
+    """Score the queries ``asking`` against the base ``rows`` of one cell and merge each query's best into its
+    running top ``k`` (``ids``, ``sims``); only queries with a score above their k-th best (and ``floor``) are
+    merged."""
+    k = ids.shape[1]
+    scores = x[asking] @ y[rows].T
+    if skip_self:  # a query is a row of its own cell at most once
+        at = np.minimum(np.searchsorted(rows, asking), len(rows) - 1)
+        own = np.flatnonzero(rows[at] == asking)
+        scores[own, at[own]] = -np.inf
+    hot = np.flatnonzero(scores.max(axis=1) > np.maximum(sims[asking].min(axis=1), floor - 1e-6))
+    if not len(hot):
+        return
+    scores, asking = scores[hot], asking[hot]
+    if scores.shape[1] > k:
+        top = np.argpartition(-scores, k - 1, axis=1)[:, :k]
+        scores = np.take_along_axis(scores, top, axis=1)
+    else:
+        top = np.broadcast_to(np.arange(scores.shape[1]), scores.shape)
+    both_scores = np.concatenate([sims[asking], scores], axis=1)
+    both_ids = np.concatenate([ids[asking], rows[top]], axis=1)
+    best = np.argpartition(-both_scores, k - 1, axis=1)[:, :k]
+    sims[asking] = np.take_along_axis(both_scores, best, axis=1)
+    ids[asking] = np.take_along_axis(both_ids, best, axis=1)
 
 
 def nearest_in(queries: np.ndarray, base: np.ndarray, method: str = "auto", nprobe: int = 16
                ) -> tuple[np.ndarray, np.ndarray]:
     """Each query row's most similar row of ``base`` and their float32 cosine (exact blockwise below
-    ``EXACT_SEARCH_BELOW`` base rows, else faiss IVF; ``method`` forces one); no base rows: id -1, -inf."""
+    ``EXACT_SEARCH_BELOW`` base rows, else ``cell_neighbours``; ``method`` forces one); no base rows: id -1, -inf."""
     x, y = np.ascontiguousarray(queries, dtype=np.float32), np.ascontiguousarray(base, dtype=np.float32)
     ids, sims = np.full(len(x), -1, np.int64), np.full(len(x), -np.inf, np.float32)
     if len(y) == 0 or len(x) == 0:
         return ids, sims
-    if method == "exact" or (method == "auto" and len(y) < EXACT_SEARCH_BELOW) or len(y) < 2:
-        for start, top, scores in exact_neighbours(x, y, 1):
-            ids[start : start + len(top)], sims[start : start + len(top)] = top[:, 0], scores[:, 0]
-        return ids, sims
-    index = ivf_index(y, nprobe)
-    for start in range(0, len(x), 65_536):
-        scores, top = index.search(x[start : start + 65_536], 1)
+    search = (exact_neighbours(x, y, 1) if method == "exact" or (method == "auto" and len(y) < EXACT_SEARCH_BELOW)
+              else cell_neighbours(x, y, 1, nprobe))
+    for start, top, scores in search:
         ids[start : start + len(top)], sims[start : start + len(top)] = top[:, 0], scores[:, 0]
     return ids, sims
 
 
-def neighbours(vectors: np.ndarray, k: int, method: str = "auto", nprobe: int = 16
+def neighbours(vectors: np.ndarray, k: int, method: str = "auto", nprobe: int = 16, floor: float = -np.inf
                ) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
     """Each row's ``k`` nearest other rows in blocks (see ``exact_neighbours``); ``method``: auto, exact or ann
-    (faiss; auto: ann from ``EXACT_SEARCH_BELOW`` rows)."""
+    (``cell_neighbours``; auto: ann from ``EXACT_SEARCH_BELOW`` rows, where neighbours below ``floor`` may be
+    left out)."""
     if method not in ("auto", "exact", "ann"):
         raise ValueError(f"search method must be auto, exact or ann, got {method!r}")
     if method == "exact" or (method == "auto" and len(vectors) < EXACT_SEARCH_BELOW):
         return exact_neighbours(vectors, vectors, k, skip_self_from=0)
-    return ann_neighbours(vectors, k, nprobe)
+    return ann_neighbours(vectors, k, nprobe, floor=floor)
 
 
 def _unique_pairs(rows, cols, sims) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -147,7 +209,7 @@ def near_pairs(vectors: np.ndarray, threshold: float, k: int = 16, method: str =
     """Near-duplicate pairs (i < j, float32 cosine >= threshold) among each row's ``k`` nearest; ``method``: auto,
     exact or ann (faiss). The pairs at a higher threshold are exactly these pairs filtered (same neighbours)."""
     rows, cols, sims = [], [], []
-    for start, ids, scores in neighbours(vectors, k, method, nprobe):
+    for start, ids, scores in neighbours(vectors, k, method, nprobe, threshold):
         ok = (ids >= 0) & (scores >= threshold)
         r, c = np.nonzero(ok)
         rows.append(r + start)
