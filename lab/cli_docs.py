@@ -47,7 +47,7 @@ def flag_table() -> str:
 
     rows = ["| flag | meaning (default) |", "|---|---|"]
     for action in subcommands()["build"]._actions:
-        if action.option_strings and action.dest != "help":
+        if action.option_strings and action.dest != "help" and action.help != argparse.SUPPRESS:
             meaning = (action.help or "").replace("<", "&lt;").replace("|", "\\|")
             rows.append(f"| `{_flag_cell(action)}` | {meaning} |")
     return "\n".join(rows) + "\n"

@@ -172,6 +172,7 @@ def test_the_build_flag_table_is_what_the_parser_says():
     text = (ROOT / "docs" / "build.md").read_text(encoding="utf-8")
     assert text == cli_docs.render_build_doc(text), "docs/build.md's flag table is out of date: python -m lab.cli_docs"
     assert "`--word-lists FILE [FILE ...]`" in text and "PCA__DIM" not in text
+    assert "SUPPRESS" not in text and "`--shrinkage" not in text  # an older flag name is not offered
 
 
 def test_docs_send_users_to_recipes_in_pipelines_not_lab():
