@@ -344,6 +344,9 @@ def _dedup_run_command(sub, name: str, help_text: str, out_help: str) -> argpars
 
 
 def _parser() -> argparse.ArgumentParser:
+    from swembed.dedup.clusters import CLUSTERINGS
+    from swembed.dedup.job import KEEPS, SEARCHES, TARGET_FLOOR, THRESHOLD, DedupConfig
+
     parser = argparse.ArgumentParser(prog="swembed", description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -392,15 +395,15 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("inputs", nargs="+")
     p.add_argument("--model", required=True, help="a swembed model folder")
     p.add_argument("--out", required=True, help="folder for kept/, mapping.tsv and summary.json")
-    p.add_argument("--threshold", type=float, help="cosine for near duplicates (default 0.9; with a target: "
-                   "the lowest similarity searched, default 0.5)")
+    p.add_argument("--threshold", type=float, help=f"cosine for near duplicates (default {THRESHOLD}; with a "
+                   f"target: the lowest similarity searched, default {TARGET_FLOOR})")
     p.add_argument("--text-column", action="append", metavar="COLUMN",
                    help="the text field of .jsonl/.parquet records (default text); repeat it to dedup on several "
                    "columns at once (their values joined by a newline); every column is kept in the output")
     p.add_argument("--against", nargs="+", metavar="REF", help="reference files (e.g. a test set): remove each input "
                    "record at cosine >= --threshold to a reference record, and nothing else; references are only read")
-    p.add_argument("--keep", choices=["first", "longest"], default="first", help="which record a cluster keeps")
-    p.add_argument("--clusters", choices=["star", "components"], default="star",
+    p.add_argument("--keep", choices=KEEPS, default=DedupConfig.keep, help="which record a cluster keeps")
+    p.add_argument("--clusters", choices=CLUSTERINGS, default=DedupConfig.clusters,
                    help="star (default): each removed record is a near duplicate of the one that keeps it; "
                    "components: transitive groups (a~b~c chains merge; the summary gives the lowest cosine)")
     p.add_argument("--target-size", type=int, help="star: the highest threshold keeping at most this many records; "
@@ -408,9 +411,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--target-fraction", type=float, help="as --target-size, as a fraction of the records")
     p.add_argument("--pairs-floor", type=float, help="the lowest cosine of the pairs stored in state/ for "
                    "dedup-rethreshold and dedup-explain (default: the threshold - 0.1)")
-    p.add_argument("--k", type=int, default=16, help="neighbours searched per distinct text")
-    p.add_argument("--search", choices=["auto", "exact", "ann"], default="auto")
-    p.add_argument("--batch-size", type=int, default=8192)
+    p.add_argument("--k", type=int, default=DedupConfig.k, help="neighbours searched per distinct text")
+    p.add_argument("--search", choices=SEARCHES, default=DedupConfig.method)
+    p.add_argument("--batch-size", type=int, default=DedupConfig.batch_size)
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out folder")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.add_argument("--engine", choices=["local", "spark"], default="local",

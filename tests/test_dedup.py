@@ -505,3 +505,20 @@ def test_new_flags_refuse_bad_input_in_one_line(model_dir, tmp_path, capsys):
             assert message in one_line_error(capsys)
     assert not (tmp_path / "bad").exists() and snapshot(tmp_path / "existing") == before
     assert snapshot(tmp_path / "ref.txt") == {"": b"the cat\n"}
+
+
+def test_the_default_threshold_and_choices_are_decided_once():
+    """DedupConfig decides the default threshold (and the target's search floor); the CLI's help, choices and
+    defaults read the same constants and fields."""
+    from swembed.cli import subcommands
+    from swembed.dedup.job import KEEPS, SEARCHES, TARGET_FLOOR, THRESHOLD
+
+    assert DedupConfig().threshold_value() == THRESHOLD
+    assert DedupConfig(target_size=5).threshold_value() == TARGET_FLOOR
+    parser = subcommands()["dedup"]
+    assert f"default {THRESHOLD};" in parser.format_help() and f"default {TARGET_FLOOR})" in parser.format_help()
+    actions = {action.dest: action for action in parser._actions}
+    assert (tuple(actions["keep"].choices), tuple(actions["search"].choices)) == (KEEPS, SEARCHES)
+    assert (actions["k"].default, actions["batch_size"].default) == (DedupConfig().k, DedupConfig().batch_size)
+    with pytest.raises(ValueError, match="--search must be one of auto, exact, ann, got 'fast'"):
+        DedupConfig(method="fast").validate()

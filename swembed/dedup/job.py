@@ -46,11 +46,16 @@ MAPPING_HEADER = "record\tfile\tposition\trepresentative\tsimilarity\treason\n"
 REASONS = ("kept", "exact", "near", "reference")
 VECTORS_FILE = "vectors.f32"  # under state/: the distinct texts' float32 vectors, in first-occurrence order
 ARRAYS_FILE = "arrays.npz"  # under state/: per record and distinct text, the pairs searched, the result
+# The default threshold, decided here once (DedupConfig.threshold_value; the CLI's help and the Spark engine read
+# it): the near-duplicate cosine, or with a target the lowest cosine searched
+THRESHOLD, TARGET_FLOOR = 0.9, 0.5
+KEEPS = ("first", "longest")  # which record a cluster keeps
+SEARCHES = ("auto", "exact", "ann")  # auto: exact below EXACT_SEARCH_BELOW distinct texts, else ann
 
 
 @dataclass
 class DedupConfig:
-    threshold: float | None = None  # cosine; default 0.9, or the search floor 0.5 with a target
+    threshold: float | None = None  # cosine; default THRESHOLD, or the search floor TARGET_FLOOR with a target
     text_columns: tuple[str, ...] = ("text",)  # of .jsonl/.parquet records; several are joined by a newline
     keep: str = "first"  # or "longest"
     target_size: int | None = None
@@ -64,8 +69,10 @@ class DedupConfig:
     pairs_floor: float | None = None  # lowest cosine of the pairs stored for a re-cut; default threshold - 0.1
 
     def validate(self) -> None:
-        if self.keep not in ("first", "longest"):
-            raise ValueError(f"--keep must be first or longest, got {self.keep!r}")
+        if self.keep not in KEEPS:
+            raise ValueError(f"--keep must be one of {', '.join(KEEPS)}, got {self.keep!r}")
+        if self.method not in SEARCHES:
+            raise ValueError(f"--search must be one of {', '.join(SEARCHES)}, got {self.method!r}")
         if self.target_size is not None and self.target_fraction is not None:
             raise ValueError("give --target-size or --target-fraction, not both")
         check_ranges(DEDUP_RANGES, self, lambda name: "--" + name.replace("_", "-"))
@@ -84,7 +91,7 @@ class DedupConfig:
 
     def threshold_value(self) -> float:
         """The threshold (with a target: the lowest cosine searched)."""
-        return self.threshold if self.threshold is not None else (0.5 if self.has_target() else 0.9)
+        return self.threshold if self.threshold is not None else (TARGET_FLOOR if self.has_target() else THRESHOLD)
 
     def floor(self) -> float:
         """The lowest cosine of the pairs searched and stored."""
@@ -102,7 +109,7 @@ class DedupConfig:
 DEDUP_RANGES = {
     "target_size": Range(1, unset="no target"),
     "target_fraction": Range(0, 1, above=True, unset="no target"),
-    "threshold": Range(-1, 1, unset="0.9, or 0.5 with a target"),  # a cosine
+    "threshold": Range(-1, 1, unset=f"{THRESHOLD}, or {TARGET_FLOOR} with a target"),  # a cosine
     "pairs_floor": Range(-1, 1, unset="the threshold - 0.1"),
     "k": Range(1, MAX_NEIGHBOURS),
     "batch_size": Range(1),
