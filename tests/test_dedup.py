@@ -522,3 +522,43 @@ def test_the_default_threshold_and_choices_are_decided_once():
     assert (actions["k"].default, actions["batch_size"].default) == (DedupConfig().k, DedupConfig().batch_size)
     with pytest.raises(ValueError, match="--search must be one of auto, exact, ann, got 'fast'"):
         DedupConfig(method="fast").validate()
+
+
+def planted_vectors(n: int, copies: int, dim: int = 32, seed: int = 0) -> np.ndarray:
+    """``n`` random unit vectors, the last ``copies`` of them noisy copies of earlier ones (cosine ~0.95)."""
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, dim)).astype(np.float32)
+    x[n - copies :] = x[:copies] + 0.33 * rng.normal(size=(copies, dim)).astype(np.float32)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def test_cell_search_finds_the_near_pairs_exact_search_finds():
+    """The ann search (k-means cells scored by matrix products) on planted pairs: nearly every pair exact search
+    finds at 0.9, nothing below the threshold, and every cell probed gives exact search's pairs."""
+    from swembed.dedup.clusters import cell_count, near_pairs
+
+    x = planted_vectors(6000, 1500)
+    exact = set(zip(*[a.tolist() for a in near_pairs(x, 0.9, 16, "exact")[:2]]))
+    a, b, sims = near_pairs(x, 0.9, 16, "ann")
+    assert len(exact) >= 1400 and sims.min() >= 0.9 and np.all(a < b)
+    assert len(set(zip(a.tolist(), b.tolist())) & exact) >= 0.98 * len(exact)
+    every_cell = near_pairs(x, 0.9, 16, "ann", nprobe=cell_count(len(x)))
+    assert set(zip(every_cell[0].tolist(), every_cell[1].tolist())) == exact
+
+
+def test_cell_search_neighbours_and_nearest_reference():
+    """Each row's k nearest by the cell search with every cell probed equal exact search's (ids and float32
+    scores, self left out); nearest_in over cells finds the planted reference of nearly every copy."""
+    from swembed.dedup.clusters import cell_count, cell_neighbours, exact_neighbours, nearest_in
+
+    x = planted_vectors(3000, 600, seed=1)
+    (_, ids, sims), = cell_neighbours(x, x, 5, nprobe=cell_count(len(x)), skip_self=True)
+    (_, exact_ids, exact_sims), = exact_neighbours(x, x, 5, skip_self_from=0)
+    order, exact_order = np.argsort(-sims, axis=1), np.argsort(-exact_sims, axis=1)
+    assert np.array_equal(np.take_along_axis(ids, order, 1), np.take_along_axis(exact_ids, exact_order, 1))
+    assert np.allclose(np.take_along_axis(sims, order, 1), np.take_along_axis(exact_sims, exact_order, 1), atol=1e-6)
+    best, score = nearest_in(x[-600:], x[:2400], method="ann")
+    exact_best, exact_score = nearest_in(x[-600:], x[:2400], method="exact")
+    found = best == exact_best
+    assert found.mean() >= 0.98 and (exact_best == np.arange(600)).all()
+    assert np.allclose(score[found], exact_score[found], atol=1e-6) and np.all(score[~found] < exact_score[~found])

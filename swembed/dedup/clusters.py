@@ -75,11 +75,12 @@ def ann_neighbours(vectors: np.ndarray, k: int, nprobe: int = 16, seed: int = 0,
 
 
 def cell_count(n: int) -> int:
-    """Cells of ``cell_neighbours`` over ``n`` rows: ~4 sqrt(N), at least 8 rows each on average."""
-    return int(max(1, min(65_536, 4 * np.sqrt(n), n // 8)))
+    """Cells of ``cell_neighbours`` over ``n`` rows: ~8 sqrt(N) (the cost of finding each row's nearest cells
+    and of scoring it against their rows balance near there), at least 8 rows each on average."""
+    return int(max(1, min(65_536, 8 * np.sqrt(n), n // 8)))
 
 
-def spherical_cells(x: np.ndarray, cells: int, seed: int = 0, iterations: int = 4, per_cell: int = 16
+def spherical_cells(x: np.ndarray, cells: int, seed: int = 0, iterations: int = 2, per_cell: int = 8
                     ) -> np.ndarray:
     """Unit centroids of ``cells`` spherical k-means cells of the unit rows ``x`` (Lloyd's, a few
     ``iterations`` on a seeded sample of ``per_cell`` rows per cell: cells only group rows for the search)."""
@@ -207,7 +208,8 @@ def _unique_pairs(rows, cols, sims) -> tuple[np.ndarray, np.ndarray, np.ndarray]
 def near_pairs(vectors: np.ndarray, threshold: float, k: int = 16, method: str = "auto", nprobe: int = 16
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Near-duplicate pairs (i < j, float32 cosine >= threshold) among each row's ``k`` nearest; ``method``: auto,
-    exact or ann (faiss). The pairs at a higher threshold are exactly these pairs filtered (same neighbours)."""
+    exact or ann (``cell_neighbours``). The pairs at a higher threshold are exactly these pairs filtered (same
+    neighbours)."""
     rows, cols, sims = [], [], []
     for start, ids, scores in neighbours(vectors, k, method, nprobe, threshold):
         ok = (ids >= 0) & (scores >= threshold)

@@ -3,16 +3,16 @@
 Pass 1 streams the inputs once: hashes of each text's key (``clusters.ExactKey``: the text as the table reads it)
 find exact duplicates, and only the first occurrence of each text is encoded (float32 vectors on disk, so the
 threshold is applied to the numbers the table gives). Pass 2 searches near-duplicate pairs among those vectors
-(exact blockwise below ``EXACT_SEARCH_BELOW`` texts, faiss IVF above) down to ``pairs_floor`` and groups those at
-or above the threshold: by default stars that cannot chain (``clusters.star_representatives``: every removed text
-has cosine >= threshold to the text that keeps it), also with ``--target-*`` (the highest threshold whose stars keep
-at most the target), or connected components (``--clusters components``: transitive groups, whose summary states
-the lowest cosine of a removed record to its keeper). With ``--against REF...`` an input record is removed when a
-reference record is at cosine >= threshold (or is the same text), and nothing else is. Pass 3 streams the inputs
-again and writes the kept records (in each input's own format, bytes as they were) and ``mapping.tsv``: every
-record, its representative, their cosine and why it was kept or dropped. ``state/`` keeps what a re-cut
-(``swembed.dedup.state``), an explanation and a selection need. Memory grows with the number of distinct texts
-(hash table, vectors, index), not with the input's size.
+(exact blockwise below ``EXACT_SEARCH_BELOW`` texts, ``clusters.cell_neighbours`` above) down to ``pairs_floor`` and
+groups those at or above the threshold: by default stars that cannot chain (``clusters.star_representatives``: every
+removed text has cosine >= threshold to the text that keeps it), also with ``--target-*`` (the highest threshold
+whose stars keep at most the target), or connected components (``--clusters components``: transitive groups, whose
+summary states the lowest cosine of a removed record to its keeper). With ``--against REF...`` an input record is
+removed when a reference record is at cosine >= threshold (or is the same text), and nothing else is. Pass 3 streams
+the inputs again and writes the kept records (in each input's own format, bytes as they were) and ``mapping.tsv``:
+every record, its representative, their cosine and why it was kept or dropped. ``state/`` keeps what a re-cut
+(``swembed.dedup.state``), an explanation and a selection need. Memory grows with the number of distinct texts (hash
+table, vectors, each text's neighbours), not with the input's size.
 """
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 text once), from the run's stored vectors.
 
 - **Outliers**: the texts with the lowest *outlier score*, the mean cosine to their ``k`` nearest other kept texts
-  (exact search below 50k texts, faiss IVF above); the least like the rest come first.
+  (exact search below 50k texts, k-means cells above); the least like the rest come first.
 - **Representatives**: greedy facility location on the ``k``-nearest-neighbour graph. A text *covers* itself
   (cosine 1) and the texts that have it among their ``k`` nearest (their cosine, clipped at 0); the coverage of a
   set is the sum over texts of the best cosine to a chosen text that covers it. Each step adds the text that raises
