@@ -349,13 +349,16 @@ def copies_removed(path: Path, removed: np.ndarray) -> tuple[float, int]:
 
 def versus(path: Path, model: str, semhash_model: str, threshold: float, repeat: int, work: Path) -> list[dict]:
     """``swembed dedup`` then semhash 0.5.0 on ``path``, ``repeat`` times back to back (each its own process, so
-    both see the same load): wall seconds, peak RSS, planted copies removed, other lines removed, the ratio."""
+    both see the same load): wall seconds, peak RSS, planted copies removed, other lines removed, the ratio, the
+    load average before each pair and swembed's own pass timings."""
+    import os
     import sys
 
     swembed = str(Path(sys.executable).with_name("swembed"))
     work.mkdir(parents=True, exist_ok=True)
     rows = []
     for _ in range(repeat):
+        load = os.getloadavg()[0]
         ours = _timed([swembed, "dedup", str(path), "--model", model, "--threshold", str(threshold), "--quiet",
                        "--overwrite", "--out", str(work / "swembed")])
         theirs = _timed([sys.executable, "-m", "lab.dedup_bench", "semhash-run", str(path), "--model", semhash_model,
@@ -365,11 +368,65 @@ def versus(path: Path, model: str, semhash_model: str, threshold: float, repeat:
         removed = np.flatnonzero(np.asarray(reasons) != "kept")
         ours_recall, ours_others = copies_removed(path, removed)
         theirs_recall, theirs_others = copies_removed(path, np.load(f"{work / 'semhash.txt'}.removed.npy"))
+        summary = json.loads((work / "swembed" / "summary.json").read_text(encoding="utf-8"))
         rows.append({"swembed_s": ours[0], "semhash_s": theirs[0], "ratio": theirs[0] / ours[0],
                      "swembed_recall": ours_recall, "semhash_recall": theirs_recall, "swembed_others": ours_others,
-                     "semhash_others": theirs_others, "swembed_peak_gb": ours[1], "semhash_peak_gb": theirs[1]})
+                     "semhash_others": theirs_others, "swembed_peak_gb": ours[1], "semhash_peak_gb": theirs[1],
+                     "load_before": load, "swembed_passes_s": summary["seconds"],
+                     "distinct_texts": summary["distinct_texts"]})
         print(json.dumps(rows[-1]), flush=True)
     return rows
+
+
+SPEED_HEADING = "## Speed against semhash 0.5.0"
+SPEED_COLUMNS = ("| run | load before | swembed wall s | semhash wall s | speed-up | swembed copies removed | "
+                 "semhash copies removed | others removed (swembed / semhash) | peak GB (swembed / semhash) | "
+                 "swembed passes s |")
+
+
+def speed_section(rows: list[dict], path: Path, model: str, command: str) -> str:
+    """reports/dedup.md's section on ``versus``'s runs (one table row per run)."""
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), "unknown CPU")
+    planted = len(json.loads(Path(f"{path}.planted.json").read_text()))
+    lines = sum(1 for _ in path.open(encoding="utf-8"))
+    table = "\n".join(
+        f"| {i + 1} | {r['load_before']:.1f} | {r['swembed_s']:.1f} | {r['semhash_s']:.1f} | **{r['ratio']:.1f}x** | "
+        f"{100 * r['swembed_recall']:.2f}% | {100 * r['semhash_recall']:.2f}% | {r['swembed_others']:,} / "
+        f"{r['semhash_others']:,} | {r['swembed_peak_gb']:.2f} / {r['semhash_peak_gb']:.2f} | "
+        f"{r['swembed_passes_s']['pass1_hash_encode']} / {r['swembed_passes_s']['pass2_search_cluster']} / "
+        f"{r['swembed_passes_s']['pass3_write']} |" for i, r in enumerate(rows))
+    return f"""{SPEED_HEADING}
+
+<!-- generated: {command} -->
+
+Generated {time.strftime('%Y-%m-%d')} by `{command}` (issue 60): `swembed dedup` and semhash 0.5.0's
+`self_deduplicate` (usearch HNSW, its default) on the same {lines:,} lines (`python -m lab.dedup_bench make`:
+{planted:,} planted copies of corpus lines, 80% of them with one edit; {rows[0]['distinct_texts']:,} distinct texts),
+threshold 0.9, the same table (`{model}`; semhash reads its `swembed export --format model2vec`). Each row runs
+swembed, then semhash, back to back, each in its own process, timed end to end (start-up, reading, encoding, search,
+grouping, writing the kept lines). Recall: planted copies removed (the later line of each planted pair). Peak: each
+process's own maximum RSS. Machine: {cpu}, 2 cores shared with other jobs (a model build was running; the load
+average before each pair is given), every process `nice`d with `OMP_NUM_THREADS=1`, so wall times are rough and
+only the ratio within a row compares like with like. swembed's passes: read + exact hash + encode / search + group
+/ write.
+
+{SPEED_COLUMNS}
+|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|
+{table}
+"""
+
+
+def write_section(report: Path, heading: str, section: str) -> None:
+    """Replace ``report``'s section under ``heading`` (to the next ``## `` heading or the end), or append it."""
+    text = report.read_text(encoding="utf-8") if report.exists() else ""
+    start = text.find(heading)
+    if start < 0:
+        text = text.rstrip("\n") + "\n\n" + section
+    else:
+        end = text.find("\n## ", start + len(heading))
+        text = text[:start] + section + (text[end + 1 :] if end >= 0 else "")
+    report.write_text(text, encoding="utf-8")
 
 
 def main() -> None:
@@ -409,6 +466,7 @@ def main() -> None:
     p.add_argument("--threshold", type=float, default=0.9)
     p.add_argument("--repeat", type=int, default=2)
     p.add_argument("--work", default="/tmp/swembed-dedup-versus")
+    p.add_argument("--out", help="write the runs as a section of this report (reports/dedup.md)")
     p = sub.add_parser("recall")
     p.add_argument("input")
     p.add_argument("--model", required=True)
@@ -436,7 +494,13 @@ def main() -> None:
     elif args.command == "semhash-run":
         semhash_run(Path(args.input), args.model, args.threshold, Path(args.out))
     elif args.command == "versus":
-        versus(Path(args.input), args.model, args.semhash_model, args.threshold, args.repeat, Path(args.work))
+        import shlex
+        import sys
+
+        rows = versus(Path(args.input), args.model, args.semhash_model, args.threshold, args.repeat, Path(args.work))
+        if args.out:
+            command = "python -m lab.dedup_bench " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+            write_section(Path(args.out), SPEED_HEADING, speed_section(rows, Path(args.input), args.model, command))
     else:
         print(json.dumps(recall(Path(args.input), args.model, args.threshold, args.sample, args.k, args.nprobe,
                                 args.seed), indent=2))
