@@ -120,10 +120,10 @@ def test_cli_mteb_suite_prints_and_writes_the_scores(tmp_path):
 
     from swembed.runtime.folder import write_model_folder
 
-    write_classification(tmp_path, "AmazonCounterfactualClassification")
+    write_classification(tmp_path / "data", "AmazonCounterfactualClassification")  # the scores go beside, not inside
     model_dir = write_model_folder(tmp_path / "model", np.eye(len(WORDS), dtype=np.float32), WORDS, {}, None)
     out = tmp_path / "scores.json"
-    result = run_cli(["eval", model_dir, "--suite", "mteb", "--data", tmp_path, "--tasks",
+    result = run_cli(["eval", model_dir, "--suite", "mteb", "--data", tmp_path / "data", "--tasks",
                       "AmazonCounterfactualClassification", "--json", out], same_process=True)
     assert result.returncode == 0, result.stderr
     assert json.loads(out.read_text())["scores"]["AmazonCF-en"] == pytest.approx(100.0)

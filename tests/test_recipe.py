@@ -153,16 +153,11 @@ def test_swembed_build_takes_sections_top_level_settings_and_unambiguous_fields(
         make_config(dim="8")
 
 
-# recipes another engineer is still writing (issue 57): they move to [compose] piece_prior when they land
-UNMIGRATED = {"minilm-256-sci"}
-
-
 def test_shipped_recipes_use_the_sections_not_the_older_keys(caplog):
     """Every recipe of pipelines/ and lab/pipelines/ loads without a warning about an older key."""
     root = Path(__file__).resolve().parents[1]
     recipes = [path for folder in ("pipelines", "lab/pipelines") for path in sorted((root / folder).glob("*.toml"))
-               if not path.stem.startswith("edge-")  # edge-*: `swembed shrink` recipes
-               and not path.stem.startswith(tuple(UNMIGRATED))]
+               if not path.stem.startswith("edge-")]  # edge-*: `swembed shrink` recipes
     assert len(recipes) > 10
     caplog.set_level(logging.WARNING)
     for path in recipes:
