@@ -265,7 +265,10 @@ pays scipy's import); the pair search, which dominates, is the same for both, an
 seconds are of one run on a shared 2-core machine under heavy load from other jobs, so they are not comparable
 between rows; CPU seconds are.
 """
+    old = out.read_text(encoding="utf-8") if out.exists() else ""
     out.write_text(text, encoding="utf-8")
+    if SPEED_HEADING in old:  # versus's section (its own command) stays
+        write_section(out, SPEED_HEADING, old[old.index(SPEED_HEADING) :])
     return text
 
 

@@ -15,6 +15,7 @@ from swembed.runtime.tokenizer import normalize_text
 _SPACES = re.compile(r"\s+")
 EXACT_SEARCH_BELOW = 50_000  # unique texts; below this an exact blockwise search is faster than building an index
 SCORES_PER_BLOCK = 1 << 24  # exact search scores this many pairs at a time (64 MB of float32)
+COARSE_DIMS = 64  # cell search: the dimensions in which each text's nearest cells are found
 MAX_NEIGHBOURS = 1000  # k: a search holds k ids and scores per text of a block (65,536 texts: ~0.8 GB at 1000)
 
 
@@ -80,12 +81,23 @@ def cell_count(n: int) -> int:
     return int(max(1, min(65_536, 8 * np.sqrt(n), n // 8)))
 
 
-def spherical_cells(x: np.ndarray, cells: int, seed: int = 0, iterations: int = 2, per_cell: int = 8
-                    ) -> np.ndarray:
-    """Unit centroids of ``cells`` spherical k-means cells of the unit rows ``x`` (Lloyd's, a few
-    ``iterations`` on a seeded sample of ``per_cell`` rows per cell: cells only group rows for the search)."""
+def coarse_projection(x: np.ndarray, seed: int = 0, sample_rows: int = 16_384) -> np.ndarray:
+    """The ``COARSE_DIMS`` leading principal directions (uncentred) of a seeded sample of the rows ``x``, as a
+    (d, COARSE_DIMS) matrix (the identity when d is no larger): cells are found in this cheaper space."""
+    if x.shape[1] <= COARSE_DIMS:
+        return np.eye(x.shape[1], dtype=np.float32)
+    sample = x[np.sort(np.random.default_rng(seed).choice(len(x), size=min(len(x), sample_rows), replace=False))]
+    _, _, directions = np.linalg.svd(sample.astype(np.float64), full_matrices=False)
+    return np.ascontiguousarray(directions[:COARSE_DIMS].T, dtype=np.float32)
+
+
+def spherical_cells(x: np.ndarray, cells: int, projection: np.ndarray, seed: int = 0, iterations: int = 2,
+                    per_cell: int = 8) -> np.ndarray:
+    """Unit centroids (in the ``projection``'s space) of ``cells`` spherical k-means cells of the rows ``x``
+    projected (Lloyd's, a few ``iterations`` on a seeded sample of ``per_cell`` rows per cell: cells only group
+    rows for the search)."""
     rng = np.random.default_rng(seed)
-    sample = x[np.sort(rng.choice(len(x), size=min(len(x), per_cell * cells), replace=False))]
+    sample = x[np.sort(rng.choice(len(x), size=min(len(x), per_cell * cells), replace=False))] @ projection
     centroids = sample[np.sort(rng.choice(len(sample), size=cells, replace=False))]
     for _ in range(iterations):
         nearest = np.concatenate([np.argmax(sample[i : i + 8192] @ centroids.T, axis=1)
@@ -97,13 +109,13 @@ def spherical_cells(x: np.ndarray, cells: int, seed: int = 0, iterations: int = 
     return centroids
 
 
-def _nearest_cells(x: np.ndarray, centroids: np.ndarray, count: int) -> np.ndarray:
-    """Each row's ``count`` most similar centroids, best first (faiss flat search: BLAS and a heap)."""
+def _nearest_cells(x: np.ndarray, centroids: np.ndarray, projection: np.ndarray, count: int) -> np.ndarray:
+    """Each row's ``count`` most similar centroids in the projected space, best first (faiss flat search)."""
     import faiss
 
     index = faiss.IndexFlatIP(centroids.shape[1])
     index.add(centroids)
-    return np.concatenate([index.search(x[i : i + 65_536], count)[1] for i in range(0, len(x), 65_536)]
+    return np.concatenate([index.search(x[i : i + 65_536] @ projection, count)[1] for i in range(0, len(x), 65_536)]
                           or [np.zeros((0, count), np.int64)])
 
 
@@ -125,10 +137,10 @@ def cell_neighbours(queries: np.ndarray, base: np.ndarray, k: int, nprobe: int =
     x, y = np.ascontiguousarray(queries, dtype=np.float32), np.ascontiguousarray(base, dtype=np.float32)
     if len(x) == 0:
         return
-    cells = cell_count(len(y))
-    centroids = spherical_cells(y, cells, seed)
-    probes = _nearest_cells(x, centroids, min(nprobe, cells))
-    home = probes[:, 0] if skip_self else _nearest_cells(y, centroids, 1)[:, 0]
+    cells, projection = cell_count(len(y)), coarse_projection(y, seed)
+    centroids = spherical_cells(y, cells, projection, seed)
+    probes = _nearest_cells(x, centroids, projection, min(nprobe, cells))
+    home = probes[:, 0] if skip_self else _nearest_cells(y, centroids, projection, 1)[:, 0]
     members, member_bounds = _by_cell(home, cells)
     visits, visit_bounds = _by_cell(probes.ravel(), cells)
     ids, sims = np.full((len(x), k), -1, np.int64), np.full((len(x), k), -np.inf, np.float32)

@@ -62,7 +62,7 @@ class DedupConfig:
     target_fraction: float | None = None
     k: int = 16  # neighbours searched per text
     method: str = "auto"  # auto | exact | ann
-    nprobe: int = 16
+    nprobe: int = 24  # ann search: the cells each distinct text is scored against
     batch_size: int = 8192
     progress: bool = True
     clusters: str = "star"  # star: each removed text is a near duplicate of its keeper; components: transitive
