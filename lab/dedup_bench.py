@@ -170,6 +170,8 @@ def make(corpus: list[str], n: int, out: Path, seed: int = 0, splice: bool = Fal
         first_line.setdefault(source, number)
     planted = [(first_line[source], number) for number, source in enumerate(source_of) if first_line[source] != number]
     Path(f"{out}.planted.json").write_text(json.dumps(planted))  # (base line, copy line) of every planted copy
+    Path(f"{out}.made.json").write_text(json.dumps({"corpus": corpus, "n": n, "copies": copies, "seed": seed,
+                                                    "splice": splice}))
     return {"lines": len(lines), "corpus_sentences": len(base) - spliced, "spliced": spliced, "out": str(out),
             "planted_pairs": len(planted)}
 
@@ -387,11 +389,17 @@ SPEED_COLUMNS = ("| run | load before | swembed wall s | semhash wall s | speed-
                  "swembed passes s |")
 
 
-def speed_section(rows: list[dict], path: Path, model: str, command: str) -> str:
+def speed_section(rows: list[dict], path: Path, model: str, command: str, note: str = "") -> str:
     """reports/dedup.md's section on ``versus``'s runs (one table row per run)."""
+    import shlex
+
     cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
                 if line.startswith("model name")), "unknown CPU")
     planted = len(json.loads(Path(f"{path}.planted.json").read_text()))
+    made = json.loads(Path(f"{path}.made.json").read_text())
+    make_command = (f"python -m lab.dedup_bench make --corpus {' '.join(map(shlex.quote, made['corpus']))} "
+                    f"--n {made['n']}" + (f" --copies {made['copies']}" if made["copies"] is not None else "")
+                    + (" --splice" if made["splice"] else "") + f" --out {path}")
     lines = sum(1 for _ in path.open(encoding="utf-8"))
     table = "\n".join(
         f"| {i + 1} | {r['load_before']:.1f} | {r['swembed_s']:.1f} | {r['semhash_s']:.1f} | **{r['ratio']:.1f}x** | "
@@ -404,7 +412,7 @@ def speed_section(rows: list[dict], path: Path, model: str, command: str) -> str
 <!-- generated: {command} -->
 
 Generated {time.strftime('%Y-%m-%d')} by `{command}` (issue 60): `swembed dedup` and semhash 0.5.0's
-`self_deduplicate` (usearch HNSW, its default) on the same {lines:,} lines (`python -m lab.dedup_bench make`:
+`self_deduplicate` (usearch HNSW, its default) on the same {lines:,} lines (`{make_command}`:
 {planted:,} planted copies of corpus lines, 80% of them with one edit; {rows[0]['distinct_texts']:,} distinct texts),
 threshold 0.9, the same table (`{model}`; semhash reads its `swembed export --format model2vec`). Each row runs
 swembed, then semhash, back to back, each in its own process, timed end to end (start-up, reading, encoding, search,
@@ -412,7 +420,7 @@ grouping, writing the kept lines). Recall: planted copies removed (the later lin
 process's own maximum RSS. Machine: {cpu}, 2 cores shared with other jobs (a model build was running; the load
 average before each pair is given), every process `nice`d with `OMP_NUM_THREADS=1`, so wall times are rough and
 only the ratio within a row compares like with like. swembed's passes: read + exact hash + encode / search + group
-/ write.
+/ write.{" " + note if note else ""}
 
 {SPEED_COLUMNS}
 |---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|
@@ -470,6 +478,7 @@ def main() -> None:
     p.add_argument("--repeat", type=int, default=2)
     p.add_argument("--work", default="/tmp/swembed-dedup-versus")
     p.add_argument("--out", help="write the runs as a section of this report (reports/dedup.md)")
+    p.add_argument("--note", default="", help="a sentence for the report on the conditions (what the table is)")
     p = sub.add_parser("recall")
     p.add_argument("input")
     p.add_argument("--model", required=True)
@@ -503,7 +512,8 @@ def main() -> None:
         rows = versus(Path(args.input), args.model, args.semhash_model, args.threshold, args.repeat, Path(args.work))
         if args.out:
             command = "python -m lab.dedup_bench " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-            write_section(Path(args.out), SPEED_HEADING, speed_section(rows, Path(args.input), args.model, command))
+            write_section(Path(args.out), SPEED_HEADING, speed_section(rows, Path(args.input), args.model, command,
+                                                                   args.note))
     else:
         print(json.dumps(recall(Path(args.input), args.model, args.threshold, args.sample, args.k, args.nprobe,
                                 args.seed), indent=2))
