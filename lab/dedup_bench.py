@@ -20,6 +20,16 @@ machine (and with ``--spark`` on Spark ``local[2]``, same mapping), then a plain
 another threshold against a fresh run there (same mapping, and the time of each). It writes reports/dedup-leak.md:
 
     python -m lab.dedup_bench leak --work /tmp/dedup-leak --spark
+
+``versus`` is issue 60's speed check: ``swembed dedup`` and semhash 0.5.0 (``semhash-run``: ``self_deduplicate``
+on a model2vec export of the same table) back to back on a ``make`` file, ``--repeat`` times, each in its own
+process: wall time, peak RSS, planted copies removed, the ratio; ``--out`` writes reports/dedup.md's section:
+
+    python -m lab.dedup_bench make --corpus '../shared/data/corpora/en/*.txt.gz' --n 300000 --copies 100000 \
+        --out /tmp/dedup-300k.txt
+    swembed export MODEL --format model2vec --out /tmp/model-m2v
+    python -m lab.dedup_bench versus /tmp/dedup-300k.txt --model MODEL --semhash-model /tmp/model-m2v \
+        --out reports/dedup.md
 """
 from __future__ import annotations
 
