@@ -335,8 +335,8 @@ def semhash_run(path: Path, model_dir: str, threshold: float, out: Path) -> None
 
     texts = path.read_text(encoding="utf-8").split("\n")[:-1]
     records = [{"line": i, "text": text} for i, text in enumerate(texts)]
-    result = SemHash.from_records(records, columns=["text"], model=StaticModel.from_pretrained(model_dir))
-    result = result.self_deduplicate(threshold=threshold)
+    index = SemHash.from_records(records, columns=["text"], model=StaticModel.from_pretrained(model_dir))
+    result = index.self_deduplicate(threshold=threshold)
     out.write_text("".join(r["text"] + "\n" for r in result.selected), encoding="utf-8")
     np.save(f"{out}.removed.npy", np.asarray(sorted(d.record["line"] for d in result.filtered), np.int64))
 
