@@ -446,7 +446,7 @@ def write_section(report: Path, heading: str, section: str) -> None:
         text = text.rstrip("\n") + "\n\n" + section
     else:
         end = text.find("\n## ", start + len(heading))
-        text = text[:start] + section + (text[end + 1 :] if end >= 0 else "")
+        text = text[:start] + (section.rstrip("\n") + "\n\n" + text[end + 1 :] if end >= 0 else section)
     report.write_text(text, encoding="utf-8")
 
 

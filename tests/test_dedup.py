@@ -562,3 +562,20 @@ def test_cell_search_neighbours_and_nearest_reference():
     found = best == exact_best
     assert found.mean() >= 0.98 and (exact_best == np.arange(600)).all()
     assert np.allclose(score[found], exact_score[found], atol=1e-6) and np.all(score[~found] < exact_score[~found])
+
+
+def test_bench_speed_section_is_replaced_in_place(tmp_path):
+    """lab.dedup_bench versus --out: its section of the report is replaced (or appended), the rest kept byte for
+    byte; planted copies removed counts only the later line of each planted pair."""
+    from lab.dedup_bench import SPEED_HEADING, copies_removed, write_section
+
+    report = tmp_path / "dedup.md"
+    report.write_text(f"# Dedup\n\ntable\n\n{SPEED_HEADING}\n\nold runs\n\n## Later\n\nkept\n", encoding="utf-8")
+    write_section(report, SPEED_HEADING, f"{SPEED_HEADING}\n\nnew runs\n")
+    expected = f"# Dedup\n\ntable\n\n{SPEED_HEADING}\n\nnew runs\n\n## Later\n\nkept\n"
+    assert report.read_text(encoding="utf-8") == expected
+    (tmp_path / "none.md").write_text("# Dedup\n", encoding="utf-8")
+    write_section(tmp_path / "none.md", SPEED_HEADING, f"{SPEED_HEADING}\n")
+    assert (tmp_path / "none.md").read_text(encoding="utf-8") == f"# Dedup\n\n{SPEED_HEADING}\n"
+    (tmp_path / "in.txt.planted.json").write_text(json.dumps([[0, 3], [1, 4], [0, 5]]))
+    assert copies_removed(tmp_path / "in.txt", np.array([3, 5, 6])) == (2 / 3, 1)
