@@ -20,6 +20,14 @@ THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"
 # suite computes the same on either CPU kind; tests/test_teacher_dtype.py checks the choice itself.
 os.environ["SWEMBED_NATIVE_BF16"] = "0"
 
+try:  # property tests: the same examples every run and no time limit per example (the machine may be loaded)
+    from hypothesis import settings as _hypothesis_settings
+
+    _hypothesis_settings.register_profile("swembed", deadline=None, derandomize=True, database=None)
+    _hypothesis_settings.load_profile("swembed")
+except ImportError:  # the test extra brings hypothesis; without it only the property tests fail to import
+    pass
+
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config):
