@@ -29,7 +29,7 @@ import sys
 import threading
 import time
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -434,92 +434,123 @@ def extraction_loop(teacher, texts: list[str], batches: list[np.ndarray], *, ind
     return {"forward_s": forward_s, "wait_s": prefetch.wait_s, "workers": workers}
 
 
+@dataclass
+class _Checkpoints:
+    """The extract stage's ``batch_done``: it keeps each batch's pooled vectors and shows progress in tokens; at a
+    unit's end, once ``checkpoint_seconds`` have passed (and after the last batch), it writes them to ``targets``
+    (in processing order) and saves the sums, so a killed run resumes after that unit."""
+
+    run: StageRun
+    selection: Selection
+    acc: Accumulator
+    targets: np.ndarray
+    unit_of_batch: np.ndarray
+    position_of: np.ndarray
+    checkpoint_seconds: float
+    bar: object
+    pooled_parts: list[tuple[int, torch.Tensor]] = field(default_factory=list)
+    last_save: float = field(default_factory=time.time)
+
+    def __call__(self, b: int, pooled: torch.Tensor) -> None:
+        batches = self.selection.batches
+        self.pooled_parts.append((int(self.position_of[batches[b][0]]), pooled))
+        self.bar.update(int(self.selection.lengths[batches[b]].sum()))
+        unit_end = b + 1 == len(batches) or self.unit_of_batch[b + 1] != self.unit_of_batch[b]
+        if unit_end and (time.time() - self.last_save >= self.checkpoint_seconds or b + 1 == len(batches)):
+            self.save(int(self.unit_of_batch[b]) + 1)
+
+    def save(self, units_done: int) -> None:
+        for start, part in self.pooled_parts:
+            self.targets[start : start + len(part)] = part.cpu().numpy()
+        self.pooled_parts.clear()
+        self.targets.flush()
+        self.acc.save(self.run.partial / _STATE, units_done)
+        self.last_save = time.time()
+        self.run.unit_done(units_done)
+
+
+def _resume(run: StageRun, acc: Accumulator, n_units: int) -> int:
+    """The units a killed run's checkpoint holds (its sums loaded into ``acc``); 0 without one."""
+    state_path = run.partial / _STATE
+    units_done = (load_checkpoint(state_path, acc.load, "extract") or 0) if state_path.is_file() else 0
+    if units_done:
+        logger.info("extract: resuming after unit %d of %d", units_done, n_units)
+    return units_done
+
+
+def _write_vectors(out: Path, teacher, words: list[str], state: dict[str, np.ndarray]) -> dict:
+    """Word and piece means and context counts into ``out`` (words with no context encoded alone); their stats."""
+    word_vectors = means(state["word_sums"], state["word_counts"])
+    contexts = state["word_counts"].astype(np.int64)
+    alone = np.nonzero(contexts == 0)[0]
+    if len(alone):
+        word_vectors[alone] = embed_alone(teacher, [words[i] for i in alone])
+    np.save(out / files.WORD_VECTORS, word_vectors)
+    np.save(out / files.WORD_CONTEXTS, contexts)
+    np.save(out / files.PIECE_VECTORS, means(state["piece_sums"], state["piece_counts"]))
+    np.save(out / files.PIECE_CONTEXTS, state["piece_counts"].astype(np.int64))
+    return {
+        "words_with_context": int((contexts > 0).sum()),
+        "mean_contexts": round(float(contexts.mean()), 2),
+        "median_contexts": float(np.median(contexts)),
+        "words_encoded_alone": int(len(alone)),
+        "pieces_seen": int((state["piece_counts"] > 0).sum()),
+    }
+
+
+def _loop_stats(config: ExtractConfig, selection: Selection, processed: int, loop_s: float, timing: dict) -> dict:
+    """The extraction loop's part of the stage's stats: what it encoded and how fast."""
+    return {
+        "mode": config.sentences,
+        "encoded_sentences": len(selection.texts),
+        "batches": len(selection.batches),
+        "select_s": round(selection.select_s, 2),
+        "sentences_per_s": round(processed / loop_s, 1) if loop_s > 0 else None,
+        "forward_s": round(timing["forward_s"], 2),
+        "forward_share": round(timing["forward_s"] / loop_s, 3) if loop_s > 0 else None,
+        "prefetch_wait_s": round(timing["wait_s"], 2),
+        "prefetch_workers": timing["workers"],
+    }
+
+
 def run_extract(ctx: StageContext, config: ExtractConfig, rules: TokenizationRules, corpus: StageResult,
                 vocab: StageResult, selection: Selection, teacher) -> StageResult:
     """The extract stage over ``selection`` (made from the same config, rules, corpus, vocab, teacher and seed)."""
-    checkpoint_seconds = ctx.checkpoint_seconds
 
     def compute(run: StageRun) -> dict:
         from tqdm.auto import tqdm
 
         words, _ = read_vocab_stage(vocab)
-        index = {w: i for i, w in enumerate(words)}
-        splitter = word_splitter(rules, teacher.tokenizer_json())
-        texts, credits, lengths, batches = selection.texts, selection.credits, selection.lengths, selection.batches
+        texts, lengths, batches = selection.texts, selection.lengths, selection.batches
         order = np.concatenate(batches) if batches else np.zeros(0, dtype=np.int64)
         # units: consecutive batches of about unit_sentences sentences; checkpoints fall on unit ends
         unit_of_batch = np.cumsum([len(b) for b in batches]) // config.unit_sentences
-        n_units = int(unit_of_batch[-1]) + 1 if len(batches) else 0
-        n_pieces = teacher_vocab_size(teacher)
-        acc = Accumulator(len(words), n_pieces, teacher.dim, teacher.device)
-        state_path = run.partial / _STATE
-        units_done = (load_checkpoint(state_path, acc.load, "extract") or 0) if state_path.is_file() else 0
-        if units_done:
-            logger.info("extract: resuming after unit %d of %d", units_done, n_units)
+        acc = Accumulator(len(words), teacher_vocab_size(teacher), teacher.dim, teacher.device)
+        units_done = _resume(run, acc, int(unit_of_batch[-1]) + 1 if len(batches) else 0)
         first_batch = int(np.searchsorted(unit_of_batch, units_done, side="left"))
         targets_path = run.partial / "targets.npy"
         targets = np.lib.format.open_memmap(targets_path, mode="r+" if units_done else "w+", dtype=np.float32,
                                             shape=(len(texts), teacher.pooled_dim))
         position_of = np.empty(len(order), dtype=np.int64)
         position_of[order] = np.arange(len(order))  # targets are stored in processing order
-
         done_sentences = int(sum(len(batches[b]) for b in range(first_batch)))
         # progress in tokens: batches run shortest first, so a sentence count would promise too early an end
         bar = tqdm(total=int(lengths.sum()), initial=int(lengths[order[:done_sentences]].sum()),
                    unit="tok", unit_scale=True, desc="extract", disable=run.quiet, smoothing=0.05)
-        pooled_parts: list[tuple[int, torch.Tensor]] = []
-        last_save = time.time()
-
-        def batch_done(b: int, pooled: torch.Tensor) -> None:
-            nonlocal last_save
-            pooled_parts.append((int(position_of[batches[b][0]]), pooled))
-            bar.update(int(lengths[batches[b]].sum()))
-            unit_end = b + 1 == len(batches) or unit_of_batch[b + 1] != unit_of_batch[b]
-            if unit_end and (time.time() - last_save >= checkpoint_seconds or b + 1 == len(batches)):
-                for start, part in pooled_parts:
-                    targets[start : start + len(part)] = part.cpu().numpy()
-                pooled_parts.clear()
-                targets.flush()
-                acc.save(state_path, int(unit_of_batch[b]) + 1)
-                last_save = time.time()
-                run.unit_done(int(unit_of_batch[b]) + 1)
-
+        checkpoints = _Checkpoints(run, selection, acc, targets, unit_of_batch, position_of, ctx.checkpoint_seconds,
+                                   bar)
         t_start = time.time()
-        timing = extraction_loop(teacher, texts, batches, index=index, splitter=splitter, acc=acc,
-                                 first_batch=first_batch, credits=credits, batch_done=batch_done)
+        timing = extraction_loop(teacher, texts, batches, index={w: i for i, w in enumerate(words)},
+                                 splitter=word_splitter(rules, teacher.tokenizer_json()), acc=acc,
+                                 first_batch=first_batch, credits=selection.credits, batch_done=checkpoints)
         bar.close()
         loop_s = time.time() - t_start
-        state = acc.state()
-        word_vectors = means(state["word_sums"], state["word_counts"])
-        contexts = state["word_counts"].astype(np.int64)
-        alone = np.nonzero(contexts == 0)[0]
-        if len(alone):
-            word_vectors[alone] = embed_alone(teacher, [words[i] for i in alone])
-        np.save(run.out / files.WORD_VECTORS, word_vectors)
-        np.save(run.out / files.WORD_CONTEXTS, contexts)
-        np.save(run.out / files.PIECE_VECTORS, means(state["piece_sums"], state["piece_counts"]))
-        np.save(run.out / files.PIECE_CONTEXTS, state["piece_counts"].astype(np.int64))
+        vector_stats = _write_vectors(run.out, teacher, words, acc.state())
         targets.flush()
         os.replace(targets_path, run.out / files.TARGETS)
         files.write_lines(run.out / files.TARGET_SENTENCES, (texts[i] for i in order))
-        processed = len(texts) - done_sentences
-        return {
-            "mode": config.sentences,
-            "encoded_sentences": len(texts),
-            "batches": len(batches),
-            "select_s": round(selection.select_s, 2),
-            "sentences_per_s": round(processed / loop_s, 1) if loop_s > 0 else None,
-            "forward_s": round(timing["forward_s"], 2),
-            "forward_share": round(timing["forward_s"] / loop_s, 3) if loop_s > 0 else None,
-            "prefetch_wait_s": round(timing["wait_s"], 2),
-            "prefetch_workers": timing["workers"],
-            "words_with_context": int((contexts > 0).sum()),
-            "mean_contexts": round(float(contexts.mean()), 2),
-            "median_contexts": float(np.median(contexts)),
-            "words_encoded_alone": int(len(alone)),
-            "pieces_seen": int((state["piece_counts"] > 0).sum()),
-            "resumed_after_unit": units_done,
-        }
+        return {**_loop_stats(config, selection, len(texts) - done_sentences, loop_s, timing), **vector_stats,
+                "resumed_after_unit": units_done}
 
     return ctx.run("extract", extract_identity(config, rules, teacher, ctx.seed), [corpus, vocab], compute)
 
