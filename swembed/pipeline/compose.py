@@ -109,6 +109,35 @@ def merge_blocks(blocks: list[tuple[list[str], np.ndarray, np.ndarray]]) -> tupl
     return list(index), (sums / weights[:, None]).astype(np.float32), contexts
 
 
+def language_rows(config: ComposeConfig, rules: TokenizationRules, words: list[str], extracted: Extracted, subword,
+                  piece_vectors: np.ndarray, piece_counts: np.ndarray
+                  ) -> tuple[tuple[list[str], np.ndarray, np.ndarray], dict[str, int]]:
+    """One language's word rows: (words, vectors, contexts) of the words kept by the vocabulary cut, with the piece
+    prior applied, and their stats."""
+    contexts = extracted.word_contexts
+    # words encoded alone (teacher words the corpus lacks) have 0 contexts and always keep their row
+    keep = (contexts >= config.min_contexts) | (contexts == 0)
+    if not config.pieces or rules.oov_backoff != "pieces":
+        keep[:] = True
+    vectors = extracted.word_vectors.copy()
+    shrunk = 0
+    if config.piece_prior > 0 and config.pieces and rules.oov_backoff == "pieces":
+        splitter = WordTokenizer({}, rules, subword)
+        composed, found = piece_composition(words, splitter, piece_vectors, piece_counts)
+        shrunk = blend_by_contexts(vectors, composed, contexts, config.piece_prior, found & keep)
+    stats = {"word_rows": int(keep.sum()), "cut_words": int((~keep).sum()), "shrunk_words": shrunk}
+    return ([w for w, k in zip(words, keep) if k], vectors[keep], contexts[keep]), stats
+
+
+def piece_rows(subword, piece_counts: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """The teacher tokens that get a piece row (seen in the corpus, neither special nor blank) and their labels."""
+    special = {t.content for t in subword.get_added_tokens_decoder().values() if t.special}
+    tokens = {i: t for t, i in subword.get_vocab(with_added_tokens=True).items()}
+    piece_ids = np.array([i for i in np.flatnonzero(piece_counts > 0)
+                          if tokens.get(int(i)) not in special and tokens.get(int(i), "").strip()], dtype=np.int64)
+    return piece_ids, [tokens[int(i)] for i in piece_ids]
+
+
 def run_compose(ctx: StageContext, config: ComposeConfig,
                 languages: dict[str, tuple[TokenizationRules, StageResult, StageResult]], tokenizer_json: str
                 ) -> StageResult:
@@ -124,24 +153,10 @@ def run_compose(ctx: StageContext, config: ComposeConfig,
         subword = Tokenizer.from_str(tokenizer_json)
         extracts = {lang: Extracted.read(extract.path) for lang, (_, _, extract) in languages.items()}
         piece_vectors, piece_counts = pooled_pieces(list(extracts.values()))
-        special = {t.content for t in subword.get_added_tokens_decoder().values() if t.special}
         blocks, labels, spans, stats, row_contexts, kept = [], [], {}, {}, [], {}
         for lang, (rules, vocab, _) in languages.items():
-            words, _ = read_vocab_stage(vocab)
-            extracted = extracts[lang]
-            contexts = extracted.word_contexts
-            # words encoded alone (teacher words the corpus lacks) have 0 contexts and always keep their row
-            keep = (contexts >= config.min_contexts) | (contexts == 0)
-            if not config.pieces or rules.oov_backoff != "pieces":
-                keep[:] = True
-            vectors = extracted.word_vectors.copy()
-            shrunk = 0
-            if config.piece_prior > 0 and config.pieces and rules.oov_backoff == "pieces":
-                splitter = WordTokenizer({}, rules, subword)
-                composed, found = piece_composition(words, splitter, piece_vectors, piece_counts)
-                shrunk = blend_by_contexts(vectors, composed, contexts, config.piece_prior, found & keep)
-            kept[lang] = ([w for w, k in zip(words, keep) if k], vectors[keep], contexts[keep])
-            stats[lang] = {"word_rows": int(keep.sum()), "cut_words": int((~keep).sum()), "shrunk_words": shrunk}
+            kept[lang], stats[lang] = language_rows(config, rules, read_vocab_stage(vocab)[0], extracts[lang],
+                                                    subword, piece_vectors, piece_counts)
         groups: dict[str, list[str]] = {}
         for lang, (rules, _, _) in languages.items():  # languages merged into one block share their rules
             groups.setdefault(json.dumps(rules.to_dict()) if config.merge_languages else lang, []).append(lang)
@@ -155,12 +170,9 @@ def run_compose(ctx: StageContext, config: ComposeConfig,
         word_rows = len(labels)
         piece_ids = np.zeros(0, dtype=np.int64)
         if config.pieces and any(r.oov_backoff == "pieces" for r, _, _ in languages.values()):
-            tokens = {i: t for t, i in subword.get_vocab(with_added_tokens=True).items()}
-            piece_ids = np.array([i for i in np.flatnonzero(piece_counts > 0)
-                                  if tokens.get(int(i)) not in special and tokens.get(int(i), "").strip()],
-                                 dtype=np.int64)
+            piece_ids, piece_labels = piece_rows(subword, piece_counts)
             blocks.append(piece_vectors[piece_ids])
-            labels += [tokens[int(i)] for i in piece_ids]
+            labels += piece_labels
         layout = {"languages": spans, "pieces": [word_rows, word_rows + len(piece_ids)]}
         np.save(run.out / files.TABLE, np.concatenate(blocks).astype(np.float32))
         files.write_lines(run.out / files.ROWS, labels)
