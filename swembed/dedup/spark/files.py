@@ -139,6 +139,30 @@ def write_kept(frames: list, files: list[Path], kept_ids, folder: Path) -> None:
             kept.select(F.col("_line").cast("string").alias("value")).write.text(target)
 
 
+def read_references(spark, reference_files: list[Path], text_columns: tuple[str, ...], first_record: int
+                    ) -> tuple[object, list[dict]]:
+    """The reference records as (_id, _text), numbered from ``first_record`` (None without references), and per
+    reference file its first record and record count, for the summary."""
+    if not reference_files:
+        return None, []
+    _, references, _, counts = read_inputs(spark, reference_files, text_columns, first_record)
+    start_of = first_record + np.r_[0, np.cumsum(counts)[:-1]].astype(int)
+    return references, [{"file": str(p), "first_record": int(s), "records": int(c)}
+                        for p, s, c in zip(reference_files, start_of, counts)]
+
+
+def write_results(folder: Path, frames: list, files: list[Path], index, mapping, pairs) -> None:
+    """``mapping/`` (each record's file, position, representative, similarity and reason), ``pairs/`` and
+    ``kept/`` into ``folder``, each in record order."""
+    from pyspark.sql import functions as F
+
+    index.join(mapping, "record").select("record", "file", "position", "representative", "similarity",
+                                         "reason").orderBy("record").write.parquet(str(folder / "mapping"))
+    pairs.orderBy("a", "b").write.parquet(str(folder / "pairs"))
+    write_kept(frames, files, mapping.filter(F.col("reason") == REASONS[0]).select(F.col("record").alias("_record")),
+               folder / "kept")
+
+
 def dedup_files(inputs: list[str | Path], model_path: str | Path, out: str | Path, config: DedupConfig | None = None,
                 search: CellSearch | None = None, master: str = "local[*]", conf: dict[str, str] | None = None,
                 overwrite: bool = False, against: list[str | Path] | None = None) -> dict:
@@ -164,22 +188,13 @@ def dedup_files(inputs: list[str | Path], model_path: str | Path, out: str | Pat
         with atomic_directory(out, overwrite, "dedup-spark", read) as tmp:
             start = time.perf_counter()
             frames, texts, index, counts_per_input = read_inputs(spark, files, config.text_columns)
-            references, references_summary = None, []
-            if reference_files:
-                _, references, _, ref_counts = read_inputs(spark, reference_files, config.text_columns,
-                                                           sum(counts_per_input))
-                start_of = sum(counts_per_input) + np.r_[0, np.cumsum(ref_counts)[:-1]].astype(int)
-                references_summary = [{"file": str(p), "first_record": int(s), "records": int(c)}
-                                      for p, s, c in zip(reference_files, start_of, ref_counts)]
+            references, references_summary = read_references(spark, reference_files, config.text_columns,
+                                                             sum(counts_per_input))
             result = run(texts, model_path, config, search, references)
             mapping = result.mapping.withColumnRenamed("_id", "record").persist(StorageLevel.DISK_ONLY)
             counts = dict(mapping.groupBy("reason").count().collect())
             searched = time.perf_counter() - start
-            index.join(mapping, "record").select("record", "file", "position", "representative", "similarity",
-                                                 "reason").orderBy("record").write.parquet(str(tmp / "mapping"))
-            result.pairs.orderBy("a", "b").write.parquet(str(tmp / "pairs"))
-            write_kept(frames, files, mapping.filter(F.col("reason") == REASONS[0]).select(
-                F.col("record").alias("_record")), tmp / "kept")
+            write_results(tmp, frames, files, index, mapping, result.pairs)
             lowest = mapping.filter(F.col("reason").isin(*REASONS[2:])).agg(F.min("similarity")).first()[0]
             summary = {
                 "engine": "spark", "master": spark.sparkContext.master, "inputs": [str(p) for p in files],
