@@ -344,13 +344,18 @@ def _dedup_run_command(sub, name: str, help_text: str, out_help: str) -> argpars
 
 
 def _parser() -> argparse.ArgumentParser:
-    from swembed.dedup.clusters import CLUSTERINGS
-    from swembed.dedup.job import KEEPS, SEARCHES, TARGET_FLOOR, THRESHOLD, DedupConfig
-
     parser = argparse.ArgumentParser(prog="swembed", description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true")
     sub = parser.add_subparsers(dest="command", required=True)
     _add_build(sub)
+    _add_model_commands(sub)
+    _add_dedup_commands(sub)
+    _add_lens_clusters_and_eval(sub)
+    return parser
+
+
+def _add_model_commands(sub) -> None:
+    """The sub-commands that use or make a built table: encode, export, shrink, conformance, ensemble."""
     p = sub.add_parser("encode", help="encode lines of text into an .npy matrix")
     p.add_argument("model")
     p.add_argument("--input", required=True, help="text file, one text per line ('-' for stdin)")
@@ -391,6 +396,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--weights", help="comma-separated positive weights, one per member (default: equal)")
     p.add_argument("--out", required=True)
     p.add_argument("--overwrite", action="store_true")
+
+
+def _add_dedup_commands(sub) -> None:
+    """``swembed dedup`` and the commands that read a finished run: dedup-rethreshold, dedup-explain, dedup-select."""
+    from swembed.dedup.clusters import CLUSTERINGS
+    from swembed.dedup.job import KEEPS, SEARCHES, TARGET_FLOOR, THRESHOLD, DedupConfig
+
     p = sub.add_parser("dedup", help="exact and near-duplicate mining over .txt/.jsonl/.parquet, every record mapped")
     p.add_argument("inputs", nargs="+")
     p.add_argument("--model", required=True, help="a swembed model folder")
@@ -437,6 +449,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--outliers", type=int, default=0, help="how many outliers to list")
     p.add_argument("--representatives", type=int, default=0, help="how many representatives to choose")
     p.add_argument("--k", type=int, default=16, help="nearest neighbours per record")
+
+
+def _add_lens_clusters_and_eval(sub) -> None:
+    """``swembed lens-clusters`` (the LENS head) and ``swembed eval``."""
     p = sub.add_parser("lens-clusters", help="the LENS head: KMeans over a model's LM head (or token embeddings)")
     p.add_argument("--model", required=True, help="teacher short name, folder or hub id")
     p.add_argument("--k", type=int, default=4000)
@@ -458,7 +474,6 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json", help="also write the scores here")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --json file")
     p.add_argument("--device", default="auto")
-    return parser
 
 
 def subcommands() -> dict[str, argparse.ArgumentParser]:
