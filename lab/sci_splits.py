@@ -67,7 +67,7 @@ def read_documents(folder: Path) -> list[tuple[str, str]]:
     return documents
 
 
-def read_pairs(folder: Path) -> list[tuple[str, str, str]]:
+def read_source_pairs(folder: Path) -> list[tuple[str, str, str]]:
     """(file name, query, passage) of every ``query<TAB>passage`` pair (further tab fields ignored)."""
     pairs = []
     for path in sorted(folder.glob("*.pairs.tsv.gz")):
@@ -118,7 +118,7 @@ def make_splits(data: Path, max_words: int = 200, sample: dict[str, int] | None 
             train_docs.append(cut(text, max_words))
             pseudo += [(q, cut(d, max_words)) for q, d in pairs]
     by_source: dict[str, list[tuple[str, str]]] = {}
-    for source, query, passage in read_pairs(data / "corpora" / "pairs"):
+    for source, query, passage in read_source_pairs(data / "corpora" / "pairs"):
         if is_dev(passage):
             dev.append((query, passage))
             held_out += [query, *sentences_of(passage)]

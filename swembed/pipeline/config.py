@@ -369,18 +369,13 @@ class BuildConfig:
         for lang in self.langs:
             check_sources(self.corpus_for(lang).sources)
         check_sources(self.exclude)
-        for path in self.vocab.word_lists:
-            if not Path(path).expanduser().is_file():
-                raise BuildError(f"word list not found: {path} (--word-lists / [vocab] word_lists)")
-        check_sources(self.vocab.word_lists)  # a binary word list fails here too
-        for path in self.retrieval.files:
-            if not Path(path).expanduser().is_file():
-                raise BuildError(f"retrieval pairs not found: {path} ([retrieval] files)")
-        check_sources(self.retrieval.files)
-        for path in self.paragraphs.files:
-            if not Path(path).expanduser().is_file():
-                raise BuildError(f"paragraph documents not found: {path} ([paragraphs] files)")
-        check_sources(self.paragraphs.files)
+        for paths, what, where in ((self.vocab.word_lists, "word list", "--word-lists / [vocab] word_lists"),
+                                   (self.retrieval.files, "retrieval pairs", "[retrieval] files"),
+                                   (self.paragraphs.files, "paragraph documents", "[paragraphs] files")):
+            for path in paths:
+                if not Path(path).expanduser().is_file():
+                    raise BuildError(f"{what} not found: {path} ({where})")
+            check_sources(paths)  # a binary file fails here too
 
 
 # the sections: every field of BuildConfig that is itself a dataclass (a recipe's tables)

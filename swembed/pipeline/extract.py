@@ -44,6 +44,7 @@ from swembed.runtime.tokenizer import TokenizationRules, WordTokenizer, word_spl
 from swembed.teachers.base import Pinnable, pinned, token_budget_batches
 
 logger = logging.getLogger(__name__)
+QUOTA_CHOICES = ("quota", "cover")  # the sentence choices made by choose_sentences (seeded)
 _STATE = "state.npz"
 
 
@@ -85,7 +86,7 @@ def select_sentences(config: ExtractConfig, sentences: list[str], index: dict[st
                      splitter: WordTokenizer, seed: int) -> tuple[np.ndarray, list[np.ndarray] | None]:
     """The sentences extraction encodes: the quota's choice (with its credits; ``cover``: in corpus order, no
     credits), or every sentence (a seeded sample of ``max_sentences`` when set; no credits)."""
-    if config.sentences in ("quota", "cover"):
+    if config.sentences in QUOTA_CHOICES:
         chosen, credits = choose_sentences(sentences, index, counts, config.sentences_per_word, splitter, seed)
         return (chosen, credits) if config.sentences == "quota" else (np.sort(chosen), None)
     if config.max_sentences and config.max_sentences < len(sentences):
@@ -131,7 +132,7 @@ def extract_identity(config: ExtractConfig, rules: TokenizationRules, teacher, s
 
     The seed reaches only a sampled selection (the quota's tie-break, ``max_sentences``): an extract of every
     sentence is the same for every seed, so it is recorded as seed 0 and builds that differ in seed share it."""
-    sampled = config.sentences in ("quota", "cover") or bool(config.max_sentences)
+    sampled = config.sentences in QUOTA_CHOICES or bool(config.max_sentences)
     identity = {**asdict(config), "rules": rules.splitting_only().to_dict(), "seed": seed if sampled else 0,
                 "teacher": {k: v for k, v in teacher.describe().items() if k != "path"}}
     identity.pop("unit_sentences")

@@ -115,10 +115,10 @@ def run_documents(ctx: StageContext, config: ParagraphsConfig, exclude: list[str
 
 
 def _prepare(ctx: StageContext, config: ParagraphsConfig, sources: PrepareSources) -> Prepared:
-    prepared = []
     if config.files:
         lang = next(iter(sources.extracts))
         return [(f"paragraphs ({lang})", lang, run_documents(ctx, config, sources.exclude, sources.teacher))]
+    prepared = []
     for lang, corpus in sources.corpora.items():
         prepared.append((f"paragraphs ({lang})", lang, run_paragraphs(ctx, config, corpus, sources.teacher)))
         if config.query_weight > 0:
