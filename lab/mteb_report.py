@@ -93,10 +93,15 @@ def commands() -> list[str]:
     return lines
 
 
+def _jsonl_rows(path: Path) -> list[dict]:
+    """The rows of a ``lab.mteb_levers --json`` file, one JSON object a line."""
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
 def lever_tables() -> list[str]:
     lines = []
     for path in sorted(LEVERS.glob("*.jsonl")):
-        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        rows = _jsonl_rows(path)
         if not rows:
             continue
         rel = path.relative_to(ROOT)
@@ -114,7 +119,7 @@ def lever_tables() -> list[str]:
 
 def _levers_base(name: str) -> dict[str, float]:
     path = LEVERS / f"{name}.jsonl"
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
+    rows = _jsonl_rows(path) if path.is_file() else []
     base = [r for r in rows if r["variant"] == "base"]
     sci = [r["scores"] for r in base if r.get("pairs_dev") == SCI_DEV]
     if sci:
