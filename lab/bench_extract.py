@@ -24,7 +24,8 @@ def bench_extract(teacher, sentences: list[str], batch_tokens: int, repeats: int
     splitter = word_splitter(TokenizationRules(), None)
     words = sorted({w for s in sentences for w, _, _ in splitter.spans(s)})
     index = {w: i for i, w in enumerate(words)}
-    batches = token_budget_batches(teacher.token_lengths(sentences) + 2, batch_tokens)
+    lengths = teacher.token_lengths(sentences) + 2
+    batches = token_budget_batches(lengths, batch_tokens)
     n_pieces = teacher_vocab_size(teacher)
     teacher.forward(sentences[:8])  # warm-up
 
@@ -52,7 +53,8 @@ def bench_extract(teacher, sentences: list[str], batch_tokens: int, repeats: int
     bare_rate = len(sentences) / min(timings["bare"])
     extract_rate = len(sentences) / min(timings["extract"])
     return {"device": str(teacher.device), "sentences": len(sentences), "batches": len(batches),
-            "batch_tokens": batch_tokens, "bare_sent_per_s": round(bare_rate, 1),
+            "batch_tokens": batch_tokens, "tokens": int(lengths.sum()), "bare_sent_per_s": round(bare_rate, 1),
+            "bare_tokens_per_s": round(bare_rate * lengths.sum() / len(sentences)),
             "extract_sent_per_s": round(extract_rate, 1), "ratio": round(extract_rate / bare_rate, 3)}
 
 

@@ -45,7 +45,8 @@ BUILD_FLAGS = [
                                           "help": "encode every corpus sentence, a quota per word (rarest first), "
                                                   "or the quota's sentences with every word in them credited"}),
     ("--sentences-per-word", "extract.sentences_per_word", {"type": int, "help": "the quota N"}),
-    ("--encode-sentences", "extract.max_sentences", {"type": int, "help": "encode at most this many sentences"}),
+    ("--encode-sentences", "extract.max_sentences", {"type": int, "help": "sentences the teacher encodes: a sample "
+                                                     "of all, or the cover cut or filled at random to this many"}),
     ("--batch-tokens", "extract.batch_tokens", {"type": int, "help": "padded tokens per teacher batch"}),
     ("--unit-sentences", "extract.unit_sentences", {"type": int, "help": "extract checkpoint unit"}),
     ("--min-contexts", "compose.min_contexts", {"type": int, "help": "words seen in fewer sentences go through "

@@ -419,6 +419,32 @@ def test_cover_encodes_the_quota_sentences_and_credits_every_word_in_them():
     assert sum("the" in s.split() for s in chosen) > 3  # credited everywhere, not only up to the quota
 
 
+def test_cover_with_a_budget_keeps_its_rarest_first_sentences_or_fills_at_random():
+    """``cover`` with ``max_sentences``: a budget under the cover keeps the sentences the quota visits first (the
+    rarest words' contexts); a budget over it adds a seeded random sample of the other sentences."""
+    from swembed.pipeline.config import ExtractConfig
+    from swembed.pipeline.extract import choose_sentences, select_sentences
+    from swembed.runtime.tokenizer import TokenizationRules, word_splitter
+
+    rng = np.random.default_rng(2)
+    common, rare = ["the", "a", "cat", "dog"], [f"word{i}" for i in range(40)]
+    sentences = [" ".join([*rng.choice(common, 4), *rng.choice(rare, 1 + i % 2)]) for i in range(300)]
+    words = sorted({w for s in sentences for w in s.split()})
+    counts = [sum(s.split().count(w) for s in sentences) for w in words]
+    index, splitter = {w: i for i, w in enumerate(words)}, word_splitter(TokenizationRules(), None)
+    order, _ = choose_sentences(sentences, index, counts, 3, splitter, seed=0)
+
+    def cover(budget: int | None, seed: int = 0) -> list[int]:
+        config = ExtractConfig(sentences="cover", sentences_per_word=3, max_sentences=budget)
+        return select_sentences(config, sentences, index, counts, splitter, seed)[0].tolist()
+
+    assert cover(10) == sorted(order[:10].tolist())
+    filled = cover(len(order) + 50)
+    assert len(filled) == len(set(filled)) == len(order) + 50 and set(order.tolist()) <= set(filled)
+    assert filled == cover(len(order) + 50) != cover(len(order) + 50, seed=1)
+    assert cover(10_000) == list(range(len(sentences)))
+
+
 @pytest.mark.teacher
 def test_rerun_reuses_cached_stages_and_overwrites_only_when_asked(reference_build, tmp_path):
     corpus, out, _ = reference_build

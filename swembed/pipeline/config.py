@@ -66,7 +66,7 @@ class ExtractConfig:
     sentences: str = "all"  # "all": every corpus sentence; "quota": rarest words first, N contexts each;
     # "cover": the quota's sentences, every word in them credited (swembed.pipeline.extract)
     sentences_per_word: int = 30  # N, the quota of "quota" mode
-    max_sentences: int | None = None  # cap on the sentences encoded ("all" mode)
+    max_sentences: int | None = None  # sentences encoded: "all" samples this many, "cover" is cut or filled to it
     batch_tokens: int = 8192  # padded tokens per teacher batch (sentences sorted by length)
     unit_sentences: int = 8192  # checkpoint unit
     teacher_dtype: str = "auto"  # auto: bfloat16 on CUDA or a CPU with native bfloat16, else float32 (pick_dtype)

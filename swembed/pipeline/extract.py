@@ -82,13 +82,28 @@ def choose_sentences(sentences: list[str], index: dict[str, int], counts: list[i
     return np.asarray(chosen, dtype=np.int64), credits
 
 
+def fill_to_budget(chosen: np.ndarray, n_sentences: int, budget: int, seed: int) -> np.ndarray:
+    """``budget`` sentences: the first of ``chosen`` (in its priority order) when it holds more, else all of it
+    plus a seeded random sample of the other sentences."""
+    if budget <= len(chosen):
+        return chosen[:budget]
+    rest = np.setdiff1d(np.arange(n_sentences), chosen, assume_unique=True)
+    extra = np.random.default_rng([seed, 1]).permutation(rest)[: budget - len(chosen)]
+    return np.concatenate([chosen, extra])
+
+
 def select_sentences(config: ExtractConfig, sentences: list[str], index: dict[str, int], counts: list[int],
                      splitter: WordTokenizer, seed: int) -> tuple[np.ndarray, list[np.ndarray] | None]:
     """The sentences extraction encodes: the quota's choice (with its credits; ``cover``: in corpus order, no
-    credits), or every sentence (a seeded sample of ``max_sentences`` when set; no credits)."""
+    credits, and with ``max_sentences`` cut or filled to that budget), or every sentence (a seeded sample of
+    ``max_sentences`` when set; no credits)."""
     if config.sentences in QUOTA_CHOICES:
         chosen, credits = choose_sentences(sentences, index, counts, config.sentences_per_word, splitter, seed)
-        return (chosen, credits) if config.sentences == "quota" else (np.sort(chosen), None)
+        if config.sentences == "quota":
+            return chosen, credits
+        if config.max_sentences:
+            chosen = fill_to_budget(chosen, len(sentences), config.max_sentences, seed)
+        return np.sort(chosen), None
     if config.max_sentences and config.max_sentences < len(sentences):
         return np.sort(np.random.default_rng(seed).permutation(len(sentences))[: config.max_sentences]), None
     return np.arange(len(sentences)), None
