@@ -38,6 +38,16 @@ SEARCH_ROWS = [
      "document or retrieval objective", "swembed build --recipe lab/pipelines/minilm-256-sci-plain.toml"),
     ("minilm-256-sci-15k", "the same, plus document KD on 6,000 abstracts and contrastive retrieval on 8,928 "
      "pairs; distillation stopped at 15,000 steps", "swembed build --recipe lab/pipelines/minilm-256-sci-15k.toml"),
+    ("minilm-256-sci-16k", "minilm-256-sci-plain with distillation stopped at 16,000 steps (the reference of the "
+     "next two rows)", "swembed build --recipe lab/pipelines/minilm-256-sci-16k.toml"),
+    ("minilm-256-sci-fill2", "the cover at 2 contexts a word (153k sentences) filled at random to 265k (7.22M "
+     "tokens, as many as the 4-context cover): more distillation sentences, fewer rare-word contexts; 16,000 steps",
+     "swembed build --recipe lab/pipelines/minilm-256-sci-fill2.toml"),
+    ("minilm-256-sci-16k-tau10", "the 16k row with the KD temperature at 0.1",
+     "swembed build --recipe lab/pipelines/minilm-256-sci-16k-tau10.toml"),
+    ("minilm-256-sci", "**the menu's search recipe**: minilm-256-sci-plain within the build budget (distillation "
+     "stopped at 30,000 steps; teacher batches of 2,048 tokens), built from nothing with a float32 teacher",
+     "python -m lab.sci_splits && SWEMBED_NATIVE_BF16=0 swembed build --recipe pipelines/minilm-256-sci.toml"),
     ("wordllama-sci", "WordLlama l2_supercat 256 (peer; dev rows only: "
      "`python -m lab.mteb_levers wordllama --pairs-dev models/corpora/sci/dev.tsv.gz`)", ""),
 ]

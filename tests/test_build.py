@@ -395,19 +395,26 @@ def test_plan_states_the_quota_choice_that_extraction_encodes(tmp_path):
     assert f"{planned:,} of 400 sentences through the teacher" in result.stderr
 
 
+def _rare_word_corpus(seed: int):
+    """300 sentences of four common words plus one or two of 40 rare ones: (sentences, words, counts, index,
+    splitter), as the extract stage's sentence choice reads them."""
+    from swembed.runtime.tokenizer import TokenizationRules, word_splitter
+
+    rng = np.random.default_rng(seed)
+    common, rare = ["the", "a", "cat", "dog"], [f"word{i}" for i in range(40)]
+    sentences = [" ".join([*rng.choice(common, 4), *rng.choice(rare, 1 + i % 2)]) for i in range(300)]
+    words = sorted({w for s in sentences for w in s.split()})
+    counts = [sum(s.split().count(w) for s in sentences) for w in words]
+    return sentences, words, counts, {w: i for i, w in enumerate(words)}, word_splitter(TokenizationRules(), None)
+
+
 def test_cover_encodes_the_quota_sentences_and_credits_every_word_in_them():
     """``sentences = "cover"``: the sentences of the quota's choice, in corpus order, with no credits (every word
     of a chosen sentence counts, as in ``all``), so a frequent word gets more than its quota of contexts."""
     from swembed.pipeline.config import ExtractConfig
     from swembed.pipeline.extract import select_sentences
-    from swembed.runtime.tokenizer import TokenizationRules, word_splitter
 
-    rng = np.random.default_rng(1)
-    common, rare = ["the", "a", "cat", "dog"], [f"word{i}" for i in range(40)]
-    sentences = [" ".join([*rng.choice(common, 4), *rng.choice(rare, 1 + i % 2)]) for i in range(300)]
-    words = sorted({w for s in sentences for w in s.split()})
-    counts = [sum(s.split().count(w) for s in sentences) for w in words]
-    index, splitter = {w: i for i, w in enumerate(words)}, word_splitter(TokenizationRules(), None)
+    sentences, words, counts, index, splitter = _rare_word_corpus(seed=1)
     quota, credits = select_sentences(ExtractConfig(sentences="quota", sentences_per_word=3), sentences, index,
                                       counts, splitter, seed=0)
     cover, none = select_sentences(ExtractConfig(sentences="cover", sentences_per_word=3), sentences, index, counts,
@@ -424,14 +431,8 @@ def test_cover_with_a_budget_keeps_its_rarest_first_sentences_or_fills_at_random
     rarest words' contexts); a budget over it adds a seeded random sample of the other sentences."""
     from swembed.pipeline.config import ExtractConfig
     from swembed.pipeline.extract import choose_sentences, select_sentences
-    from swembed.runtime.tokenizer import TokenizationRules, word_splitter
 
-    rng = np.random.default_rng(2)
-    common, rare = ["the", "a", "cat", "dog"], [f"word{i}" for i in range(40)]
-    sentences = [" ".join([*rng.choice(common, 4), *rng.choice(rare, 1 + i % 2)]) for i in range(300)]
-    words = sorted({w for s in sentences for w in s.split()})
-    counts = [sum(s.split().count(w) for s in sentences) for w in words]
-    index, splitter = {w: i for i, w in enumerate(words)}, word_splitter(TokenizationRules(), None)
+    sentences, _, counts, index, splitter = _rare_word_corpus(seed=2)
     order, _ = choose_sentences(sentences, index, counts, 3, splitter, seed=0)
 
     def cover(budget: int | None, seed: int = 0) -> list[int]:
