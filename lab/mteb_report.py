@@ -48,6 +48,9 @@ SEARCH_ROWS = [
     ("minilm-256-sci", "**the menu's search recipe**: minilm-256-sci-plain within the build budget (distillation "
      "stopped at 30,000 steps; teacher batches of 2,048 tokens), built from nothing with a float32 teacher",
      "python -m lab.sci_splits && SWEMBED_NATIVE_BF16=0 swembed build --recipe pipelines/minilm-256-sci.toml"),
+    ("minilm-256-sci-cover8", "the menu's search recipe with the cover at 8 contexts a word (352k sentences, "
+     "10.2M tokens: over the build budget; bfloat16 teacher): do more contexts close the STS gap?",
+     "swembed build --recipe lab/pipelines/minilm-256-sci-cover8.toml"),
     ("wordllama-sci", "WordLlama l2_supercat 256 (peer; dev rows only: "
      "`python -m lab.mteb_levers wordllama --pairs-dev models/corpora/sci/dev.tsv.gz`)", ""),
 ]
