@@ -109,14 +109,20 @@ def spherical_cells(x: np.ndarray, cells: int, projection: np.ndarray, seed: int
     return centroids
 
 
-def _nearest_cells(x: np.ndarray, centroids: np.ndarray, projection: np.ndarray, count: int) -> np.ndarray:
-    """Each row's ``count`` most similar centroids in the projected space, best first (faiss flat search)."""
+def nearest_cells(centroids: np.ndarray, x: np.ndarray, m: int) -> np.ndarray:
+    """Each row's ``m`` nearest centroids by inner product (unit vectors: cosine), best first, (n, m) int64."""
     import faiss
 
     index = faiss.IndexFlatIP(centroids.shape[1])
     index.add(centroids)
-    return np.concatenate([index.search(x[i : i + 65_536] @ projection, count)[1] for i in range(0, len(x), 65_536)]
-                          or [np.zeros((0, count), np.int64)])
+    return index.search(np.ascontiguousarray(x, dtype=np.float32), min(m, len(centroids)))[1]
+
+
+def _nearest_cells(x: np.ndarray, centroids: np.ndarray, projection: np.ndarray, count: int) -> np.ndarray:
+    """Each row's ``count`` most similar centroids in the projected space, best first (projected 65,536 rows at a
+    time)."""
+    return np.concatenate([nearest_cells(centroids, x[i : i + 65_536] @ projection, count)
+                           for i in range(0, len(x), 65_536)] or [np.zeros((0, count), np.int64)])
 
 
 def _by_cell(cell: np.ndarray, cells: int) -> tuple[np.ndarray, np.ndarray]:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 from pyspark import AccumulatorParam
 
-from swembed.dedup.clusters import connected_roots, near_pairs
+from swembed.dedup.clusters import connected_roots, near_pairs, nearest_cells
 from swembed.dedup.job import DedupConfig
 from swembed.dedup.spark.model import vectors_from_bytes
 from swembed.runtime.ranges import Range, check_ranges
@@ -58,15 +58,6 @@ CELL_SEARCH_RANGES = {
                                    "kmeans_iterations")},
     "max_task_rows": Range(2),
 }
-
-
-def nearest_cells(centroids: np.ndarray, x: np.ndarray, m: int) -> np.ndarray:
-    """Each row's ``m`` nearest centroids by inner product (unit vectors: cosine), (n, m) int64."""
-    import faiss
-
-    index = faiss.IndexFlatIP(centroids.shape[1])
-    index.add(centroids)
-    return index.search(np.ascontiguousarray(x, dtype=np.float32), min(m, len(centroids)))[1]
 
 
 def _joined(frames):
