@@ -51,6 +51,15 @@ SEARCH_ROWS = [
     ("minilm-256-sci-cover8", "the menu's search recipe with the cover at 8 contexts a word (352k sentences, "
      "10.2M tokens: over the build budget; bfloat16 teacher): do more contexts close the STS gap?",
      "swembed build --recipe lab/pipelines/minilm-256-sci-cover8.toml"),
+    ("minilm-256-en-cover", "the search recipe's settings over the general English corpora only (no scientific "
+     "or news text; 155k of 728k sentences, 3.98M tokens; bfloat16 teacher): how much STS the cover itself costs "
+     "against minilm-256-shared, apart from the domain mix",
+     "swembed build --recipe lab/pipelines/minilm-256-en-cover.toml"),
+    ("minilm-256-sci-general", "the menu's search recipe with PCA and distillation on the general sentences only "
+     "(`[pca] sources`, `[distill] sources`: 117k of the 242k encoded; the scientific text still gives the words "
+     "their contexts); its float32 extract",
+     "python -m lab.sci_splits && SWEMBED_NATIVE_BF16=0 swembed build --recipe "
+     "lab/pipelines/minilm-256-sci-general.toml --work-dir models/minilm-sci-f32.work"),
     ("wordllama-sci", "WordLlama l2_supercat 256 (peer; dev rows only: "
      "`python -m lab.mteb_levers wordllama --pairs-dev models/corpora/sci/dev.tsv.gz`)", ""),
 ]

@@ -155,6 +155,34 @@ def test_rare_word_pieces_train_the_piece_rows_on_exactly_the_sentences_holding_
 
 
 @pytest.mark.teacher
+def test_pca_and_distillation_can_read_only_some_corpus_sources(tmp_path):
+    """``[pca] sources`` and ``[distill] sources``: every source gives the words their contexts, but PCA fits on and
+    KD trains on the encoded sentences of the named sources only; a source the corpus lacks is refused up front."""
+    from conftest import make_sentences
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "general.txt").write_text("\n".join(make_sentences(280)) + "\n")
+    (corpus / "domain.txt").write_text("\n".join(s.replace("The", "A domain") for s in make_sentences(200, 1)) + "\n")
+    named = f"sources = ['{corpus / 'general.txt'}']\n"
+    result, out, work = build_with_recipe(corpus, tmp_path, f"[pca]\n{named}[distill]\n{named}")
+    stages = json.loads((out / "config.json").read_text())["build"]["stages"]
+    per_source = stages["corpus"]["stats"]["per_source"]
+    assert per_source == {str(corpus / "domain.txt"): 200, str(corpus / "general.txt"): 280}
+    assert stages["pca"]["stats"]["fit_rows"] == 280  # of 480 encoded, under --pca-sentences 300
+    assert stages["distill"]["stats"]["kd sentences en"] == 280
+    assert "domain" in swembed.load(out).words  # the other source still gives words their rows
+
+    recipe = tmp_path / "elsewhere.toml"
+    recipe.write_text(f"[distill]\nsources = ['{tmp_path / 'elsewhere.txt'}']\n")
+    (tmp_path / "elsewhere.txt").write_text("A sentence that is not in the corpus.\n")
+    refused = run_cli(["build", "--recipe", recipe, *small_build_args(corpus, tmp_path / "other")[1:]])
+    assert refused.returncode != 0 and not (tmp_path / "other").exists()
+    assert refused.stderr.strip().splitlines()[-1].endswith(f"[distill] sources: '{tmp_path / 'elsewhere.txt'}' names "
+                                                            "no corpus source")
+
+
+@pytest.mark.teacher
 def test_random_batch_companions_and_shrinkage_after_training(reference_build, tmp_path):
     """``random_batch_weight``: each neighbour-batch KD objective gets a companion on random batches, in the loss
     and in the held-out loss; ``[distill] shrinkage``: every word row with contexts is pulled to its pieces;

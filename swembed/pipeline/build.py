@@ -122,7 +122,7 @@ def _build(run: BuildRun, started: float, overwrite: bool) -> dict:
     extracts, plan = _plan_and_extract(run, corpora, vocabs)
     compose = run_compose(run.ctx, config.compose, {lang: (run.rules[lang], vocabs[lang], extracts[lang])
                                                     for lang in config.langs}, run.tokenizer_json)
-    pca = run_pca(run.ctx, config.pca, compose, extracts, run.rules, run.tokenizer_json)
+    pca = run_pca(run.ctx, config.pca, compose, extracts, run.rules, run.tokenizer_json, corpora)
     run.stages += [("compose", compose), ("pca", pca)]
     run.monitor.phase("compose, pca")
     final = _distill(run, corpora, extracts, compose, pca) if config.distill_enabled else pca
@@ -197,7 +197,7 @@ def _distill(run: BuildRun, corpora: dict[str, StageResult], extracts: dict[str,
     prepared = {step.section: step.prepare(ctx, section, sources) for step, section in run.post if step.prepare}
     run.stages += [(label, stage) for items in prepared.values() for label, _, stage in items]
     final = run_distill(ctx, config.distill, DistillInputs(pca, compose, extracts, run.rules, run.tokenizer_json,
-                                                           pair_stages, prepared, run.post))
+                                                           pair_stages, prepared, run.post, corpora))
     run.stages.append(("distill", final))
     run.monitor.phase("pairs, distill")
     return final

@@ -88,6 +88,9 @@ class PCAConfig:
     drop: int | None = None  # None: floor(H / 100), the paper's rule; 0 disables ABTT
     sentences: int = 100_000  # per language
     level: str = "sentence"  # "sentence", "word", or "none" (the extracted table as it is: an ablation)
+    # fit on the encoded sentences of these corpus sources only (files, folders or globs, as [corpus] sources names
+    # them): e.g. the general text, while the words' contexts also come from a special domain's; []: all of them
+    sources: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -118,6 +121,8 @@ class DistillConfig:
     # with cell_size: each KD objective also takes a random batch every step at this weight (neighbour batches teach
     # the fine ranking, random ones keep the global layout; held out on the neighbour batches); 0: off
     random_batch_weight: float = 0.0
+    # KD on the encoded sentences of these corpus sources only (as [pca] sources); []: all of them
+    sources: list[str] = field(default_factory=list)
 
 
 # The post-training stages, one section each (``swembed.pipeline.post`` registers what each one runs).
@@ -359,7 +364,7 @@ class BuildConfig:
     def check_inputs(self, overwrite: bool = False) -> None:
         """What valid settings name, checked before any work: that the teacher and co-teachers are names a teacher
         can have, the output folder, and that every corpus source (and word list) exists and starts like text."""
-        from swembed.pipeline.sources import check_sources
+        from swembed.pipeline.sources import check_sources, named_sources
         from swembed.runtime.outputs import check_writable
         from swembed.teachers.registry import check_teacher_name
 
@@ -369,6 +374,9 @@ class BuildConfig:
         for lang in self.langs:
             check_sources(self.corpus_for(lang).sources)
         check_sources(self.exclude)
+        corpus_sources = [s for lang in self.langs for s in self.corpus_for(lang).sources]
+        for patterns, where in ((self.pca.sources, "[pca] sources"), (self.distill.sources, "[distill] sources")):
+            named_sources(patterns, corpus_sources, where)
         for paths, what, where in ((self.vocab.word_lists, "word list", "--word-lists / [vocab] word_lists"),
                                    (self.retrieval.files, "retrieval pairs", "[retrieval] files"),
                                    (self.paragraphs.files, "paragraph documents", "[paragraphs] files")):

@@ -12,6 +12,8 @@ from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 
+import numpy as np
+
 from swembed.pipeline import files
 from swembed.pipeline.config import CorpusConfig
 from swembed.pipeline.sources import (
@@ -21,7 +23,9 @@ from swembed.pipeline.sources import (
     expand_sources,
     held_out_keys,
     is_held_out,
+    named_sources,
     read_source,
+    source_key,
 )
 from swembed.pipeline.stage import StageContext, StageResult, StageRun
 from swembed.runtime.tokenizer import WORD_PATTERN, normalize_text
@@ -122,3 +126,21 @@ def run_corpus(ctx: StageContext, config: CorpusConfig, normalization: str, excl
         return stats
 
     return ctx.run("corpus", identity, [], compute)
+
+
+def rows_from_sources(corpus: StageResult, sentences: list[str], patterns: list[str], where: str) -> np.ndarray:
+    """The indices of ``sentences`` (lines of ``corpus``'s artifact, e.g. those the teacher encoded) that came from
+    the corpus sources ``patterns`` name (``named_sources``; ``where``: the setting, for its error)."""
+    per_source = corpus.stats.get("per_source")
+    if per_source is None or sum(per_source.values()) != corpus.stats.get("kept"):
+        raise CorpusError(f"{where}: the corpus artifact {corpus.path} does not record its sentences per source "
+                          "(made by an older swembed, or a source listed twice); rebuild it with --force")
+    named = named_sources(patterns, [spec for spec in per_source if spec], where)
+    lines = files.read_lines(corpus.path / files.SENTENCES)
+    chosen: set[str] = set()
+    start = 0
+    for spec, count in per_source.items():
+        if source_key(spec) in named:
+            chosen.update(lines[start : start + count])
+        start += count
+    return np.flatnonzero([sentence in chosen for sentence in sentences])

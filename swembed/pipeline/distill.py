@@ -20,7 +20,8 @@ import numpy as np
 
 from swembed.pipeline import files
 from swembed.pipeline.compose import Layout
-from swembed.pipeline.config import DistillConfig
+from swembed.pipeline.config import BuildError, DistillConfig
+from swembed.pipeline.corpus import rows_from_sources
 from swembed.pipeline.parallel import read_pairs
 from swembed.pipeline.stage import PostTraining, Prepared, StageContext, StageResult, StageRun, Trained, TrainingContext
 from swembed.runtime.tokenizer import TokenIds, TokenizationRules, WordTokenizer
@@ -33,8 +34,8 @@ if TYPE_CHECKING:  # torch: imported when the stage runs
 class DistillInputs:
     """What distillation reads: the PCA'd table, the composed layout, each language's extract (sentences and
     teacher targets) and tokenisation rules, the teacher's tokenizer, each language pair's ``pairs`` stage
-    (``swembed.pipeline.parallel``), the stages the post-training hooks prepared (by section), and those hooks
-    with their config sections, in registration order."""
+    (``swembed.pipeline.parallel``), the stages the post-training hooks prepared (by section), those hooks
+    with their config sections, in registration order, and each language's corpus (for ``[distill] sources``)."""
 
     pca: StageResult
     compose: StageResult
@@ -44,6 +45,7 @@ class DistillInputs:
     pairs: dict[tuple[str, str], StageResult] = field(default_factory=dict)
     prepared: dict[str, Prepared] = field(default_factory=dict)
     post: list[tuple[PostTraining, object]] = field(default_factory=list)
+    corpora: dict[str, StageResult] = field(default_factory=dict)
 
     def prepared_by(self, step: PostTraining, lang: str | None = None) -> Prepared:
         """The stages ``step``'s ``prepare`` made (only those of ``lang``, when given)."""
@@ -57,7 +59,7 @@ def distill_identity(config: DistillConfig, inputs: DistillInputs, seed: int) ->
     for step, section in inputs.post:
         if step.identity:
             identity.update(step.identity(section))
-    for option in ("center_targets", "rare_word_pieces", "random_batch_weight"):
+    for option in ("center_targets", "rare_word_pieces", "random_batch_weight", "sources"):
         if not identity[option]:
             identity.pop(option)
     return identity
@@ -129,7 +131,15 @@ def sentence_objectives(inputs: DistillInputs, lang: str, training: TrainingCont
 
     config, tokenizer, device = training.config, training.tokenizers[lang], training.device
     sentences = files.read_lines(inputs.extracts[lang].path / files.TARGET_SENTENCES)
-    targets = torch.as_tensor(teacher_targets(inputs, lang), device=device)
+    goals = teacher_targets(inputs, lang)
+    if config.sources:
+        keep = rows_from_sources(inputs.corpora[lang], sentences, config.sources, "[distill] sources")
+        sentences, goals = [sentences[i] for i in keep], goals[keep]
+        training.stats[f"kd sentences {lang}"] = len(keep)
+        if len(keep) < 2 * config.batch_size:
+            raise BuildError(f"[distill] sources: only {len(keep)} of the {lang} sentences the teacher encoded come "
+                             f"from them; KD needs at least {2 * config.batch_size} (two batches)")
+    targets = torch.as_tensor(goals, device=device)
     if config.center_targets:
         targets = centred(targets)
     ids = tokenizer.encode_batch(sentences)

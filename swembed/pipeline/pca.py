@@ -21,6 +21,7 @@ import numpy as np
 from swembed.pipeline import files
 from swembed.pipeline.compose import Layout
 from swembed.pipeline.config import BuildError, PCAConfig
+from swembed.pipeline.corpus import rows_from_sources
 from swembed.pipeline.stage import StageContext, StageResult, StageRun
 from swembed.runtime import StaticEmbedder, WordTokenizer
 from swembed.runtime.tokenizer import TokenizationRules
@@ -108,10 +109,22 @@ def language_views(data: np.ndarray, labels: np.ndarray, mean: np.ndarray, compo
             "PCA with ABTT": silhouette(with_abtt, labels)}
 
 
+def fit_sentences(config: PCAConfig, extract: StageResult, corpus: StageResult) -> list[str]:
+    """A language's sentences to fit on: those its teacher encoded (from ``[pca] sources`` only, when set)."""
+    sentences = files.read_lines(extract.path / files.TARGET_SENTENCES)
+    if not config.sources:
+        return sentences
+    return [sentences[i] for i in rows_from_sources(corpus, sentences, config.sources, "[pca] sources")]
+
+
 def run_pca(ctx: StageContext, config: PCAConfig, compose: StageResult, extracts: dict[str, StageResult],
-            rules: dict[str, TokenizationRules], tokenizer_json: str) -> StageResult:
+            rules: dict[str, TokenizationRules], tokenizer_json: str, corpora: dict[str, StageResult]) -> StageResult:
+    """Stage 5 over the composed table, fitted on each language's encoded sentences (of its ``corpora``' chosen
+    sources, with ``[pca] sources``)."""
     seed = ctx.seed
     identity = {**asdict(config), "seed": seed}
+    if not config.sources:  # absent when unset, so the caches of builds from before the option stay valid
+        identity.pop("sources")
 
     def compute(run: StageRun) -> dict:
         from tokenizers import Tokenizer
@@ -126,7 +139,7 @@ def run_pca(ctx: StageContext, config: PCAConfig, compose: StageResult, extracts
         if config.level == "sentence":
             tokenizers = layout.tokenizers(rules, Tokenizer.from_str(tokenizer_json))
             blocks = [sentence_matrix(table, tokenizers[lang], sample_sentences(
-                files.read_lines(extract.path / files.TARGET_SENTENCES), config.sentences, seed))
+                fit_sentences(config, extract, corpora[lang]), config.sentences, seed))
                 for lang, extract in extracts.items()]
             n = min(len(b) for b in blocks)  # balanced: the same number of sentences per language
             data = np.concatenate([b[:n] for b in blocks])

@@ -70,6 +70,24 @@ def expand_sources(specs: list[str]) -> list[str]:
     return out
 
 
+def source_key(spec: str) -> str:
+    """What two spellings of one source share: a file's resolved path; an ``hf:`` or ``builtin:`` spec itself."""
+    return spec if spec.startswith(("hf:", "builtin:")) else str(Path(spec).expanduser().resolve())
+
+
+def named_sources(patterns: list[str], corpus_sources: list[str], where: str) -> set[str]:
+    """The ``source_key`` of each corpus source that ``patterns`` name (files, folders or globs, as ``[corpus]
+    sources`` takes them); a pattern that names no corpus source is refused, naming ``where`` it was set."""
+    corpus = {source_key(spec) for spec in expand_sources(corpus_sources)}
+    named: set[str] = set()
+    for pattern in patterns:
+        keys = {source_key(spec) for spec in expand_sources([pattern])}
+        if not keys & corpus:
+            raise CorpusError(f"{where}: {pattern!r} names no corpus source")
+        named |= keys & corpus
+    return named
+
+
 def describe_source(spec: str) -> dict:
     """What identifies a source for caching: for files, path, size and a digest of their content (not the mtime,
     which a copy or a re-mount changes: a build must resume from its cache after either); the spec otherwise."""
