@@ -60,6 +60,11 @@ SEARCH_ROWS = [
      "their contexts); its float32 extract",
      "python -m lab.sci_splits && SWEMBED_NATIVE_BF16=0 swembed build --recipe "
      "lab/pipelines/minilm-256-sci-general.toml --work-dir models/minilm-sci-f32.work"),
+    ("minilm-256-sci-rare2", "the menu's search recipe with rare-word pieces only for words of at most 2 "
+     "contexts (60k sentences against 232k at 5: with the cover nearly every sentence holds a word of at most 5); "
+     "its float32 extract",
+     "python -m lab.sci_splits && SWEMBED_NATIVE_BF16=0 swembed build --recipe "
+     "lab/pipelines/minilm-256-sci-rare2.toml --work-dir models/minilm-sci-f32.work"),
     ("wordllama-sci", "WordLlama l2_supercat 256 (peer; dev rows only: "
      "`python -m lab.mteb_levers wordllama --pairs-dev models/corpora/sci/dev.tsv.gz`)", ""),
 ]
