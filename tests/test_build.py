@@ -463,8 +463,8 @@ def test_cover_with_a_budget_keeps_its_rarest_first_sentences_or_fills_at_random
     sentences, _, counts, index, splitter = _rare_word_corpus(seed=2)
     order, _ = choose_sentences(sentences, index, counts, 3, splitter, seed=0)
 
-    def cover(budget: int | None, seed: int = 0) -> list[int]:
-        config = ExtractConfig(sentences="cover", sentences_per_word=3, max_sentences=budget)
+    def cover(budget: int | None, seed: int = 0, max_words: int | None = None) -> list[int]:
+        config = ExtractConfig(sentences="cover", sentences_per_word=3, max_sentences=budget, fill_max_words=max_words)
         return select_sentences(config, sentences, index, counts, splitter, seed)[0].tolist()
 
     assert cover(10) == sorted(order[:10].tolist())
@@ -472,6 +472,11 @@ def test_cover_with_a_budget_keeps_its_rarest_first_sentences_or_fills_at_random
     assert len(filled) == len(set(filled)) == len(order) + 50 and set(order.tolist()) <= set(filled)
     assert filled == cover(len(order) + 50) != cover(len(order) + 50, seed=1)
     assert cover(10_000) == list(range(len(sentences)))
+    # fill_max_words: the fill takes only sentences that short (here those of five words, not six)
+    short = set(cover(len(order) + 50, max_words=5)) - set(order.tolist())
+    assert len(short) == 50 and all(len(sentences[i].split()) == 5 for i in short)
+    assert cover(10_000, max_words=5) == sorted({*order.tolist(), *(i for i, s in enumerate(sentences)
+                                                                   if len(s.split()) == 5)})
 
 
 @pytest.mark.teacher

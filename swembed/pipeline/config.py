@@ -67,6 +67,7 @@ class ExtractConfig:
     # "cover": the quota's sentences, every word in them credited (swembed.pipeline.extract)
     sentences_per_word: int = 30  # N, the quota of "quota" mode
     max_sentences: int | None = None  # sentences encoded: "all" samples this many, "cover" is cut or filled to it
+    fill_max_words: int | None = None  # "cover" filled to max_sentences: only with sentences of at most this many words
     batch_tokens: int = 8192  # padded tokens per teacher batch (sentences sorted by length)
     unit_sentences: int = 8192  # checkpoint unit
     teacher_dtype: str = "auto"  # auto: bfloat16 on CUDA or a CPU with native bfloat16, else float32 (pick_dtype)
@@ -322,6 +323,9 @@ class BuildConfig:
         if self.paragraphs.files and (self.multilingual or self.paragraphs.query_weight > 0):
             raise BuildError("[paragraphs] files are for one-language builds without query_weight (their documents "
                              "have no corpus line before them)")
+        if self.extract.fill_max_words and (self.extract.sentences != "cover" or not self.extract.max_sentences):
+            raise BuildError("[extract] fill_max_words is for a cover filled to max_sentences (sentences = \"cover\" "
+                             "with max_sentences set)")
         if self.distill.random_batch_weight and not self.distill.cell_size:
             raise BuildError("random_batch_weight needs cell_size (without neighbour cells every batch is random)")
         co_weights = [weight for _, weight in self.coteacher.pairs()]
@@ -412,6 +416,7 @@ RANGES = {
     "vocab.teacher_vocab_size": Range(1),
     "extract.sentences_per_word": Range(1),
     "extract.max_sentences": Range(1, unset="every sentence"),
+    "extract.fill_max_words": Range(1, unset="any length"),
     "extract.batch_tokens": Range(1),
     "extract.unit_sentences": Range(1),
     "compose.min_contexts": Range(1),

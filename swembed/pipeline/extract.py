@@ -25,6 +25,7 @@ import atexit
 import logging
 import os
 import queue
+import re
 import sys
 import threading
 import time
@@ -40,7 +41,7 @@ from swembed.pipeline.config import ExtractConfig
 from swembed.pipeline.stage import StageContext, StageResult, StageRun, load_checkpoint
 from swembed.pipeline.vocab import read_vocab_stage
 from swembed.runtime.outputs import atomic_file
-from swembed.runtime.tokenizer import TokenizationRules, WordTokenizer, word_splitter
+from swembed.runtime.tokenizer import WORD_PATTERN, TokenizationRules, WordTokenizer, word_splitter
 from swembed.teachers.base import Pinnable, pinned, token_budget_batches
 
 logger = logging.getLogger(__name__)
@@ -82,12 +83,18 @@ def choose_sentences(sentences: list[str], index: dict[str, int], counts: list[i
     return np.asarray(chosen, dtype=np.int64), credits
 
 
-def fill_to_budget(chosen: np.ndarray, n_sentences: int, budget: int, seed: int) -> np.ndarray:
+def fill_to_budget(chosen: np.ndarray, sentences: list[str], budget: int, seed: int,
+                   max_words: int | None = None) -> np.ndarray:
     """``budget`` sentences: the first of ``chosen`` (in its priority order) when it holds more, else all of it
-    plus a seeded random sample of the other sentences."""
+    plus a seeded random sample of the other sentences (of at most ``max_words`` words, counted as the corpus
+    stage counts them, when given: short sentences are the teacher's cheapest distillation targets)."""
     if budget <= len(chosen):
         return chosen[:budget]
-    rest = np.setdiff1d(np.arange(n_sentences), chosen, assume_unique=True)
+    rest = np.setdiff1d(np.arange(len(sentences)), chosen, assume_unique=True)
+    if max_words:
+        count_words = re.compile(WORD_PATTERN).findall
+        rest = rest[np.fromiter((len(count_words(sentences[i])) <= max_words for i in rest), dtype=bool,
+                                count=len(rest))]
     extra = np.random.default_rng([seed, 1]).permutation(rest)[: budget - len(chosen)]
     return np.concatenate([chosen, extra])
 
@@ -102,7 +109,7 @@ def select_sentences(config: ExtractConfig, sentences: list[str], index: dict[st
         if config.sentences == "quota":
             return chosen, credits
         if config.max_sentences:
-            chosen = fill_to_budget(chosen, len(sentences), config.max_sentences, seed)
+            chosen = fill_to_budget(chosen, sentences, config.max_sentences, seed, config.fill_max_words)
         return np.sort(chosen), None
     if config.max_sentences and config.max_sentences < len(sentences):
         return np.sort(np.random.default_rng(seed).permutation(len(sentences))[: config.max_sentences]), None
@@ -151,6 +158,8 @@ def extract_identity(config: ExtractConfig, rules: TokenizationRules, teacher, s
     identity = {**asdict(config), "rules": rules.splitting_only().to_dict(), "seed": seed if sampled else 0,
                 "teacher": {k: v for k, v in teacher.describe().items() if k != "path"}}
     identity.pop("unit_sentences")
+    if identity["fill_max_words"] is None:  # absent when unset, so extracts from before the option stay valid
+        identity.pop("fill_max_words")
     if identity["teacher"].get("prompt"):  # since 2026-11-26 a token holding the prompt's last space (XLM-R's and
         identity["first_token"] = "credited"  # Gemma's '▁A') is the text's: extracts made before are not reused
     return identity
