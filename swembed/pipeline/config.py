@@ -380,7 +380,8 @@ class BuildConfig:
         check_sources(self.exclude)
         corpus_sources = [s for lang in self.langs for s in self.corpus_for(lang).sources]
         for patterns, where in ((self.pca.sources, "[pca] sources"), (self.distill.sources, "[distill] sources")):
-            named_sources(patterns, corpus_sources, where)
+            if patterns:
+                named_sources(patterns, corpus_sources, where)
         for paths, what, where in ((self.vocab.word_lists, "word list", "--word-lists / [vocab] word_lists"),
                                    (self.retrieval.files, "retrieval pairs", "[retrieval] files"),
                                    (self.paragraphs.files, "paragraph documents", "[paragraphs] files")):
