@@ -65,6 +65,11 @@ SEARCH_ROWS = [
      "its float32 extract",
      "python -m lab.sci_splits && SWEMBED_NATIVE_BF16=0 swembed build --recipe "
      "lab/pipelines/minilm-256-sci-rare2.toml --work-dir models/minilm-sci-f32.work"),
+    ("minilm-256-sci-short", "the menu's search recipe at the same teacher tokens (7.26M) with the cover at 3 "
+     "contexts a word (203k sentences) filled with 80k sentences of at most 15 words (`[extract] fill_max_words`): "
+     "more short KD sentences, fewer rare-word contexts; built from nothing with a float32 teacher in 35.6 min",
+     "python -m lab.sci_splits && SWEMBED_NATIVE_BF16=0 swembed build --recipe "
+     "lab/pipelines/minilm-256-sci-short.toml --work-dir models/minilm-sci-short-f32.work"),
     ("wordllama-sci", "WordLlama l2_supercat 256 (peer; dev rows only: "
      "`python -m lab.mteb_levers wordllama --pairs-dev models/corpora/sci/dev.tsv.gz`)", ""),
 ]
