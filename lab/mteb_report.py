@@ -70,6 +70,9 @@ SEARCH_ROWS = [
      "more short KD sentences, fewer rare-word contexts; built from nothing with a float32 teacher in 35.6 min",
      "python -m lab.sci_splits && SWEMBED_NATIVE_BF16=0 swembed build --recipe "
      "lab/pipelines/minilm-256-sci-short.toml --work-dir models/minilm-sci-short-f32.work"),
+    ("minilm-256-sci-short4", "the menu's search recipe's 4-context cover (242k sentences) plus 80k sentences of at "
+     "most 15 words: over the build budget (8.36M teacher tokens; bfloat16 teacher)",
+     "python -m lab.sci_splits && swembed build --recipe lab/pipelines/minilm-256-sci-short4.toml"),
     ("wordllama-sci", "WordLlama l2_supercat 256 (peer; dev rows only: "
      "`python -m lab.mteb_levers wordllama --pairs-dev models/corpora/sci/dev.tsv.gz`)", ""),
 ]
