@@ -32,6 +32,12 @@ from swembed.runtime.tokenizer import WORD_PATTERN, normalize_text
 
 logger = logging.getLogger(__name__)
 _SPACES = re.compile(r"\s+")
+_WORDS = re.compile(WORD_PATTERN)
+
+
+def word_count(sentence: str) -> int:
+    """The words of ``sentence`` as ``min_words`` and ``max_words`` count them."""
+    return len(_WORDS.findall(sentence))
 
 
 def _dedup_key(sentence: str) -> int:
@@ -61,9 +67,9 @@ def _sentences(spec: str, config: CorpusConfig, normalization: str, stats: dict)
                 yield sentence
 
 
-def _fate(sentence: str, config: CorpusConfig, count_words, held_out: set[str], seen: set[int]) -> str:
+def _fate(sentence: str, config: CorpusConfig, held_out: set[str], seen: set[int]) -> str:
     """``"kept"`` (its key joins ``seen``), or the statistic that counts why ``sentence`` is left out."""
-    n_words = len(count_words(sentence))
+    n_words = word_count(sentence)
     if n_words < config.min_words:
         return "too_short"
     if n_words > config.max_words:
@@ -81,7 +87,6 @@ def write_sentences(config: CorpusConfig, normalization: str, sources: list[str]
                     held_out: set[str] = frozenset()) -> dict:
     """Stream every source into ``out``, leaving out sentences whose ``loose_key`` is ``held_out``; return
     counts of what was kept and dropped and why."""
-    count_words = re.compile(WORD_PATTERN).findall
     seen: set[int] = set()
     stats = {"units": 0, "sentences": 0, "kept": 0, "too_short": 0, "too_long": 0, "duplicates": 0, "held_out": 0}
     per_source: dict[str, int] = {}
@@ -90,7 +95,7 @@ def write_sentences(config: CorpusConfig, normalization: str, sources: list[str]
         for spec in sources:
             kept_before = stats["kept"]
             for sentence in _sentences(spec, config, normalization, stats):
-                fate = _fate(sentence, config, count_words, held_out, seen)
+                fate = _fate(sentence, config, held_out, seen)
                 stats[fate] += 1
                 if fate == "kept":
                     sink.write(sentence + "\n")

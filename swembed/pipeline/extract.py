@@ -25,7 +25,6 @@ import atexit
 import logging
 import os
 import queue
-import re
 import sys
 import threading
 import time
@@ -38,10 +37,11 @@ import torch
 
 from swembed.pipeline import files
 from swembed.pipeline.config import ExtractConfig
+from swembed.pipeline.corpus import word_count
 from swembed.pipeline.stage import StageContext, StageResult, StageRun, load_checkpoint
 from swembed.pipeline.vocab import read_vocab_stage
 from swembed.runtime.outputs import atomic_file
-from swembed.runtime.tokenizer import WORD_PATTERN, TokenizationRules, WordTokenizer, word_splitter
+from swembed.runtime.tokenizer import TokenizationRules, WordTokenizer, word_splitter
 from swembed.teachers.base import Pinnable, pinned, token_budget_batches
 
 logger = logging.getLogger(__name__)
@@ -92,9 +92,7 @@ def fill_to_budget(chosen: np.ndarray, sentences: list[str], budget: int, seed: 
         return chosen[:budget]
     rest = np.setdiff1d(np.arange(len(sentences)), chosen, assume_unique=True)
     if max_words:
-        count_words = re.compile(WORD_PATTERN).findall
-        rest = rest[np.fromiter((len(count_words(sentences[i])) <= max_words for i in rest), dtype=bool,
-                                count=len(rest))]
+        rest = rest[np.fromiter((word_count(sentences[i]) <= max_words for i in rest), dtype=bool, count=len(rest))]
     extra = np.random.default_rng([seed, 1]).permutation(rest)[: budget - len(chosen)]
     return np.concatenate([chosen, extra])
 
