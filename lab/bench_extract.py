@@ -59,24 +59,26 @@ def bench_extract(teacher, sentences: list[str], batch_tokens: int, repeats: int
 
 
 def bench_extract_corpus(teacher_name: str, corpus: list[str], n: int, batch_tokens: int, device: str = "auto",
-                         repeats: int = 2, precision: str = "auto") -> dict:
+                         repeats: int = 2, precision: str = "auto", runtime: str = "auto") -> dict:
     """``bench_extract`` on the first ``n`` non-empty lines of ``corpus`` (files, folders, globs)."""
     from itertools import islice
 
     from swembed.pipeline.sources import expand_sources, read_source
     from swembed.teachers import load_teacher
 
-    teacher = load_teacher(teacher_name, device=device, batch_tokens=batch_tokens, precision=precision)
+    teacher = load_teacher(teacher_name, device=device, batch_tokens=batch_tokens, precision=precision,
+                           runtime=runtime)
     lines = (line.strip() for spec in expand_sources(corpus) for line in read_source(spec))
     sentences = list(islice((line for line in lines if line), n))
     result = bench_extract(teacher, sentences, batch_tokens, repeats)
-    return {"teacher": teacher_name, "teacher_dtype": str(teacher.dtype).removeprefix("torch."), **result}
+    return {"teacher": teacher_name, "teacher_dtype": str(teacher.dtype).removeprefix("torch."),
+            "teacher_runtime": getattr(teacher, "runtime", "torch"), **result}
 
 
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
-    from swembed.teachers.base import TEACHER_DTYPES
+    from swembed.teachers.base import TEACHER_DTYPES, TEACHER_RUNTIMES
 
     p = argparse.ArgumentParser(prog="python -m lab.bench_extract", description=__doc__.split("\n")[0])
     p.add_argument("--teacher", default="minilm")
@@ -86,9 +88,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--device", default="auto")
     p.add_argument("--teacher-dtype", default="auto", choices=TEACHER_DTYPES)
+    p.add_argument("--teacher-runtime", default="auto", choices=TEACHER_RUNTIMES)
     args = p.parse_args(argv)
     print(json.dumps(bench_extract_corpus(args.teacher, args.corpus, args.sentences, args.batch_tokens, args.device,
-                                          args.repeats, args.teacher_dtype)))
+                                          args.repeats, args.teacher_dtype, args.teacher_runtime)))
     return 0
 
 

@@ -45,34 +45,54 @@ SEARCH_ROWS = [
      "swembed build --recipe lab/pipelines/minilm-256-sci-fill2.toml"),
     ("minilm-256-sci-16k-tau10", "the 16k row with the KD temperature at 0.1",
      "swembed build --recipe lab/pipelines/minilm-256-sci-16k-tau10.toml"),
-    ("minilm-256-sci", "**the menu's search recipe**: minilm-256-sci-plain within the build budget (distillation "
-     "stopped at 30,000 steps; teacher batches of 2,048 tokens), built from nothing with a float32 teacher",
-     "python -m lab.sci_splits && SWEMBED_NATIVE_BF16=0 swembed build --recipe pipelines/minilm-256-sci.toml"),
-    ("minilm-256-sci-cover8", "the menu's search recipe with the cover at 8 contexts a word (352k sentences, "
+    ("minilm-256-sci-cover4", "**the menu's search recipe until 2026-11-28**: minilm-256-sci-plain within the build "
+     "budget (distillation stopped at 30,000 steps; teacher batches of 2,048 tokens), built from nothing with a "
+     "float32 teacher on torch",
+     "python -m lab.sci_splits && SWEMBED_NATIVE_BF16=0 swembed build --recipe "
+     "lab/pipelines/minilm-256-sci-cover4.toml"),
+    ("minilm-256-sci-cover8", "minilm-256-sci-cover4 with the cover at 8 contexts a word (352k sentences, "
      "10.2M tokens: over the build budget; bfloat16 teacher): do more contexts close the STS gap?",
      "swembed build --recipe lab/pipelines/minilm-256-sci-cover8.toml"),
     ("minilm-256-en-cover", "the search recipe's settings over the general English corpora only (no scientific "
      "or news text; 155k of 728k sentences, 3.98M tokens; bfloat16 teacher): how much STS the cover itself costs "
      "against minilm-256-shared, apart from the domain mix",
      "swembed build --recipe lab/pipelines/minilm-256-en-cover.toml"),
-    ("minilm-256-sci-general", "the menu's search recipe with PCA and distillation on the general sentences only "
+    ("minilm-256-sci-general", "minilm-256-sci-cover4 with PCA and distillation on the general sentences only "
      "(`[pca] sources`, `[distill] sources`: 117k of the 242k encoded; the scientific text still gives the words "
      "their contexts); its float32 extract",
      "python -m lab.sci_splits && SWEMBED_NATIVE_BF16=0 swembed build --recipe "
      "lab/pipelines/minilm-256-sci-general.toml --work-dir models/minilm-sci-f32.work"),
-    ("minilm-256-sci-rare2", "the menu's search recipe with rare-word pieces only for words of at most 2 "
+    ("minilm-256-sci-rare2", "minilm-256-sci-cover4 with rare-word pieces only for words of at most 2 "
      "contexts (60k sentences against 232k at 5: with the cover nearly every sentence holds a word of at most 5); "
      "its float32 extract",
      "python -m lab.sci_splits && SWEMBED_NATIVE_BF16=0 swembed build --recipe "
      "lab/pipelines/minilm-256-sci-rare2.toml --work-dir models/minilm-sci-f32.work"),
-    ("minilm-256-sci-short", "the menu's search recipe at the same teacher tokens (7.26M) with the cover at 3 "
+    ("minilm-256-sci-short", "minilm-256-sci-cover4 at the same teacher tokens (7.26M) with the cover at 3 "
      "contexts a word (203k sentences) filled with 80k sentences of at most 15 words (`[extract] fill_max_words`): "
      "more short KD sentences, fewer rare-word contexts; built from nothing with a float32 teacher in 35.6 min",
      "python -m lab.sci_splits && SWEMBED_NATIVE_BF16=0 swembed build --recipe "
      "lab/pipelines/minilm-256-sci-short.toml --work-dir models/minilm-sci-short-f32.work"),
-    ("minilm-256-sci-short4", "the menu's search recipe's 4-context cover (242k sentences) plus 80k sentences of at "
+    ("minilm-256-sci-short4", "minilm-256-sci-cover4's 4-context cover (242k sentences) plus 80k sentences of at "
      "most 15 words: over the build budget (8.36M teacher tokens; bfloat16 teacher)",
      "python -m lab.sci_splits && swembed build --recipe lab/pipelines/minilm-256-sci-short4.toml"),
+    ("minilm-256-sci-short4-ort", "minilm-256-sci-short4 built from nothing in 37.1 min with a float32 teacher on "
+     "ONNX Runtime (what `auto` runs without AVX512-BF16): beside the bfloat16 row, how far two builds of one recipe "
+     "differ",
+     "python -m lab.sci_splits && SWEMBED_NATIVE_BF16=0 swembed build --recipe "
+     "lab/pipelines/minilm-256-sci-short4.toml --work-dir models/minilm-sci-short4-ort.work "
+     "--out models/minilm-256-sci-short4-ort"),
+    ("minilm-256-sci", "**the menu's search recipe since 2026-11-28**: minilm-256-sci-cover4's 4-context cover plus "
+     "120k sentences of at most 15 words from the general English and news sources only (`[extract] fill_sources`; "
+     "8.80M teacher tokens): the short-sentence fill without its scientific third; float32 teacher on ONNX Runtime. "
+     "Built as `lab/pipelines/minilm-256-sci-general-fill.toml` (same settings) in the work folder of the row "
+     "above; the menu recipe then found every stage cached and wrote the same bytes",
+     "SWEMBED_NATIVE_BF16=0 swembed build --recipe lab/pipelines/minilm-256-sci-general-fill.toml --work-dir "
+     "models/minilm-sci-short4-ort.work; SWEMBED_NATIVE_BF16=0 swembed build --recipe pipelines/minilm-256-sci.toml "
+     "--work-dir models/minilm-sci-short4-ort.work"),
+    ("edge-16mb-sci", "the edge-16mb settings (50k words, 192 dims, int8) shrunk from minilm-256-sci: 15.94 MB",
+     "swembed shrink --recipe lab/pipelines/edge-16mb-sci.toml"),
+    ("edge-4mb-sci", "the edge-4mb settings (20k words, 128 dims, int4) shrunk from minilm-256-sci: 4.00 MB",
+     "swembed shrink --recipe lab/pipelines/edge-4mb-sci.toml"),
     ("wordllama-sci", "WordLlama l2_supercat 256 (peer; dev rows only: "
      "`python -m lab.mteb_levers wordllama --pairs-dev models/corpora/sci/dev.tsv.gz`)", ""),
 ]

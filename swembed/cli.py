@@ -76,6 +76,9 @@ BUILD_FLAGS = [
                                                   "help": "teacher weights (auto: bfloat16 on CUDA and on CPUs "
                                                           "with AVX512-BF16 or AMX, else float32; "
                                                           "SWEMBED_NATIVE_BF16=0 or 1 overrides the CPU flags)"}),
+    ("--teacher-runtime", "extract.teacher_runtime", {"choices": CHOICES["extract.teacher_runtime"],
+                                                      "help": "what runs the teacher (auto: ONNX Runtime for a float32 "
+                                                              "teacher on a CPU where it is installed, else torch)"}),
     ("--work-dir", "work_dir", {"metavar": "DIR", "help": "stage cache"}),
     ("--seed", "seed", {"type": int, "help": "seed for every sampling step"}),
     ("--parallel", "parallel", {"nargs": "+", "metavar": "FILE",

@@ -17,7 +17,8 @@ _UNGUARDED = {"PYTHONPATH": os.environ.get("PYTHONPATH")}
 WORKERS = 2  # processes for a run of the whole suite (or a tier of it: -m "not teacher")
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 # The teacher in float32 on every CPU (teacher_dtype "auto" would pick bfloat16 on CPUs with AVX512-BF16), so the
-# suite computes the same on either CPU kind; tests/test_teacher_dtype.py checks the choice itself.
+# suite computes the same on either CPU kind; tests/test_teacher_dtype.py checks the choice itself. "auto" runs a
+# float32 MiniLM on ONNX Runtime where it is installed (the test extra brings it: tests/test_teacher_runtime.py).
 os.environ["SWEMBED_NATIVE_BF16"] = "0"
 
 try:  # property tests: the same examples every run and no time limit per example (the machine may be loaded)

@@ -11,6 +11,7 @@ import pytest
 from conftest import run_cli, small_build_args
 
 import swembed
+from swembed.pipeline import files
 
 
 @pytest.fixture(scope="module")
@@ -180,6 +181,27 @@ def test_pca_and_distillation_can_read_only_some_corpus_sources(tmp_path):
     assert refused.returncode != 0 and not (tmp_path / "other").exists()
     assert refused.stderr.strip().splitlines()[-1].endswith(f"[distill] sources: '{tmp_path / 'elsewhere.txt'}' names "
                                                             "no corpus source")
+
+
+@pytest.mark.teacher
+def test_a_cover_can_be_filled_from_some_corpus_sources_only(tmp_path):
+    """``[extract] fill_sources``: the cover gives every word its context from any source; the fill to
+    ``max_sentences`` takes only the named sources' sentences (here all of them, as the budget allows)."""
+    from conftest import make_sentences
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    general = [s.split(" number")[0] + "." for s in make_sentences(280)]
+    domain = [s.replace("The", "A domain") for s in general[:200]]
+    (corpus / "general.txt").write_text("\n".join(general) + "\n")
+    (corpus / "domain.txt").write_text("\n".join(domain) + "\n")
+    recipe = (f"[extract]\nsentences = 'cover'\nsentences_per_word = 1\nmax_sentences = 400\n"
+              f"fill_sources = ['{corpus / 'general.txt'}']\n")
+    _, out, work = build_with_recipe(corpus, tmp_path, recipe)
+    encoded = set(files.read_lines(next(work.glob("extract-*")) / files.TARGET_SENTENCES))
+    kept = json.loads((out / "config.json").read_text())["build"]["stages"]["corpus"]["stats"]["per_source"]
+    assert sum(kept.values()) > 400 and set(general) <= encoded
+    assert 0 < len(encoded & set(domain)) < 40  # the cover's few; a random fill would take about half of them
 
 
 @pytest.mark.teacher
@@ -463,9 +485,9 @@ def test_cover_with_a_budget_keeps_its_rarest_first_sentences_or_fills_at_random
     sentences, _, counts, index, splitter = _rare_word_corpus(seed=2)
     order, _ = choose_sentences(sentences, index, counts, 3, splitter, seed=0)
 
-    def cover(budget: int | None, seed: int = 0, max_words: int | None = None) -> list[int]:
+    def cover(budget: int | None, seed: int = 0, max_words: int | None = None, fill_from=None) -> list[int]:
         config = ExtractConfig(sentences="cover", sentences_per_word=3, max_sentences=budget, fill_max_words=max_words)
-        return select_sentences(config, sentences, index, counts, splitter, seed)[0].tolist()
+        return select_sentences(config, sentences, index, counts, splitter, seed, fill_from)[0].tolist()
 
     assert cover(10) == sorted(order[:10].tolist())
     filled = cover(len(order) + 50)
@@ -477,6 +499,11 @@ def test_cover_with_a_budget_keeps_its_rarest_first_sentences_or_fills_at_random
     assert len(short) == 50 and all(len(sentences[i].split()) == 5 for i in short)
     assert cover(10_000, max_words=5) == sorted({*order.tolist(), *(i for i, s in enumerate(sentences)
                                                                    if len(s.split()) == 5)})
+    # fill_from (fill_sources' rows): the fill takes only those rows, and all of them when the budget allows
+    rows = np.arange(0, len(sentences), 2)
+    from_rows = set(cover(len(order) + 20, fill_from=rows)) - set(order.tolist())
+    assert len(from_rows) == 20 and from_rows <= set(rows.tolist())
+    assert cover(10_000, fill_from=rows) == sorted({*order.tolist(), *rows.tolist()})
 
 
 @pytest.mark.teacher
@@ -593,9 +620,10 @@ def test_a_recipe_starts_from_its_base_and_replaces_only_the_keys_it_sets(tmp_pa
     assert settings == ("minilm", "b", 32, 0.2, 0.5)
     root = Path(__file__).resolve().parents[1]
     menu = {path.stem for path in (root / "pipelines").glob("*.toml")}
-    shrink_recipes = {"edge-16mb", "edge-4mb"}  # `swembed shrink --recipe` recipes (tests/test_shrink.py loads them)
+    # `swembed shrink --recipe` recipes name a source table (tests/test_shrink.py loads them)
+    shrink_recipes = {*root.glob("pipelines/edge-*.toml"), *root.glob("lab/pipelines/edge-*.toml")}
     configs = {path.stem: load_recipe(path) for folder in ("pipelines", "lab/pipelines")
-               for path in (root / folder).glob("*.toml") if path.stem not in shrink_recipes}
+               for path in (root / folder).glob("*.toml") if path not in shrink_recipes}
     for config in configs.values():
         config.validate()  # every recipe, the menu's and the lab's, loads and is consistent
     recipes = {name: asdict(config) for name, config in configs.items()}

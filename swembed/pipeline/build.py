@@ -74,7 +74,7 @@ def load_build_teacher(name: str, config: BuildConfig):
     from swembed.teachers import load_teacher
 
     return load_teacher(name, device=config.device, batch_tokens=config.extract.batch_tokens,
-                        precision=config.extract.teacher_dtype)
+                        precision=config.extract.teacher_dtype, runtime=config.extract.teacher_runtime)
 
 
 def build(config: BuildConfig, force: bool = False, quiet: bool = False, overwrite: bool = False, *,

@@ -21,7 +21,7 @@ import tomllib
 from swembed._extras import require
 from swembed.runtime.ranges import Range
 from swembed.runtime.tokenizer import BACKOFFS, TokenizationRules
-from swembed.teachers.base import TEACHER_DTYPES
+from swembed.teachers.base import TEACHER_DTYPES, TEACHER_RUNTIMES, onnx_runtime_available
 
 SPACELESS = ("zh", "ja")
 # script_variants names -> OpenCC configs (to the variant script, back to the corpus's): swembed.pipeline.variants
@@ -68,9 +68,11 @@ class ExtractConfig:
     sentences_per_word: int = 30  # N, the quota of "quota" mode
     max_sentences: int | None = None  # sentences encoded: "all" samples this many, "cover" is cut or filled to it
     fill_max_words: int | None = None  # "cover" filled to max_sentences: only with sentences of at most this many words
+    fill_sources: list[str] = field(default_factory=list)  # ... and only with sentences of these corpus sources
     batch_tokens: int = 8192  # padded tokens per teacher batch (sentences sorted by length)
     unit_sentences: int = 8192  # checkpoint unit
     teacher_dtype: str = "auto"  # auto: bfloat16 on CUDA or a CPU with native bfloat16, else float32 (pick_dtype)
+    teacher_runtime: str = "auto"  # auto: ONNX Runtime for a float32 teacher on a CPU where installed (pick_runtime)
 
 
 @dataclass
@@ -323,9 +325,15 @@ class BuildConfig:
         if self.paragraphs.files and (self.multilingual or self.paragraphs.query_weight > 0):
             raise BuildError("[paragraphs] files are for one-language builds without query_weight (their documents "
                              "have no corpus line before them)")
-        if self.extract.fill_max_words and (self.extract.sentences != "cover" or not self.extract.max_sentences):
-            raise BuildError("[extract] fill_max_words is for a cover filled to max_sentences (sentences = \"cover\" "
+        fill = [name for name, value in (("fill_max_words", self.extract.fill_max_words),
+                                         ("fill_sources", self.extract.fill_sources)) if value]
+        if fill and (self.extract.sentences != "cover" or not self.extract.max_sentences):
+            raise BuildError(f"[extract] {fill[0]} is for a cover filled to max_sentences (sentences = \"cover\" "
                              "with max_sentences set)")
+        on_cuda = self.device.startswith("cuda")
+        if self.extract.teacher_runtime == "onnx" and (self.extract.teacher_dtype == "bfloat16" or on_cuda):
+            raise BuildError("--teacher-runtime onnx runs a float32 teacher on the CPU, not with --teacher-dtype "
+                             "bfloat16 or --device cuda")
         if self.distill.random_batch_weight and not self.distill.cell_size:
             raise BuildError("random_batch_weight needs cell_size (without neighbour cells every batch is random)")
         co_weights = [weight for _, weight in self.coteacher.pairs()]
@@ -379,9 +387,12 @@ class BuildConfig:
             check_sources(self.corpus_for(lang).sources)
         check_sources(self.exclude)
         corpus_sources = [s for lang in self.langs for s in self.corpus_for(lang).sources]
-        for patterns, where in ((self.pca.sources, "[pca] sources"), (self.distill.sources, "[distill] sources")):
+        for patterns, where in ((self.pca.sources, "[pca] sources"), (self.distill.sources, "[distill] sources"),
+                                (self.extract.fill_sources, "[extract] fill_sources")):
             if patterns:
                 named_sources(patterns, corpus_sources, where)
+        if self.extract.teacher_runtime == "onnx" and not onnx_runtime_available():
+            raise BuildError("--teacher-runtime onnx needs onnxruntime and onnx: pip install 'swembed[build]'")
         for paths, what, where in ((self.vocab.word_lists, "word list", "--word-lists / [vocab] word_lists"),
                                    (self.retrieval.files, "retrieval pairs", "[retrieval] files"),
                                    (self.paragraphs.files, "paragraph documents", "[paragraphs] files")):
@@ -460,6 +471,7 @@ CHOICES = {
     "tokenization.oov_backoff": BACKOFFS,
     "extract.sentences": EXTRACT_SENTENCES,
     "extract.teacher_dtype": TEACHER_DTYPES,
+    "extract.teacher_runtime": TEACHER_RUNTIMES,
     "pca.level": PCA_LEVELS,
     "retrieval.loss": RETRIEVAL_LOSSES,
 }

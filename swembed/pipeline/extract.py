@@ -37,7 +37,7 @@ import torch
 
 from swembed.pipeline import files
 from swembed.pipeline.config import ExtractConfig
-from swembed.pipeline.corpus import word_count
+from swembed.pipeline.corpus import rows_from_sources, word_count
 from swembed.pipeline.stage import StageContext, StageResult, StageRun, load_checkpoint
 from swembed.pipeline.vocab import read_vocab_stage
 from swembed.runtime.outputs import atomic_file
@@ -84,13 +84,14 @@ def choose_sentences(sentences: list[str], index: dict[str, int], counts: list[i
 
 
 def fill_to_budget(chosen: np.ndarray, sentences: list[str], budget: int, seed: int,
-                   max_words: int | None = None) -> np.ndarray:
+                   max_words: int | None = None, fill_from: np.ndarray | None = None) -> np.ndarray:
     """``budget`` sentences: the first of ``chosen`` (in its priority order) when it holds more, else all of it
     plus a seeded random sample of the other sentences (of at most ``max_words`` words, counted as the corpus
-    stage counts them, when given: short sentences are the teacher's cheapest distillation targets)."""
+    stage counts them, when given: short sentences are the teacher's cheapest distillation targets; among the
+    rows ``fill_from`` when given: some corpus sources only)."""
     if budget <= len(chosen):
         return chosen[:budget]
-    rest = np.setdiff1d(np.arange(len(sentences)), chosen, assume_unique=True)
+    rest = np.setdiff1d(np.arange(len(sentences)) if fill_from is None else fill_from, chosen)
     if max_words:
         rest = rest[np.fromiter((word_count(sentences[i]) <= max_words for i in rest), dtype=bool, count=len(rest))]
     extra = np.random.default_rng([seed, 1]).permutation(rest)[: budget - len(chosen)]
@@ -98,16 +99,17 @@ def fill_to_budget(chosen: np.ndarray, sentences: list[str], budget: int, seed: 
 
 
 def select_sentences(config: ExtractConfig, sentences: list[str], index: dict[str, int], counts: list[int],
-                     splitter: WordTokenizer, seed: int) -> tuple[np.ndarray, list[np.ndarray] | None]:
+                     splitter: WordTokenizer, seed: int,
+                     fill_from: np.ndarray | None = None) -> tuple[np.ndarray, list[np.ndarray] | None]:
     """The sentences extraction encodes: the quota's choice (with its credits; ``cover``: in corpus order, no
-    credits, and with ``max_sentences`` cut or filled to that budget), or every sentence (a seeded sample of
-    ``max_sentences`` when set; no credits)."""
+    credits, and with ``max_sentences`` cut or filled to that budget, from the rows ``fill_from`` when given), or
+    every sentence (a seeded sample of ``max_sentences`` when set; no credits)."""
     if config.sentences in QUOTA_CHOICES:
         chosen, credits = choose_sentences(sentences, index, counts, config.sentences_per_word, splitter, seed)
         if config.sentences == "quota":
             return chosen, credits
         if config.max_sentences:
-            chosen = fill_to_budget(chosen, sentences, config.max_sentences, seed, config.fill_max_words)
+            chosen = fill_to_budget(chosen, sentences, config.max_sentences, seed, config.fill_max_words, fill_from)
         return np.sort(chosen), None
     if config.max_sentences and config.max_sentences < len(sentences):
         return np.sort(np.random.default_rng(seed).permutation(len(sentences))[: config.max_sentences]), None
@@ -134,8 +136,10 @@ class Selection:
         words, counts = read_vocab_stage(vocab)
         sentences = files.read_lines(corpus.path / files.SENTENCES)
         splitter = word_splitter(rules, teacher.tokenizer_json())
+        fill_from = (rows_from_sources(corpus, sentences, config.fill_sources, "[extract] fill_sources")
+                     if config.fill_sources else None)
         chosen, credit_arrays = select_sentences(config, sentences, {w: i for i, w in enumerate(words)}, counts,
-                                                 splitter, seed)
+                                                 splitter, seed, fill_from)
         texts = [sentences[i] for i in chosen]
         lengths = teacher.token_lengths(texts) + 2
         return cls(texts, None if credit_arrays is None else [set(c.tolist()) for c in credit_arrays], lengths,
@@ -156,8 +160,9 @@ def extract_identity(config: ExtractConfig, rules: TokenizationRules, teacher, s
     identity = {**asdict(config), "rules": rules.splitting_only().to_dict(), "seed": seed if sampled else 0,
                 "teacher": {k: v for k, v in teacher.describe().items() if k != "path"}}
     identity.pop("unit_sentences")
-    if identity["fill_max_words"] is None:  # absent when unset, so extracts from before the option stay valid
-        identity.pop("fill_max_words")
+    for key in ("fill_max_words", "fill_sources"):  # absent when unset, so extracts from before them stay valid
+        if not identity[key]:
+            identity.pop(key)
     if identity["teacher"].get("prompt"):  # since 2026-11-26 a token holding the prompt's last space (XLM-R's and
         identity["first_token"] = "credited"  # Gemma's '▁A') is the text's: extracts made before are not reused
     return identity
@@ -573,7 +578,8 @@ def run_extract(ctx: StageContext, config: ExtractConfig, rules: TokenizationRul
         os.replace(targets_path, run.out / files.TARGETS)
         files.write_lines(run.out / files.TARGET_SENTENCES, (texts[i] for i in order))
         return {**_loop_stats(config, selection, len(texts) - done_sentences, loop_s, timing), **vector_stats,
-                "resumed_after_unit": units_done}
+                "resumed_after_unit": units_done, "teacher_dtype": str(teacher.dtype).removeprefix("torch."),
+                "teacher_runtime": getattr(teacher, "runtime", "torch")}
 
     return ctx.run("extract", extract_identity(config, rules, teacher, ctx.seed), [corpus, vocab], compute)
 

@@ -113,6 +113,14 @@ def pick_device(device: str = "auto"):
 
 
 TEACHER_DTYPES = ("auto", "float32", "bfloat16")
+TEACHER_RUNTIMES = ("auto", "torch", "onnx")  # onnx: ONNX Runtime on a CPU (swembed.teachers.onnx_runtime)
+
+
+def onnx_runtime_available() -> bool:
+    """Whether ONNX Runtime and the exporter's ``onnx`` package are installed (the ``build`` extra has both)."""
+    from importlib.util import find_spec
+
+    return find_spec("onnxruntime") is not None and find_spec("onnx") is not None
 
 
 NATIVE_BF16_FLAGS = ("avx512_bf16", "amx_bf16")

@@ -133,9 +133,11 @@ def teacher_kind(folder: Path, spec: TeacherSpec) -> str:
     return "sentence-transformer"
 
 
-def load_teacher(name_or_path: str, device: str = "auto", batch_tokens: int = 8192, precision: str = "auto"):
+def load_teacher(name_or_path: str, device: str = "auto", batch_tokens: int = 8192, precision: str = "auto",
+                 runtime: str = "auto"):
     """Resolve and load a teacher (needs the ``build`` extra): a sentence-transformers model, or a decoder LLM,
-    LENS, Causal2Vec or NV-Embed teacher (``swembed.teachers.decoder`` and siblings)."""
+    LENS, Causal2Vec or NV-Embed teacher (``swembed.teachers.decoder`` and siblings). ``runtime``: ``auto``, ``torch``
+    or ``onnx`` (ONNX Runtime, sentence-transformers teachers on a CPU: ``swembed.teachers.onnx_runtime``)."""
     spec = TEACHERS.get(name_or_path) or next((s for s in TEACHERS.values() if s.hub_id == name_or_path), None)
     if spec is not None and spec.extra.get("params") and not Path(name_or_path).expanduser().is_dir():
         from swembed.teachers.decoder import check_params_fit
@@ -146,7 +148,11 @@ def load_teacher(name_or_path: str, device: str = "auto", batch_tokens: int = 81
     if kind == "sentence-transformer":
         from swembed.teachers.sentence_transformer import SentenceTransformerTeacher
 
-        return SentenceTransformerTeacher(folder, spec, device=device, batch_tokens=batch_tokens, precision=precision)
+        return SentenceTransformerTeacher(folder, spec, device=device, batch_tokens=batch_tokens, precision=precision,
+                                          runtime=runtime)
+    if runtime == "onnx":
+        raise TeacherError(f"teacher runtime onnx runs sentence-transformers teachers only; {spec.name} is a {kind} "
+                           "teacher (use teacher_runtime = \"torch\" or \"auto\")")
     from swembed.teachers.decoder import DecoderSettings
 
     settings = DecoderSettings.read(folder, **{k: v for k, v in spec.extra.items() if k not in ("kind", "params", "k")},

@@ -27,6 +27,7 @@ from swembed.teachers.base import (
     pick_dtype,
     st_modules,
 )
+from swembed.teachers.onnx_runtime import OnnxEncoder, pick_runtime
 
 logger = logging.getLogger(__name__)
 
@@ -120,7 +121,7 @@ class SentenceTransformerTeacher(BatchedTeacher):
     """Contextual token vectors with offsets, and pooled sentence vectors, from one forward pass."""
 
     def __init__(self, folder: Path, spec: TeacherSpec, device: str = "auto", batch_tokens: int = 8192,
-                 precision: str = "auto") -> None:
+                 precision: str = "auto", runtime: str = "auto") -> None:
         from transformers import AutoModel
 
         self.folder = Path(folder)
@@ -134,7 +135,7 @@ class SentenceTransformerTeacher(BatchedTeacher):
         self.pooling = read_pooling_mode(self.folder)
         self.tokenizer = load_fast_tokenizer(self.folder, self.max_length)
         self.pad_id = self.tokenizer.token_to_id("[PAD]") or self.tokenizer.token_to_id("<pad>") or 0
-        self.dtype = pick_dtype(self.device, precision)
+        self.dtype = pick_dtype(self.device, "float32" if runtime == "onnx" and precision == "auto" else precision)
         try:
             self.model = AutoModel.from_pretrained(
                 str(self.folder), trust_remote_code=spec.trust_remote_code, dtype=self.dtype
@@ -157,6 +158,22 @@ class SentenceTransformerTeacher(BatchedTeacher):
         self.dim = hidden_size if self.token_map is None else int(self.token_map.shape[1])
         self.pooled_dim = int(self.pooled_layers[-1][0].shape[1]) if self.pooled_layers else self.dim
         self._takes_token_types = "token_type_ids" in inspect.signature(self.model.forward).parameters
+        self.runtime, self.onnx = self._start_runtime(runtime)
+
+    def _start_runtime(self, runtime: str) -> tuple[str, OnnxEncoder | None]:
+        """The runtime ``pick_runtime`` chooses, with its ONNX session; ``auto`` falls back to torch, in one logged
+        line, where the model does not export."""
+        chosen = pick_runtime(runtime, self.device, self.dtype, str(self.model.config.model_type))
+        if chosen == "torch":
+            return chosen, None
+        try:
+            return chosen, OnnxEncoder(self.model, self.folder, self.spec.name, self._takes_token_types,
+                                       torch.get_num_threads())
+        except TeacherError as exc:
+            if runtime == "onnx":
+                raise
+            logger.warning("%s; the teacher runs on torch", exc)
+            return "torch", None
 
     def _tensor(self, array: np.ndarray | None) -> torch.Tensor | None:
         return None if array is None else torch.as_tensor(array, dtype=torch.float32, device=self.device)
@@ -205,10 +222,13 @@ class SentenceTransformerTeacher(BatchedTeacher):
         """One batch on the device: last-layer vectors and pooled normalised vectors (both stay there)."""
         ids = inputs.ids.to(self.device, non_blocking=True)
         mask = inputs.mask.to(self.device, non_blocking=True)
-        kwargs = {"input_ids": ids, "attention_mask": mask}
-        if self._takes_token_types:
-            kwargs["token_type_ids"] = torch.zeros_like(ids)
-        hidden = self.model(**kwargs).last_hidden_state.float()
+        if self.onnx is not None:
+            hidden = self.onnx(ids, mask)
+        else:
+            kwargs = {"input_ids": ids, "attention_mask": mask}
+            if self._takes_token_types:
+                kwargs["token_type_ids"] = torch.zeros_like(ids)
+            hidden = self.model(**kwargs).last_hidden_state.float()
         if self.token_map is not None:
             hidden = hidden @ self.token_map
         pooled = pool(hidden, mask, self.pooling)
