@@ -72,7 +72,7 @@ def bench_extract_corpus(teacher_name: str, corpus: list[str], n: int, batch_tok
     sentences = list(islice((line for line in lines if line), n))
     result = bench_extract(teacher, sentences, batch_tokens, repeats)
     return {"teacher": teacher_name, "teacher_dtype": str(teacher.dtype).removeprefix("torch."),
-            "teacher_runtime": getattr(teacher, "runtime", "torch"), **result}
+            "teacher_runtime": teacher.runtime, **result}
 
 
 def main(argv: list[str] | None = None) -> int:

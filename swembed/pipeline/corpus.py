@@ -133,19 +133,22 @@ def run_corpus(ctx: StageContext, config: CorpusConfig, normalization: str, excl
     return ctx.run("corpus", identity, [], compute)
 
 
-def rows_from_sources(corpus: StageResult, sentences: list[str], patterns: list[str], where: str) -> np.ndarray:
-    """The indices of ``sentences`` (lines of ``corpus``'s artifact, e.g. those the teacher encoded) that came from
-    the corpus sources ``patterns`` name (``named_sources``; ``where``: the setting, for its error)."""
+def source_lines(corpus: StageResult, patterns: list[str], where: str) -> np.ndarray:
+    """The line numbers of ``corpus``'s artifact that came from the corpus sources ``patterns`` name
+    (``named_sources``; ``where``: the setting, for its error), read from its per-source counts."""
     per_source = corpus.stats.get("per_source")
     if per_source is None or sum(per_source.values()) != corpus.stats.get("kept"):
         raise CorpusError(f"{where}: the corpus artifact {corpus.path} does not record its sentences per source "
                           "(made by an older swembed, or a source listed twice); rebuild it with --force")
     named = named_sources(patterns, [spec for spec in per_source if spec], where)
+    starts = np.cumsum([0, *per_source.values()])
+    return np.concatenate([np.arange(starts[i], starts[i + 1]) for i, spec in enumerate(per_source)
+                           if source_key(spec) in named] or [np.zeros(0, dtype=np.int64)])
+
+
+def rows_from_sources(corpus: StageResult, sentences: list[str], patterns: list[str], where: str) -> np.ndarray:
+    """The indices of ``sentences`` (lines of ``corpus``'s artifact, e.g. those the teacher encoded) that came from
+    the corpus sources ``patterns`` name (``source_lines``)."""
     lines = files.read_lines(corpus.path / files.SENTENCES)
-    chosen: set[str] = set()
-    start = 0
-    for spec, count in per_source.items():
-        if source_key(spec) in named:
-            chosen.update(lines[start : start + count])
-        start += count
+    chosen = {lines[i] for i in source_lines(corpus, patterns, where)}
     return np.flatnonzero([sentence in chosen for sentence in sentences])

@@ -37,7 +37,7 @@ import torch
 
 from swembed.pipeline import files
 from swembed.pipeline.config import ExtractConfig
-from swembed.pipeline.corpus import rows_from_sources, word_count
+from swembed.pipeline.corpus import source_lines, word_count
 from swembed.pipeline.stage import StageContext, StageResult, StageRun, load_checkpoint
 from swembed.pipeline.vocab import read_vocab_stage
 from swembed.runtime.outputs import atomic_file
@@ -136,8 +136,7 @@ class Selection:
         words, counts = read_vocab_stage(vocab)
         sentences = files.read_lines(corpus.path / files.SENTENCES)
         splitter = word_splitter(rules, teacher.tokenizer_json())
-        fill_from = (rows_from_sources(corpus, sentences, config.fill_sources, "[extract] fill_sources")
-                     if config.fill_sources else None)
+        fill_from = source_lines(corpus, config.fill_sources, "[extract] fill_sources") if config.fill_sources else None
         chosen, credit_arrays = select_sentences(config, sentences, {w: i for i, w in enumerate(words)}, counts,
                                                  splitter, seed, fill_from)
         texts = [sentences[i] for i in chosen]
@@ -579,7 +578,7 @@ def run_extract(ctx: StageContext, config: ExtractConfig, rules: TokenizationRul
         files.write_lines(run.out / files.TARGET_SENTENCES, (texts[i] for i in order))
         return {**_loop_stats(config, selection, len(texts) - done_sentences, loop_s, timing), **vector_stats,
                 "resumed_after_unit": units_done, "teacher_dtype": str(teacher.dtype).removeprefix("torch."),
-                "teacher_runtime": getattr(teacher, "runtime", "torch")}
+                "teacher_runtime": teacher.runtime}
 
     return ctx.run("extract", extract_identity(config, rules, teacher, ctx.seed), [corpus, vocab], compute)
 

@@ -79,6 +79,7 @@ class Teacher(Protocol):
     pooled_dim: int  # sentence vector width
     device: object  # torch.device
     dtype: object  # torch dtype of the weights (pick_dtype)
+    runtime: str  # what runs the model: torch, or onnx (swembed.teachers.onnx_runtime)
 
     def tokenizer_json(self) -> str: ...
 
@@ -175,6 +176,7 @@ class BatchedTeacher:
     """``forward`` and ``encode`` from a teacher's ``prepare`` (CPU) and ``run`` (device)."""
 
     batch_tokens: int = 8192
+    runtime: str = "torch"  # what runs the model (TEACHER_RUNTIMES); a sentence-transformers teacher may pick onnx
 
     def forward(self, texts: list[str]) -> TeacherOutput:
         inputs = self.prepare(texts)  # CPU only, so that forked workers can prepare batches too
