@@ -75,7 +75,8 @@ BUILD_FLAGS = [
     ("--teacher-dtype", "extract.teacher_dtype", {"choices": CHOICES["extract.teacher_dtype"],
                                                   "help": "teacher weights (auto: bfloat16 on CUDA and on CPUs "
                                                           "with AVX512-BF16 or AMX, else float32; "
-                                                          "SWEMBED_NATIVE_BF16=0 or 1 overrides the CPU flags)"}),
+                                                          "SWEMBED_NATIVE_BF16=0 or 1 overrides the CPU flags; "
+                                                          "int8: ONNX Runtime's dynamic quantisation on a CPU)"}),
     ("--teacher-runtime", "extract.teacher_runtime", {"choices": CHOICES["extract.teacher_runtime"],
                                                       "help": "what runs the teacher (auto: ONNX Runtime for a float32 "
                                                               "teacher on a CPU where it is installed, else torch)"}),

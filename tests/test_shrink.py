@@ -184,6 +184,6 @@ def test_the_committed_edge_recipes_load():
     for name in ("edge-16mb", "edge-4mb"):
         recipe = load_shrink_recipe(root / "pipelines" / f"{name}.toml")
         assert recipe.source.endswith("minilm-256-shared") and recipe.out.endswith(name)
-        search = load_shrink_recipe(root / "lab" / "pipelines" / f"{name}-sci.toml")  # the same from the search table
+        search = load_shrink_recipe(root / "pipelines" / f"{name}-sci.toml")  # the same from the search table
         assert search.source.endswith("minilm-256-sci") and search.out.endswith(f"{name}-sci")
         assert search.config == recipe.config

@@ -58,3 +58,50 @@ def test_onnx_asked_where_it_cannot_run_is_refused_before_any_work(tmp_path, tin
         assert result.returncode != 0 and says in result.stderr
         assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
         assert not out.exists() and not (tmp_path / "model.work").exists()
+
+
+@needs_onnx
+def test_an_int8_teacher_runs_only_on_onnx_runtime_on_the_cpu():
+    assert pick_runtime("auto", CPU, torch.float32, "bert", quantized=True) == "onnx"
+    assert pick_runtime("onnx", CPU, torch.float32, "gemma3_text", quantized=True) == "onnx"
+    for runtime, device in (("torch", CPU), ("auto", CUDA), ("onnx", CUDA)):
+        with pytest.raises(TeacherError, match="teacher dtype int8 runs on ONNX Runtime on the CPU"):
+            pick_runtime(runtime, device, torch.float32, "bert", quantized=True)
+
+
+@needs_onnx
+@pytest.mark.teacher
+def test_the_int8_teacher_stays_close_to_float32_and_its_build_says_so(tmp_path, tiny_corpus):
+    """ONNX Runtime's int8 MiniLM: sentence vectors within cosine 0.97 of float32 torch's, token vectors close at
+    every text position, its file quantised once beside the float32 export; a build with it records int8."""
+    import json
+
+    from swembed.teachers import load_teacher
+
+    exact = load_teacher("minilm", device="cpu", precision="float32", runtime="torch")
+    int8 = load_teacher("minilm", device="cpu", precision="int8")
+    assert (int8.runtime, int8.quantized, exact.quantized) == ("onnx", True, False)
+    assert int8.onnx.path.name.endswith("-int8.onnx") and int8.onnx.path.is_file()
+    texts = make_sentences(16, seed=5)
+    a, b = exact.forward(texts), int8.forward(texts)
+    pooled = torch.nn.functional.cosine_similarity(a.pooled, b.pooled)
+    assert pooled.min() > 0.97 and not torch.allclose(a.pooled, b.pooled, atol=1e-5)  # close, and really int8
+    real = torch.as_tensor(np.stack([o[:, 0] >= 0 for o in a.offsets]))
+    assert torch.nn.functional.cosine_similarity(a.hidden[real], b.hidden[real]).mean() > 0.95
+    quantised = int8.onnx.path.stat().st_mtime_ns
+    assert load_teacher("minilm", device="cpu", precision="int8").onnx.path.stat().st_mtime_ns == quantised
+
+    out = tmp_path / "model"
+    result = run_cli([*small_build_args(tiny_corpus, out), "--teacher-dtype", "int8"], same_process=True)
+    assert result.returncode == 0, result.stderr
+    stats = json.loads((out / "config.json").read_text())["build"]["stages"]["extract"]["stats"]
+    assert (stats["teacher_dtype"], stats["teacher_runtime"]) == ("int8", "onnx")
+
+
+def test_int8_asked_where_it_cannot_run_is_refused_before_any_work(tmp_path, tiny_corpus):
+    out = tmp_path / "model"
+    for flags in (["--teacher-runtime", "torch"], ["--device", "cuda"]):
+        result = run_cli([*small_build_args(tiny_corpus, out), "--teacher-dtype", "int8", *flags], same_process=True)
+        assert result.returncode != 0 and "--teacher-dtype int8 runs the teacher on ONNX Runtime" in result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
+        assert not out.exists() and not (tmp_path / "model.work").exists()

@@ -71,7 +71,8 @@ class ExtractConfig:
     fill_sources: list[str] = field(default_factory=list)  # ... and only with sentences of these corpus sources
     batch_tokens: int = 8192  # padded tokens per teacher batch (sentences sorted by length)
     unit_sentences: int = 8192  # checkpoint unit
-    teacher_dtype: str = "auto"  # auto: bfloat16 on CUDA or a CPU with native bfloat16, else float32 (pick_dtype)
+    teacher_dtype: str = "auto"  # auto: bfloat16 on CUDA or a CPU with native bfloat16, else float32 (pick_dtype);
+    # int8: the teacher's linear layers quantised by ONNX Runtime on a CPU (swembed.teachers.onnx_runtime)
     teacher_runtime: str = "auto"  # auto: ONNX Runtime for a float32 teacher on a CPU where installed (pick_runtime)
 
 
@@ -334,6 +335,9 @@ class BuildConfig:
         if self.extract.teacher_runtime == "onnx" and (self.extract.teacher_dtype == "bfloat16" or on_cuda):
             raise BuildError("--teacher-runtime onnx runs a float32 teacher on the CPU, not with --teacher-dtype "
                              "bfloat16 or --device cuda")
+        if self.extract.teacher_dtype == "int8" and (self.extract.teacher_runtime == "torch" or on_cuda):
+            raise BuildError("--teacher-dtype int8 runs the teacher on ONNX Runtime on the CPU, not with "
+                             "--teacher-runtime torch or --device cuda")
         if self.distill.random_batch_weight and not self.distill.cell_size:
             raise BuildError("random_batch_weight needs cell_size (without neighbour cells every batch is random)")
         co_weights = [weight for _, weight in self.coteacher.pairs()]
@@ -393,6 +397,8 @@ class BuildConfig:
                 named_sources(patterns, corpus_sources, where)
         if self.extract.teacher_runtime == "onnx" and not onnx_runtime_available():
             raise BuildError("--teacher-runtime onnx needs onnxruntime and onnx: pip install 'swembed[build]'")
+        if self.extract.teacher_dtype == "int8" and not onnx_runtime_available():
+            raise BuildError("--teacher-dtype int8 needs onnxruntime and onnx: pip install 'swembed[build]'")
         for paths, what, where in ((self.vocab.word_lists, "word list", "--word-lists / [vocab] word_lists"),
                                    (self.retrieval.files, "retrieval pairs", "[retrieval] files"),
                                    (self.paragraphs.files, "paragraph documents", "[paragraphs] files")):

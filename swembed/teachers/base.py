@@ -80,6 +80,7 @@ class Teacher(Protocol):
     device: object  # torch.device
     dtype: object  # torch dtype of the weights (pick_dtype)
     runtime: str  # what runs the model: torch, or onnx (swembed.teachers.onnx_runtime)
+    quantized: bool  # the weights run as int8 (teacher dtype int8, on ONNX Runtime)
 
     def tokenizer_json(self) -> str: ...
 
@@ -113,7 +114,7 @@ def pick_device(device: str = "auto"):
     return torch.device(device)
 
 
-TEACHER_DTYPES = ("auto", "float32", "bfloat16")
+TEACHER_DTYPES = ("auto", "float32", "bfloat16", "int8")  # int8: ONNX Runtime's dynamic quantisation, on a CPU
 TEACHER_RUNTIMES = ("auto", "torch", "onnx")  # onnx: ONNX Runtime on a CPU (swembed.teachers.onnx_runtime)
 
 
@@ -147,14 +148,15 @@ def cpu_has_native_bf16(cpuinfo: str | None = None) -> bool:
 def pick_dtype(device, precision: str = "auto"):
     """The teacher's weight dtype: ``auto`` -> bfloat16 on CUDA and on a CPU that computes it natively
     (``cpu_has_native_bf16``: MiniLM and mpnet 2-3x faster, token vectors within cosine 0.9999), float32 on any
-    other CPU; ``float32`` and ``bfloat16`` as asked."""
+    other CPU; ``float32`` and ``bfloat16`` as asked; ``int8`` loads float32 weights, which ONNX Runtime quantises
+    (``swembed.teachers.onnx_runtime``)."""
     import torch
 
     if precision not in TEACHER_DTYPES:
         raise TeacherError(f"teacher dtype must be one of {', '.join(TEACHER_DTYPES)}, got {precision!r}")
     if precision == "auto":
         return torch.bfloat16 if device.type == "cuda" or cpu_has_native_bf16() else torch.float32
-    return getattr(torch, precision)
+    return torch.float32 if precision == "int8" else getattr(torch, precision)
 
 
 def token_budget_batches(lengths: np.ndarray, budget: int, max_rows: int | None = None) -> list[np.ndarray]:
@@ -177,6 +179,7 @@ class BatchedTeacher:
 
     batch_tokens: int = 8192
     runtime: str = "torch"  # what runs the model (TEACHER_RUNTIMES); a sentence-transformers teacher may pick onnx
+    quantized: bool = False  # teacher dtype int8: float32 weights that ONNX Runtime runs as int8
 
     def forward(self, texts: list[str]) -> TeacherOutput:
         inputs = self.prepare(texts)  # CPU only, so that forked workers can prepare batches too

@@ -26,13 +26,21 @@ MAX_EXPORT_BYTES = 1_900_000_000  # one ONNX protobuf holds at most 2 GB; larger
 CHECKED_ARCHITECTURES = ("bert",)  # MiniLM, the e5 family, LaBSE
 
 
-def pick_runtime(runtime: str, device, dtype, architecture: str = "bert") -> str:
+def pick_runtime(runtime: str, device, dtype, architecture: str = "bert", quantized: bool = False) -> str:
     """``torch`` or ``onnx`` for a teacher of ``architecture`` (its config's model_type) on ``device`` with weights
     of ``dtype`` (``pick_dtype``'s): ``auto`` -> ONNX Runtime for a float32 encoder of ``CHECKED_ARCHITECTURES`` on a
     CPU when it is installed, torch otherwise (CUDA, bfloat16, other models); ``onnx`` asked where it cannot run is
-    refused in one line."""
+    refused in one line. ``quantized`` (teacher dtype int8) runs only on ONNX Runtime on a CPU, under ``auto`` or
+    ``onnx``."""
     if runtime not in TEACHER_RUNTIMES:
         raise TeacherError(f"teacher runtime must be one of {', '.join(TEACHER_RUNTIMES)}, got {runtime!r}")
+    if quantized:
+        if runtime == "torch" or device.type != "cpu":
+            raise TeacherError(f"teacher dtype int8 runs on ONNX Runtime on the CPU, not on {runtime} / {device.type} "
+                               "(set teacher_runtime = \"auto\" and device = \"cpu\")")
+        if not onnx_runtime_available():
+            raise TeacherError("teacher dtype int8 needs onnxruntime and onnx: pip install 'swembed[build]'")
+        return "onnx"
     fits = device.type == "cpu" and dtype == torch.float32
     if runtime == "onnx":
         if not fits:
@@ -86,10 +94,27 @@ def export_onnx(model, takes_token_types: bool, path: Path) -> None:
                           output_names=["hidden"], dynamic_axes=axes, opset_version=OPSET, dynamo=False)
 
 
+def quantize_int8(path: Path) -> Path:
+    """The int8 copy of an export (ONNX Runtime's dynamic quantisation: int8 weights per output channel, activations
+    quantised per batch), written once beside it, atomically."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    from swembed.runtime.outputs import atomic_file
+
+    out = path.with_name(f"{path.stem}-int8.onnx")
+    if not out.is_file():
+        logger.info("quantising %s to int8 (once): %s", path.name, out)
+        with atomic_file(out, checked=False) as tmp, warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            quantize_dynamic(str(path), str(tmp), weight_type=QuantType.QInt8, per_channel=True)
+    return out
+
+
 class OnnxEncoder:
     """The transformer of a sentence-transformers teacher in an ONNX Runtime session: (ids, mask) -> hidden."""
 
-    def __init__(self, model, folder: Path, name: str, takes_token_types: bool, threads: int) -> None:
+    def __init__(self, model, folder: Path, name: str, takes_token_types: bool, threads: int,
+                 quantized: bool = False) -> None:
         import onnxruntime as ort
 
         size = sum(p.numel() * p.element_size() for p in model.parameters())
@@ -106,6 +131,8 @@ class OnnxEncoder:
                 raise TeacherError(f"{folder}: could not export the teacher to ONNX ({type(exc).__name__}: "
                                    f"{str(exc).splitlines()[0] if str(exc) else ''}); use teacher_runtime = "
                                    "\"torch\"") from exc
+        if quantized:
+            path = quantize_int8(path)
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1

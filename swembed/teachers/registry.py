@@ -150,6 +150,10 @@ def load_teacher(name_or_path: str, device: str = "auto", batch_tokens: int = 81
 
         return SentenceTransformerTeacher(folder, spec, device=device, batch_tokens=batch_tokens, precision=precision,
                                           runtime=runtime)
+    if precision == "int8":
+        raise TeacherError(f"teacher dtype int8 runs on ONNX Runtime, for sentence-transformers teachers only; "
+                           f"{spec.name} is a {kind} teacher (use teacher_dtype = \"auto\", \"float32\" or "
+                           "\"bfloat16\")")
     if runtime == "onnx":
         raise TeacherError(f"teacher runtime onnx runs sentence-transformers teachers only; {spec.name} is a {kind} "
                            "teacher (use teacher_runtime = \"torch\" or \"auto\")")

@@ -135,6 +135,7 @@ class SentenceTransformerTeacher(BatchedTeacher):
         self.pooling = read_pooling_mode(self.folder)
         self.tokenizer = load_fast_tokenizer(self.folder, self.max_length)
         self.pad_id = self.tokenizer.token_to_id("[PAD]") or self.tokenizer.token_to_id("<pad>") or 0
+        self.quantized = precision == "int8"  # float32 weights, run int8 by ONNX Runtime
         self.dtype = pick_dtype(self.device, "float32" if runtime == "onnx" and precision == "auto" else precision)
         try:
             self.model = AutoModel.from_pretrained(
@@ -163,14 +164,14 @@ class SentenceTransformerTeacher(BatchedTeacher):
     def _start_runtime(self, runtime: str) -> tuple[str, OnnxEncoder | None]:
         """The runtime ``pick_runtime`` chooses, with its ONNX session; ``auto`` falls back to torch, in one logged
         line, where the model does not export."""
-        chosen = pick_runtime(runtime, self.device, self.dtype, str(self.model.config.model_type))
+        chosen = pick_runtime(runtime, self.device, self.dtype, str(self.model.config.model_type), self.quantized)
         if chosen == "torch":
             return chosen, None
         try:
             return chosen, OnnxEncoder(self.model, self.folder, self.spec.name, self._takes_token_types,
-                                       torch.get_num_threads())
+                                       torch.get_num_threads(), self.quantized)
         except TeacherError as exc:
-            if runtime == "onnx":
+            if runtime == "onnx" or self.quantized:
                 raise
             logger.warning("%s; the teacher runs on torch", exc)
             return "torch", None
