@@ -71,7 +71,7 @@ def bench_extract_corpus(teacher_name: str, corpus: list[str], n: int, batch_tok
     lines = (line.strip() for spec in expand_sources(corpus) for line in read_source(spec))
     sentences = list(islice((line for line in lines if line), n))
     result = bench_extract(teacher, sentences, batch_tokens, repeats)
-    return {"teacher": teacher_name, "teacher_dtype": str(teacher.dtype).removeprefix("torch."),
+    return {"teacher": teacher_name, "teacher_dtype": teacher.dtype_name,
             "teacher_runtime": teacher.runtime, **result}
 
 

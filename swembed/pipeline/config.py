@@ -395,10 +395,10 @@ class BuildConfig:
                                 (self.extract.fill_sources, "[extract] fill_sources")):
             if patterns:
                 named_sources(patterns, corpus_sources, where)
-        if self.extract.teacher_runtime == "onnx" and not onnx_runtime_available():
-            raise BuildError("--teacher-runtime onnx needs onnxruntime and onnx: pip install 'swembed[build]'")
-        if self.extract.teacher_dtype == "int8" and not onnx_runtime_available():
-            raise BuildError("--teacher-dtype int8 needs onnxruntime and onnx: pip install 'swembed[build]'")
+        asked = ("--teacher-runtime onnx" if self.extract.teacher_runtime == "onnx" else
+                 "--teacher-dtype int8" if self.extract.teacher_dtype == "int8" else None)
+        if asked and not onnx_runtime_available():
+            raise BuildError(f"{asked} needs onnxruntime and onnx: pip install 'swembed[build]'")
         for paths, what, where in ((self.vocab.word_lists, "word list", "--word-lists / [vocab] word_lists"),
                                    (self.retrieval.files, "retrieval pairs", "[retrieval] files"),
                                    (self.paragraphs.files, "paragraph documents", "[paragraphs] files")):

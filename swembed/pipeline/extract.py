@@ -576,9 +576,9 @@ def run_extract(ctx: StageContext, config: ExtractConfig, rules: TokenizationRul
         targets.flush()
         os.replace(targets_path, run.out / files.TARGETS)
         files.write_lines(run.out / files.TARGET_SENTENCES, (texts[i] for i in order))
-        dtype = "int8" if teacher.quantized else str(teacher.dtype).removeprefix("torch.")
         return {**_loop_stats(config, selection, len(texts) - done_sentences, loop_s, timing), **vector_stats,
-                "resumed_after_unit": units_done, "teacher_dtype": dtype, "teacher_runtime": teacher.runtime}
+                "resumed_after_unit": units_done, "teacher_dtype": teacher.dtype_name,
+                "teacher_runtime": teacher.runtime}
 
     return ctx.run("extract", extract_identity(config, rules, teacher, ctx.seed), [corpus, vocab], compute)
 

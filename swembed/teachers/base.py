@@ -81,6 +81,7 @@ class Teacher(Protocol):
     dtype: object  # torch dtype of the weights (pick_dtype)
     runtime: str  # what runs the model: torch, or onnx (swembed.teachers.onnx_runtime)
     quantized: bool  # the weights run as int8 (teacher dtype int8, on ONNX Runtime)
+    dtype_name: str  # what the weights compute in: float32, bfloat16 or int8
 
     def tokenizer_json(self) -> str: ...
 
@@ -180,6 +181,11 @@ class BatchedTeacher:
     batch_tokens: int = 8192
     runtime: str = "torch"  # what runs the model (TEACHER_RUNTIMES); a sentence-transformers teacher may pick onnx
     quantized: bool = False  # teacher dtype int8: float32 weights that ONNX Runtime runs as int8
+
+    @property
+    def dtype_name(self) -> str:
+        """What the weights compute in: ``int8`` when quantised, else the torch dtype's name (float32, bfloat16)."""
+        return "int8" if self.quantized else str(self.dtype).removeprefix("torch.")
 
     def forward(self, texts: list[str]) -> TeacherOutput:
         inputs = self.prepare(texts)  # CPU only, so that forked workers can prepare batches too

@@ -34,20 +34,18 @@ def pick_runtime(runtime: str, device, dtype, architecture: str = "bert", quanti
     ``onnx``."""
     if runtime not in TEACHER_RUNTIMES:
         raise TeacherError(f"teacher runtime must be one of {', '.join(TEACHER_RUNTIMES)}, got {runtime!r}")
-    if quantized:
-        if runtime == "torch" or device.type != "cpu":
-            raise TeacherError(f"teacher dtype int8 runs on ONNX Runtime on the CPU, not on {runtime} / {device.type} "
-                               "(set teacher_runtime = \"auto\" and device = \"cpu\")")
-        if not onnx_runtime_available():
-            raise TeacherError("teacher dtype int8 needs onnxruntime and onnx: pip install 'swembed[build]'")
-        return "onnx"
+    if quantized and (runtime == "torch" or device.type != "cpu"):
+        raise TeacherError(f"teacher dtype int8 runs on ONNX Runtime on the CPU, not on {runtime} / {device.type} "
+                           "(set teacher_runtime = \"auto\" and device = \"cpu\")")
     fits = device.type == "cpu" and dtype == torch.float32
-    if runtime == "onnx":
-        if not fits:
-            raise TeacherError(f"teacher runtime onnx runs a float32 teacher on the CPU, not {str(dtype)[6:]} on "
-                               f"{device.type} (set teacher_dtype = \"float32\" and device = \"cpu\")")
-        if not onnx_runtime_available():
-            raise TeacherError("teacher runtime onnx needs onnxruntime and onnx: pip install 'swembed[build]'")
+    if runtime == "onnx" and not fits:
+        raise TeacherError(f"teacher runtime onnx runs a float32 teacher on the CPU, not {str(dtype)[6:]} on "
+                           f"{device.type} (set teacher_dtype = \"float32\" and device = \"cpu\")")
+    asked = "teacher dtype int8" if quantized else "teacher runtime onnx" if runtime == "onnx" else None
+    if asked and not onnx_runtime_available():
+        raise TeacherError(f"{asked} needs onnxruntime and onnx: pip install 'swembed[build]'")
+    if quantized:
+        return "onnx"
     if runtime == "auto":
         return "onnx" if fits and architecture in CHECKED_ARCHITECTURES and onnx_runtime_available() else "torch"
     return runtime
@@ -123,16 +121,17 @@ class OnnxEncoder:
                                "use teacher_runtime = \"torch\"")
         label = re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
         path = teacher_cache().parent / "onnx" / f"{label}-{export_key(Path(folder))}.onnx"
-        if not path.is_file():
-            logger.info("exporting %s to ONNX (once): %s", folder, path)
-            try:
+        step, instead = "export the teacher to ONNX", 'teacher_runtime = "torch"'
+        try:
+            if not path.is_file():
+                logger.info("exporting %s to ONNX (once): %s", folder, path)
                 export_onnx(model, takes_token_types, path)
-            except Exception as exc:
-                raise TeacherError(f"{folder}: could not export the teacher to ONNX ({type(exc).__name__}: "
-                                   f"{str(exc).splitlines()[0] if str(exc) else ''}); use teacher_runtime = "
-                                   "\"torch\"") from exc
-        if quantized:
-            path = quantize_int8(path)
+            if quantized:
+                step, instead = "quantise the teacher to int8", 'teacher_dtype = "float32"'
+                path = quantize_int8(path)
+        except Exception as exc:
+            raise TeacherError(f"{folder}: could not {step} ({type(exc).__name__}: "
+                               f"{str(exc).splitlines()[0] if str(exc) else ''}); use {instead}") from exc
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
