@@ -684,6 +684,8 @@ def test_loss_weights_and_script_variants_are_checked_before_any_work(tmp_path):
                             "one weight per co-teacher: 2 names, 1 weights"),
                            ({"vocab": {"word_lists": ["w.txt"]}}, "is for one-language builds"),
                            ({"retrieval": {"files": ["p.tsv"]}}, "[retrieval] files are for one-language builds"),
+                           ({"distill": {"lr_decay": "step"}},
+                            "[distill] lr_decay must be one of none, linear, cosine, got 'step'"),
                            ({"retrieval": {"loss": "mse"}},
                             "[retrieval] loss must be one of kd, contrastive, got 'mse'"),
                            ({"retrieval": {"weight": -1.0}}, "r.toml: [retrieval] weight must be at least 0"),

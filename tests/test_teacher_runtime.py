@@ -90,12 +90,32 @@ def test_the_int8_teacher_stays_close_to_float32_and_its_build_says_so(tmp_path,
     assert torch.nn.functional.cosine_similarity(a.hidden[real], b.hidden[real]).mean() > 0.95
     quantised = int8.onnx.path.stat().st_mtime_ns
     assert load_teacher("minilm", device="cpu", precision="int8").onnx.path.stat().st_mtime_ns == quantised
+    fidelity = json.loads(int8.onnx.path.with_suffix(".fidelity.json").read_text())  # the probe, kept beside it
+    assert 0.98 < fidelity["cosine_min"] <= fidelity["cosine_mean"] < 1.0 and fidelity["sentences"] == 16
 
     out = tmp_path / "model"
     result = run_cli([*small_build_args(tiny_corpus, out), "--teacher-dtype", "int8"], same_process=True)
     assert result.returncode == 0, result.stderr
     stats = json.loads((out / "config.json").read_text())["build"]["stages"]["extract"]["stats"]
     assert (stats["teacher_dtype"], stats["teacher_runtime"]) == ("int8", "onnx")
+
+
+@needs_onnx
+@pytest.mark.teacher
+def test_an_int8_teacher_that_strays_from_float32_is_refused_in_one_line(tmp_path, tiny_corpus, monkeypatch):
+    """The probe's bar raised above what MiniLM keeps at int8 (as mpnet's 0.87 is below it): the teacher is refused
+    naming its measured cosine, and a build says so in one line."""
+    from swembed.teachers import load_teacher, onnx_runtime
+
+    load_teacher("minilm", device="cpu", precision="int8")  # quantised and probed at the real bar
+    monkeypatch.setattr(onnx_runtime, "INT8_MIN_COSINE", 0.99999)
+    with pytest.raises(TeacherError, match=r"teacher minilm at int8 strays from float32: sentence cosine 0\.9\d\d "
+                                           r"on average over 16 probe sentences"):
+        load_teacher("minilm", device="cpu", precision="int8")
+    result = run_cli([*small_build_args(tiny_corpus, tmp_path / "model"), "--teacher-dtype", "int8"],
+                     same_process=True)
+    assert result.returncode != 0 and "strays from float32" in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "model").exists()
 
 
 def test_int8_asked_where_it_cannot_run_is_refused_before_any_work(tmp_path, tiny_corpus):

@@ -259,3 +259,40 @@ def test_training_on_cuda_matches_the_cpu(tmp_path):
                                    1e9)
     assert gpu_history["device"].startswith("cuda")
     np.testing.assert_allclose(gpu_table, cpu_table, atol=1e-3)
+
+
+def test_lr_decay_takes_the_step_to_zero_at_max_steps():
+    for decay, middle in (("linear", 0.5), ("cosine", 0.5)):
+        settings = LoopSettings(batch_size=16, lr=2e-3, max_steps=100, eval_every=20, patience=10, seed=0,
+                                lr_decay=decay)
+        assert settings.lr_at(0) == pytest.approx(2e-3)
+        assert settings.lr_at(50) == pytest.approx(2e-3 * middle)
+        assert settings.lr_at(100) == pytest.approx(0.0, abs=1e-12)
+        assert all(settings.lr_at(s) > settings.lr_at(s + 1) for s in range(99))
+    assert settings.lr_at(25) == pytest.approx(2e-3 * 0.5 * (1 + np.cos(np.pi / 4)))  # cosine: 1.71e-3, linear 1.5e-3
+    constant = LoopSettings(batch_size=16, lr=2e-3, max_steps=100, eval_every=20, patience=10, seed=0)
+    assert {constant.lr_at(s) for s in range(0, 101, 10)} == {2e-3}
+
+
+def test_a_decayed_run_differs_from_a_constant_one_and_resumes_on_its_schedule(tmp_path):
+    """The schedule follows the optimiser's step count, which a checkpoint restores: a killed run resumes to the
+    table of an unbroken one."""
+    device = torch.device("cpu")
+    table, objectives = problem(device, cell_size=0)
+    decayed = LoopSettings(batch_size=16, lr=1e-2, max_steps=120, eval_every=20, patience=10, seed=0,
+                           lr_decay="linear")
+    for name in ("constant", "a", "b"):
+        (tmp_path / name).mkdir()
+    constant, _ = train(table, objectives, SETTINGS, device, tmp_path / "constant", 0.0, quiet=True)
+    reference, history = train(table, objectives, decayed, device, tmp_path / "a", 0.0, quiet=True)
+    assert history["best_val_loss"] < history["initial_val_loss"]
+    assert not np.allclose(reference, constant)
+
+    def kill(rounds):
+        if rounds == 3:
+            raise Killed
+
+    with pytest.raises(Killed):
+        train(table, objectives, decayed, device, tmp_path / "b", 0.0, kill, quiet=True)
+    resumed, _ = train(table, objectives, decayed, device, tmp_path / "b", 0.0, quiet=True)
+    np.testing.assert_array_equal(resumed, reference)

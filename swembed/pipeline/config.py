@@ -59,6 +59,7 @@ TABLE_DTYPES = ("float32", "float16")
 DEVICES = ("auto", "cpu", "cuda")
 PCA_LEVELS = ("sentence", "word", "none")
 RETRIEVAL_LOSSES = ("kd", "contrastive")
+LR_DECAYS = ("none", "linear", "cosine")
 
 
 @dataclass
@@ -106,6 +107,9 @@ class DistillConfig:
     tau: float = 0.05
     lr: float = 1e-3
     max_steps: int = 100_000
+    # the step size over max_steps: "none" keeps lr; "linear" and "cosine" take it to zero at max_steps, for a
+    # recipe whose build budget stops training before early stopping would
+    lr_decay: str = "none"
     eval_every: int = 250
     patience: int = 10  # rounds; sparse updates make the validation loss noisy
     val_sentences: int = 5_000  # per language
@@ -480,6 +484,7 @@ CHOICES = {
     "extract.teacher_runtime": TEACHER_RUNTIMES,
     "pca.level": PCA_LEVELS,
     "retrieval.loss": RETRIEVAL_LOSSES,
+    "distill.lr_decay": LR_DECAYS,
 }
 
 

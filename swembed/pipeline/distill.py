@@ -59,8 +59,8 @@ def distill_identity(config: DistillConfig, inputs: DistillInputs, seed: int) ->
     for step, section in inputs.post:
         if step.identity:
             identity.update(step.identity(section))
-    for option in ("center_targets", "rare_word_pieces", "random_batch_weight", "sources"):
-        if not identity[option]:
+    for option in ("center_targets", "rare_word_pieces", "random_batch_weight", "sources", "lr_decay"):
+        if identity[option] in (False, 0, [], "none"):
             identity.pop(option)
     return identity
 
@@ -86,7 +86,7 @@ def _distill(ctx: StageContext, config: DistillConfig, inputs: DistillInputs, ru
     training = TrainingContext(config, tokenizers, pick_device(ctx.device), ctx.seed, np.random.default_rng(ctx.seed))
     objectives = plan_objectives(inputs, training, contexts)
     settings = LoopSettings(config.batch_size, config.lr, config.max_steps, config.eval_every, config.patience,
-                            ctx.seed)
+                            ctx.seed, config.lr_decay)
     best, history = train(np.load(inputs.pca.path / files.TABLE), objectives, settings, training.device, run.partial,
                           ctx.checkpoint_seconds, run.unit_done, run.quiet)
     stats = training.stats

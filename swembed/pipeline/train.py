@@ -20,6 +20,7 @@ CPU or CUDA.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -334,6 +335,16 @@ class LoopSettings:
     eval_every: int
     patience: int
     seed: int
+    lr_decay: str = "none"  # "linear" or "cosine": the step size falls to zero at max_steps
+
+    def lr_at(self, step: int) -> float:
+        """The step size of step ``step`` (0-based) under the decay."""
+        done = min(step / self.max_steps, 1.0)
+        if self.lr_decay == "linear":
+            return self.lr * (1.0 - done)
+        if self.lr_decay == "cosine":
+            return self.lr * 0.5 * (1.0 + math.cos(math.pi * done))
+        return self.lr
 
 
 class _Losses:
@@ -381,6 +392,7 @@ class _Losses:
             parts, (rows, copy) = self([(o, plan[step]) for o, plan in zip(objectives, plans)], trainable=True)
             loss = sum(o.weight * part for o, part in zip(objectives, parts))
             loss.backward()
+            optimizer.lr = settings.lr_at(optimizer.steps)
             optimizer.step(rows, copy, copy.grad)
             train_losses.append(loss.detach())
         return float(torch.stack(train_losses).mean())

@@ -168,13 +168,28 @@ class SentenceTransformerTeacher(BatchedTeacher):
         if chosen == "torch":
             return chosen, None
         try:
-            return chosen, OnnxEncoder(self.model, self.folder, self.spec.name, self._takes_token_types,
-                                       torch.get_num_threads(), self.quantized)
+            encoder = OnnxEncoder(self.model, self.folder, self.spec.name, self._takes_token_types,
+                                  torch.get_num_threads(), self.quantized)
+            if self.quantized:
+                self._check_int8(encoder)
+            return chosen, encoder
         except TeacherError as exc:
             if runtime == "onnx" or self.quantized:
                 raise
             logger.warning("%s; the teacher runs on torch", exc)
             return "torch", None
+
+    def _check_int8(self, encoder: OnnxEncoder) -> None:
+        """Refuse, in one line, an int8 teacher whose sentence vectors stray from float32's (``INT8_MIN_COSINE``)."""
+        from swembed.teachers import onnx_runtime
+
+        probes = self.tokenizer.encode_batch([self.prompt + t for t in onnx_runtime.PROBE_SENTENCES])
+        fidelity = encoder.int8_fidelity(self.model, probes)
+        if fidelity["cosine_mean"] < onnx_runtime.INT8_MIN_COSINE:
+            raise TeacherError(
+                f"teacher {self.spec.name} at int8 strays from float32: sentence cosine {fidelity['cosine_mean']:.3f} "
+                f"on average over {fidelity['sentences']} probe sentences, under {onnx_runtime.INT8_MIN_COSINE}; "
+                "use teacher_dtype = \"float32\" or \"bfloat16\"")
 
     def _tensor(self, array: np.ndarray | None) -> torch.Tensor | None:
         return None if array is None else torch.as_tensor(array, dtype=torch.float32, device=self.device)
