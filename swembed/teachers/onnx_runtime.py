@@ -9,6 +9,7 @@ import json
 import logging
 import re
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -109,8 +110,7 @@ def quantize_int8(path: Path) -> Path:
 
 
 # int8 must keep a teacher's sentence vectors this close to float32's (mean cosine over PROBE_SENTENCES): MiniLM keeps
-# 0.99 and is 2.2x as fast; mpnet falls to 0.87 (its feed-forward outputs have outliers that one int8 scale per batch
-# cannot hold), and a table distilled from that would be a different teacher's
+# 0.99 and is 2.2x as fast; mpnet falls to 0.89, and a table distilled from that would be a different teacher's
 INT8_MIN_COSINE = 0.98
 PROBE_SENTENCES = (
     "A man is playing a guitar on the street.", "The stock market fell sharply after the announcement.",
@@ -158,27 +158,15 @@ class OnnxEncoder:
         self.takes_token_types = takes_token_types
         self.path = path
 
-    def int8_fidelity(self, model, encodings: list) -> dict:
-        """How close this int8 session keeps the float32 ``model``'s mean-pooled vectors on ``encodings`` (the
-        tokenised ``PROBE_SENTENCES``): cosine mean and min, measured once per int8 file and kept beside it."""
+    def int8_fidelity(self, measure: Callable[[], dict]) -> dict:
+        """This int8 session's closeness to float32 (``measure``'s record: cosine mean and min over
+        ``PROBE_SENTENCES``), measured once per int8 file and kept beside it."""
         from swembed.runtime.outputs import atomic_file
 
         record = self.path.with_suffix(".fidelity.json")
         if record.is_file():
             return json.loads(record.read_text())
-        width = max(len(e.ids) for e in encodings)
-        ids = torch.zeros((len(encodings), width), dtype=torch.long)
-        mask = torch.zeros_like(ids)
-        for row, e in enumerate(encodings):
-            ids[row, : len(e.ids)], mask[row, : len(e.ids)] = torch.tensor(e.ids), 1
-        with torch.no_grad():
-            kwargs = {"token_type_ids": torch.zeros_like(ids)} if self.takes_token_types else {}
-            exact = model(input_ids=ids, attention_mask=mask, **kwargs).last_hidden_state.float()
-        weights = mask.unsqueeze(-1).float()
-        pooled = [torch.nn.functional.normalize((h * weights).sum(1), dim=-1) for h in (exact, self(ids, mask))]
-        cosine = (pooled[0] * pooled[1]).sum(-1)
-        fidelity = {"cosine_mean": round(float(cosine.mean()), 5), "cosine_min": round(float(cosine.min()), 5),
-                    "sentences": len(encodings)}
+        fidelity = measure()
         with atomic_file(record, checked=False) as tmp:
             Path(tmp).write_text(json.dumps(fidelity))
         return fidelity

@@ -183,8 +183,16 @@ class SentenceTransformerTeacher(BatchedTeacher):
         """Refuse, in one line, an int8 teacher whose sentence vectors stray from float32's (``INT8_MIN_COSINE``)."""
         from swembed.teachers import onnx_runtime
 
-        probes = self.tokenizer.encode_batch([self.prompt + t for t in onnx_runtime.PROBE_SENTENCES])
-        fidelity = encoder.int8_fidelity(self.model, probes)
+        @torch.inference_mode()
+        def measure() -> dict:
+            inputs = self.prepare(list(onnx_runtime.PROBE_SENTENCES))
+            exact, int8 = (pool(self._last_hidden(inputs.ids, inputs.mask, onnx), inputs.mask, self.pooling)
+                           for onnx in (None, encoder))
+            cosine = torch.nn.functional.cosine_similarity(exact, int8)
+            return {"cosine_mean": round(float(cosine.mean()), 5), "cosine_min": round(float(cosine.min()), 5),
+                    "sentences": len(cosine)}
+
+        fidelity = encoder.int8_fidelity(measure)
         if fidelity["cosine_mean"] < onnx_runtime.INT8_MIN_COSINE:
             raise TeacherError(
                 f"teacher {self.spec.name} at int8 strays from float32: sentence cosine {fidelity['cosine_mean']:.3f} "
@@ -233,18 +241,21 @@ class SentenceTransformerTeacher(BatchedTeacher):
             offsets.append(spans)
         return EncoderInputs(torch.from_numpy(ids), torch.from_numpy(mask), offsets)
 
+    def _last_hidden(self, ids: torch.Tensor, mask: torch.Tensor, onnx: OnnxEncoder | None) -> torch.Tensor:
+        """The model's last-layer vectors (float32), from the ONNX session ``onnx`` when given, else from torch."""
+        if onnx is not None:
+            return onnx(ids, mask)
+        kwargs = {"input_ids": ids, "attention_mask": mask}
+        if self._takes_token_types:
+            kwargs["token_type_ids"] = torch.zeros_like(ids)
+        return self.model(**kwargs).last_hidden_state.float()
+
     @torch.inference_mode()
     def run(self, inputs: EncoderInputs) -> TeacherOutput:
         """One batch on the device: last-layer vectors and pooled normalised vectors (both stay there)."""
         ids = inputs.ids.to(self.device, non_blocking=True)
         mask = inputs.mask.to(self.device, non_blocking=True)
-        if self.onnx is not None:
-            hidden = self.onnx(ids, mask)
-        else:
-            kwargs = {"input_ids": ids, "attention_mask": mask}
-            if self._takes_token_types:
-                kwargs["token_type_ids"] = torch.zeros_like(ids)
-            hidden = self.model(**kwargs).last_hidden_state.float()
+        hidden = self._last_hidden(ids, mask, self.onnx)
         if self.token_map is not None:
             hidden = hidden @ self.token_map
         pooled = pool(hidden, mask, self.pooling)
