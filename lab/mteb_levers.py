@@ -119,12 +119,17 @@ def docstring_dev(packages: tuple[str, ...] = DOCSTRING_PACKAGES):
     return queries, docs, np.arange(len(docs))
 
 
-def ndcg_at_10(encode: Encoder, queries: list[str], docs: list[str], gold: np.ndarray) -> float:
-    """nDCG@10 x 100 with one relevant document per query, cosine ranking."""
+def ndcg_per_query(encode: Encoder, queries: list[str], docs: list[str], gold: np.ndarray) -> np.ndarray:
+    """Each query's nDCG@10 (0..1) with one relevant document, cosine ranking."""
     q, d = _unit(encode(queries)), _unit(encode(docs))
     sims = q @ d.T
     rank = (sims > sims[np.arange(len(gold)), gold][:, None]).sum(axis=1)  # documents scored above the gold one
-    return float(100 * np.mean(np.where(rank < 10, 1 / np.log2(rank + 2), 0.0)))
+    return np.where(rank < 10, 1 / np.log2(rank + 2), 0.0)
+
+
+def ndcg_at_10(encode: Encoder, queries: list[str], docs: list[str], gold: np.ndarray) -> float:
+    """nDCG@10 x 100 with one relevant document per query, cosine ranking."""
+    return float(100 * np.mean(ndcg_per_query(encode, queries, docs, gold)))
 
 
 def _unit(x: np.ndarray) -> np.ndarray:

@@ -81,41 +81,66 @@ SEARCH_ROWS = [
      "python -m lab.sci_splits && SWEMBED_NATIVE_BF16=0 swembed build --recipe "
      "lab/pipelines/minilm-256-sci-short4.toml --work-dir models/minilm-sci-short4-ort.work "
      "--out models/minilm-256-sci-short4-ort"),
-    ("minilm-256-sci", "**the menu's search recipe since 2026-11-28**: minilm-256-sci-cover4's 4-context cover plus "
+    ("minilm-256-sci-general-fill", "**the menu's search recipe from 2026-11-28 until it took `[retrieval]` (row "
+     "`minilm-256-sci` below)**: minilm-256-sci-cover4's 4-context cover plus "
      "120k sentences of at most 15 words from the general English and news sources only (`[extract] fill_sources`; "
      "8.80M teacher tokens): the short-sentence fill without its scientific third; float32 teacher on ONNX Runtime. "
      "Built as `lab/pipelines/minilm-256-sci-general-fill.toml` (same settings) in the work folder of the row "
-     "above; the menu recipe then found every stage cached and wrote the same bytes",
+     "above; the menu recipe, then these settings, found every stage cached and wrote the same bytes",
      "SWEMBED_NATIVE_BF16=0 swembed build --recipe lab/pipelines/minilm-256-sci-general-fill.toml --work-dir "
-     "models/minilm-sci-short4-ort.work; SWEMBED_NATIVE_BF16=0 swembed build --recipe pipelines/minilm-256-sci.toml "
-     "--work-dir models/minilm-sci-short4-ort.work"),
-    ("minilm-256-sci-fill240", "minilm-256-sci with its general fill doubled (240k sentences of at most 15 words; "
+     "models/minilm-sci-short4-ort.work"),
+    ("minilm-256-sci-fill240",
+     "minilm-256-sci-general-fill with its general fill doubled (240k sentences of at most 15 words; "
      "10.43M teacher tokens against 8.80M): STS-B dev +0.13, classifiers +0.55, docstring +0.42, the scientific and "
      "wiki pairs -0.15 / -0.18; 38.6 min from nothing here (extract 1,452 s against 1,154), over what the AVX2 kind "
      "can be sure to fit in 60 min. Not adopted: retrieval dev fell and avg7 stays under 75.0",
      "python -m lab.sci_splits && SWEMBED_NATIVE_BF16=0 swembed build --recipe "
      "lab/pipelines/minilm-256-sci-fill240.toml"),
-    ("minilm-256-sci-rb1", "minilm-256-sci with the random-batch companions weighing as much as the neighbour "
+    ("minilm-256-sci-rb1",
+     "minilm-256-sci-general-fill with the random-batch companions weighing as much as the neighbour "
      "batches (`[distill] random_batch_weight = 1.0`, not 0.5): does the global layout STS ranks across topics close "
      "its gap? STS-B dev -0.04, wiki +0.26, the scientific pairs -0.11; not adopted",
      "python -m lab.sci_splits && SWEMBED_NATIVE_BF16=0 swembed build --recipe "
      "lab/pipelines/minilm-256-sci-rb1.toml"),
-    ("minilm-256-sci-int8", "minilm-256-sci with the teacher run as int8 (`--teacher-dtype int8`: ONNX Runtime's "
+    ("minilm-256-sci-int8",
+     "minilm-256-sci-general-fill with the teacher run as int8 (`--teacher-dtype int8`: ONNX Runtime's "
      "dynamic quantisation, per channel): extract 606 s against 1,154 s, 23.2 min from nothing here against 32.5; "
      "every dev and test score within the spread of two float32 builds. Built before the flag existed, by a wrapper "
      "that loaded the same int8 file with the same session settings",
-     "python -m lab.sci_splits && swembed build --recipe pipelines/minilm-256-sci.toml --teacher-dtype int8 "
+     "python -m lab.sci_splits && swembed build --recipe lab/pipelines/minilm-256-sci-general-fill.toml "
+     "--teacher-dtype int8 "
      "--work-dir models/minilm-sci-int8.work --out models/minilm-256-sci-int8"),
-    ("minilm-256-sci-fill360-int8", "minilm-256-sci with its general fill tripled (360k sentences of at most 15 "
+    ("minilm-256-sci-fill360-int8",
+     "minilm-256-sci-general-fill with its general fill tripled (360k sentences of at most 15 "
      "words, 12.06M teacher tokens) on the int8 teacher: against fill240, STS-B dev +0.02, the scientific pairs "
      "-0.38, docstrings -0.67, classifiers -0.36; avg7 74.77 at test: the fill has stopped paying. Not adopted",
      "python -m lab.sci_splits && swembed build --recipe lab/pipelines/minilm-256-sci-fill360.toml"),
-    ("minilm-256-sci-allgen-int8", "minilm-256-sci with its cover filled with every general English and news "
+    ("minilm-256-sci-allgen-int8",
+     "minilm-256-sci-general-fill with its cover filled with every general English and news "
      "sentence (856k sentences, 18.83M teacher tokens, int8 teacher; over the float32 budget): does reading all the "
      "general text, as minilm-256-shared does (avg7 75.03), close the STS gap beside the scientific cover? STS-B dev "
      "85.01, avg7 74.77: no; the wiki pairs rise 47.10 -> 48.22 (minilm-256-shared: 48.35), SciFact falls to 55.12, "
      "five-task mean 59.42. Not adopted",
      "python -m lab.sci_splits && swembed build --recipe lab/pipelines/minilm-256-sci-allgen-int8.toml"),
+    ("minilm-256-sci-pairs", "minilm-256-sci-general-fill plus the contrastive retrieval objective (`[retrieval]`, "
+     "in-batch InfoNCE, each query's own passage the label; no teacher time) on lab.sci_splits' 9,000-pair sample "
+     "(SciTLDR 4,000, MedQuAD 2,000, AG News 500, pseudo-queries 2,500): the scientific pairs +2.17, docstrings "
+     "+0.42, STS-B dev +0.05, classifiers -0.05, wiki -0.40; held-out MedQuAD questions +9.10 "
+     "(reports/heldout-retrieval.md). Distillation 745 s against 553 s",
+     "python -m lab.sci_splits && SWEMBED_NATIVE_BF16=0 swembed build --recipe "
+     "lab/pipelines/minilm-256-sci-pairs.toml"),
+    ("minilm-256-sci-pairs-all", "the same on every training pair (27,627 of pairs/ and 71,383 pseudo-queries): "
+     "against the sample, the scientific pairs +2.97, MedQuAD +3.20, AG News +1.08, pseudo-queries +3.15, "
+     "docstrings -0.43, STS-B dev -0.13; against minilm-256-sci-general-fill, every held-out set up (the "
+     "scientific pairs +5.14) and STS-B dev -0.08. Chosen on those dev sets: the menu's recipe (next row). At test "
+     "SciFact 58.46, mean 59.62, STS avg7 74.28 (-0.26)",
+     "python -m lab.sci_splits && SWEMBED_NATIVE_BF16=0 swembed build --recipe "
+     "lab/pipelines/minilm-256-sci-pairs-all.toml"),
+    ("minilm-256-sci", "**the menu's search recipe since 2026-11-28 (eighth session)**: minilm-256-sci-pairs-all's "
+     "settings, built from nothing in a fresh work folder with a float32 teacher on ONNX Runtime "
+     "(reports/build-times.md)",
+     "python -m lab.sci_splits && SWEMBED_NATIVE_BF16=0 swembed build --recipe pipelines/minilm-256-sci.toml "
+     "--work-dir models/minilm-sci-scratch.work"),
     ("mpnet-me5-256-sci", "the strongest English table with the search text: pipelines/mpnet-me5-256.toml "
      "(mpnet word vectors, KD towards mpnet and multilingual-e5-small) over the shared corpora plus sci/ and news/, "
      "its teachers reading sentences chosen with minilm-256-sci-fill240's settings (482k, 10.43M tokens; bfloat16; "

@@ -15,6 +15,8 @@ several questions is on one side only. Written to ``--out`` (git-ignored ``model
   from each file of ``pairs/`` and from the pseudo-queries (what a recipe's teacher reads in minutes);
 * ``dev.tsv.gz``: the dev pairs and the dev documents' pseudo-queries, in the same shape (``lab.mteb_levers
   --pairs-dev``: each query's passage ranked among all of the file's passages, nDCG@10);
+* ``dev-SOURCE.tsv.gz``: the same dev pairs one file a source (a ``pairs/`` file's name, or ``pseudo``), so
+  each is ranked among its own passages (``lab.heldout_retrieval``);
 * ``dev_sentences.txt.gz``: every sentence of the dev texts, for a recipe's ``exclude``, so that no corpus
   sentence, KD target or training pair repeats dev text.
 
@@ -25,6 +27,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import hashlib
+import io
 import json
 import random
 import re
@@ -93,7 +96,11 @@ def pseudo_queries(text: str, rng: random.Random) -> list[tuple[str, str]]:
 
 
 def write_lines(path: Path, lines: list[str]) -> None:
-    with atomic_file(path, overwrite=True) as tmp, gzip.open(tmp, "wt", encoding="utf-8") as handle:
+    """A gzip file whose bytes depend on ``lines`` only (no name or time in its header), so that running this again
+    leaves the builds' caches, keyed on the files' content, valid."""
+    with atomic_file(path, overwrite=True) as tmp, open(tmp, "wb") as raw, \
+            gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as packed, \
+            io.TextIOWrapper(packed, encoding="utf-8") as handle:
         handle.writelines(line + "\n" for line in lines)
 
 
@@ -109,10 +116,12 @@ def make_splits(data: Path, max_words: int = 200, sample: dict[str, int] | None 
     ``pseudo``) in ``retrieval.tsv.gz``."""
     rng = random.Random(seed)
     train_docs, pseudo, dev, held_out = [], [], [], []
+    dev_by_source: dict[str, list[tuple[str, str]]] = {"pseudo": []}
     for key, text in read_documents(data / "corpora" / "docs"):
         pairs = pseudo_queries(text, rng)
         if is_dev(key):
             dev += pairs
+            dev_by_source["pseudo"] += pairs
             held_out += sentences_of(text)
         else:
             train_docs.append(cut(text, max_words))
@@ -121,6 +130,7 @@ def make_splits(data: Path, max_words: int = 200, sample: dict[str, int] | None 
     for source, query, passage in read_source_pairs(data / "corpora" / "pairs"):
         if is_dev(passage):
             dev.append((query, passage))
+            dev_by_source.setdefault(source, []).append((query, passage))
             held_out += [query, *sentences_of(passage)]
         else:
             by_source.setdefault(source, []).append((query, cut(passage, max_words)))
@@ -130,7 +140,8 @@ def make_splits(data: Path, max_words: int = 200, sample: dict[str, int] | None 
         sampled += rng.sample(pairs, min(len(pairs), (sample or {}).get(source, len(pairs))))
     return {"documents.txt.gz": train_docs, "pairs.tsv.gz": [f"{q}\t{p}" for q, p in train_pairs],
             "pseudo.tsv.gz": [f"{q}\t{d}" for q, d in pseudo], "retrieval.tsv.gz": [f"{q}\t{d}" for q, d in sampled],
-            "dev.tsv.gz": [f"{q}\t{d}" for q, d in dev], "dev_sentences.txt.gz": sorted(set(held_out))}
+            "dev.tsv.gz": [f"{q}\t{d}" for q, d in dev], "dev_sentences.txt.gz": sorted(set(held_out)),
+            **{f"dev-{source}.tsv.gz": [f"{q}\t{d}" for q, d in pairs] for source, pairs in dev_by_source.items()}}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -311,7 +311,7 @@ def test_paragraph_files_are_whole_documents_read_by_the_teacher_and_a_kd_object
 
 
 @pytest.mark.teacher
-def test_retrieval_pairs_are_read_by_the_teacher_and_train_beside_the_sentence_kd(reference_build, tmp_path):
+def test_retrieval_pairs_train_beside_the_sentence_kd_read_by_the_teacher_for_kd_only(reference_build, tmp_path):
     """``[retrieval]``: the retrieval stage keeps each query<TAB>document pair once (repeats and pairs holding an
     excluded text dropped) with the teacher's vectors of both sides; distillation adds one objective on them
     (``loss`` picks which) that does not decide early stopping."""
@@ -328,15 +328,19 @@ def test_retrieval_pairs_are_read_by_the_teacher_and_train_beside_the_sentence_k
         root.mkdir()
         result, _, work = build_with_recipe(corpus, root, f'exclude = ["{held_out}"]\n[retrieval]\nfiles = '
                                                            f'["{tmp_path / "pairs.tsv"}"]\nloss = "{loss}"\n')
-        assert "the query-document pairs of 1 file(s) through the teacher" in result.stderr
         stage = next(work.glob("retrieval-*"))
         kept = (stage / "pairs.tsv").read_text().split("\n")[:-1]
         assert kept == pairs[1:]  # the first pair's query is the excluded line; the repeats are gone
-        teacher = load_teacher("minilm", device="cpu")
-        np.testing.assert_allclose(np.load(stage / "query_targets.npy"),
-                                   teacher.encode([p.split("\t")[0] for p in kept]), atol=1e-5)
-        np.testing.assert_allclose(np.load(stage / "document_targets.npy"),
-                                   teacher.encode([p.split("\t")[1] for p in kept]), atol=1e-5)
+        if loss == "kd":
+            assert "the query-document pairs of 1 file(s) through the teacher" in result.stderr
+            teacher = load_teacher("minilm", device="cpu")
+            np.testing.assert_allclose(np.load(stage / "query_targets.npy"),
+                                       teacher.encode([p.split("\t")[0] for p in kept]), atol=1e-5)
+            np.testing.assert_allclose(np.load(stage / "document_targets.npy"),
+                                       teacher.encode([p.split("\t")[1] for p in kept]), atol=1e-5)
+        else:  # the contrastive loss's labels are the pairs themselves: no teacher time
+            assert "contrastive: no teacher time" in result.stderr
+            assert not list(stage.glob("*_targets.npy"))
         history = json.loads((next(work.glob("distill-*")) / "history.json").read_text())
         assert set(history["initial_parts"]) == {"kd en", objective}
         assert history["initial_val_loss"] == pytest.approx(history["initial_parts"]["kd en"])

@@ -3,7 +3,8 @@ evaluation text excluded, each side read by the teacher. The distill stage adds 
 ``weight``: the teacher's softmax of each query over the batch's documents distilled (``loss = "kd"``), or the
 pair's own document as the label (``"contrastive"``), so the table learns what a short text that should find a
 long one looks like, from real pairs rather than the corpus's neighbouring lines (``[paragraphs]``).
-Artifact: ``pairs.tsv`` (the pairs kept), ``query_targets.npy`` and ``document_targets.npy`` (N, H') in order.
+Artifact: ``pairs.tsv`` (the pairs kept) and, for ``kd`` only (the contrastive loss needs no teacher, so its pairs
+cost no teacher time), ``query_targets.npy`` and ``document_targets.npy`` (N, H') in order.
 """
 from __future__ import annotations
 
@@ -28,18 +29,22 @@ QUERY_TARGETS, DOCUMENT_TARGETS = "query_targets.npy", "document_targets.npy"
 
 
 def run_retrieval_pairs(ctx: StageContext, config: RetrievalConfig, exclude: list[str], teacher) -> StageResult:
-    """Read the pairs (exact repeats and pairs repeating an ``exclude`` text dropped) and encode both sides."""
+    """Read the pairs (exact repeats and pairs repeating an ``exclude`` text dropped) and, for ``loss = "kd"``,
+    encode both sides."""
+    with_targets = config.loss != "contrastive"
     identity = {"files": [describe_source(p) for p in config.files],
                 "exclude": [describe_source(p) for p in expand_sources(exclude)], **HELD_OUT_RULE,
-                "teacher": {k: v for k, v in teacher.describe().items() if k != "path"}}
+                **({"teacher": {k: v for k, v in teacher.describe().items() if k != "path"}} if with_targets
+                   else {"targets": False})}
 
     def compute(run: StageRun) -> dict:
         pairs = read_parallel(config.files, held_out_keys(exclude))
         if not pairs:
             raise ValueError(f"[retrieval] files {config.files}: no query<TAB>document pair")
-        logger.info("retrieval: the teacher reads %d queries and their documents", len(pairs))
-        atomic_save_npy(run.out / QUERY_TARGETS, teacher.encode([q for q, _ in pairs]).astype(np.float32))
-        atomic_save_npy(run.out / DOCUMENT_TARGETS, teacher.encode([d for _, d in pairs]).astype(np.float32))
+        if with_targets:
+            logger.info("retrieval: the teacher reads %d queries and their documents", len(pairs))
+            atomic_save_npy(run.out / QUERY_TARGETS, teacher.encode([q for q, _ in pairs]).astype(np.float32))
+            atomic_save_npy(run.out / DOCUMENT_TARGETS, teacher.encode([d for _, d in pairs]).astype(np.float32))
         write_pairs(run.out, pairs)
         words = np.mean([len(d.split()) for _, d in pairs])
         return {"pairs": len(pairs), "document_mean_words": round(float(words), 1)}
@@ -47,11 +52,13 @@ def run_retrieval_pairs(ctx: StageContext, config: RetrievalConfig, exclude: lis
     return ctx.run("retrieval", identity, [], compute)
 
 
-def read_retrieval_pairs(stage: StageResult) -> tuple[list[str], list[str], np.ndarray, np.ndarray]:
-    """Queries, documents and their teacher vectors, from a ``retrieval`` stage's artifact."""
+def read_retrieval_pairs(stage: StageResult) -> tuple[list[str], list[str], np.ndarray | None, np.ndarray | None]:
+    """Queries, documents and their teacher vectors (None where the stage encoded none: ``contrastive``), from a
+    ``retrieval`` stage's artifact."""
     pairs = read_pairs(stage)
-    return ([q for q, _ in pairs], [d for _, d in pairs], np.load(stage.path / QUERY_TARGETS),
-            np.load(stage.path / DOCUMENT_TARGETS))
+    targets = [np.load(stage.path / name) if (stage.path / name).is_file() else None
+               for name in (QUERY_TARGETS, DOCUMENT_TARGETS)]
+    return [q for q, _ in pairs], [d for _, d in pairs], targets[0], targets[1]
 
 
 def _prepare(ctx: StageContext, config: RetrievalConfig, sources: PrepareSources) -> Prepared:
@@ -78,6 +85,7 @@ def _objectives(config: RetrievalConfig, prepared: Prepared, training: TrainingC
         objective = replace(contrastive_objective(left, right, name="retrieval contrastive", **settings),
                             selects=False)
     else:
+        assert query_targets is not None and document_targets is not None  # a kd stage encodes both sides
         objective = query_kd_objective(left, right, torch.as_tensor(query_targets[order], device=device),
                                        torch.as_tensor(document_targets[order], device=device),
                                        name="retrieval kd", rng=training.rng, **settings)
@@ -86,6 +94,8 @@ def _objectives(config: RetrievalConfig, prepared: Prepared, training: TrainingC
 
 
 def _plan(config: RetrievalConfig, words: int) -> list[str]:
+    if config.loss == "contrastive":
+        return [f"the query-document pairs of {len(config.files)} file(s) ([retrieval], contrastive: no teacher time)"]
     return [f"the query-document pairs of {len(config.files)} file(s) through the teacher ([retrieval]; cached after "
             "the first build)"]
 
