@@ -1,5 +1,5 @@
 """Stage 5e, retrieval: query-document pairs (``query<TAB>document`` files, ``[retrieval] files``) with the
-evaluation text excluded, each side read by the teacher. The distill stage adds an objective on them at
+evaluation text excluded, each side read by the teacher for the kd loss. The distill stage adds an objective on them at
 ``weight``: the teacher's softmax of each query over the batch's documents distilled (``loss = "kd"``), or the
 pair's own document as the label (``"contrastive"``), so the table learns what a short text that should find a
 long one looks like, from real pairs rather than the corpus's neighbouring lines (``[paragraphs]``).
