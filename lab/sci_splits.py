@@ -115,12 +115,11 @@ def make_splits(data: Path, max_words: int = 200, sample: dict[str, int] | None 
     """The files' lines (see the module docstring); ``sample``: pairs per source (a ``pairs/`` file's name, or
     ``pseudo``) in ``retrieval.tsv.gz``."""
     rng = random.Random(seed)
-    train_docs, pseudo, dev, held_out = [], [], [], []
+    train_docs, pseudo, held_out = [], [], []
     dev_by_source: dict[str, list[tuple[str, str]]] = {"pseudo": []}
     for key, text in read_documents(data / "corpora" / "docs"):
         pairs = pseudo_queries(text, rng)
         if is_dev(key):
-            dev += pairs
             dev_by_source["pseudo"] += pairs
             held_out += sentences_of(text)
         else:
@@ -129,12 +128,12 @@ def make_splits(data: Path, max_words: int = 200, sample: dict[str, int] | None 
     by_source: dict[str, list[tuple[str, str]]] = {}
     for source, query, passage in read_source_pairs(data / "corpora" / "pairs"):
         if is_dev(passage):
-            dev.append((query, passage))
             dev_by_source.setdefault(source, []).append((query, passage))
             held_out += [query, *sentences_of(passage)]
         else:
             by_source.setdefault(source, []).append((query, cut(passage, max_words)))
     train_pairs = [pair for pairs in by_source.values() for pair in pairs]
+    dev = [pair for pairs in dev_by_source.values() for pair in pairs]
     sampled = []
     for source, pairs in [*by_source.items(), ("pseudo", pseudo)]:
         sampled += rng.sample(pairs, min(len(pairs), (sample or {}).get(source, len(pairs))))

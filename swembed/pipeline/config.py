@@ -189,6 +189,10 @@ class RetrievalConfig:
     loss: str = "kd"
     max_pairs: int | None = None
 
+    def needs_teacher(self) -> bool:
+        """Whether the pairs need the teacher's vectors: ``kd`` distils them; ``contrastive``'s labels are the pairs."""
+        return self.loss != "contrastive"
+
 
 @dataclass
 class ShrinkageConfig:

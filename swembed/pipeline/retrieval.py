@@ -31,7 +31,7 @@ QUERY_TARGETS, DOCUMENT_TARGETS = "query_targets.npy", "document_targets.npy"
 def run_retrieval_pairs(ctx: StageContext, config: RetrievalConfig, exclude: list[str], teacher) -> StageResult:
     """Read the pairs (exact repeats and pairs repeating an ``exclude`` text dropped) and, for ``loss = "kd"``,
     encode both sides."""
-    with_targets = config.loss != "contrastive"
+    with_targets = config.needs_teacher()
     identity = {"files": [describe_source(p) for p in config.files],
                 "exclude": [describe_source(p) for p in expand_sources(exclude)], **HELD_OUT_RULE,
                 **({"teacher": {k: v for k, v in teacher.describe().items() if k != "path"}} if with_targets
@@ -94,7 +94,7 @@ def _objectives(config: RetrievalConfig, prepared: Prepared, training: TrainingC
 
 
 def _plan(config: RetrievalConfig, words: int) -> list[str]:
-    if config.loss == "contrastive":
+    if not config.needs_teacher():
         return [f"the query-document pairs of {len(config.files)} file(s) ([retrieval], contrastive: no teacher time)"]
     return [f"the query-document pairs of {len(config.files)} file(s) through the teacher ([retrieval]; cached after "
             "the first build)"]
