@@ -61,15 +61,27 @@ BLOCK = 9
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
-def retrieval_dev(data: Path, n_docs: int = 4000, n_queries: int = 500, seed: int = 0):
-    """(queries, documents, index of each query's document): see the module docstring."""
+def wiki_blocks(data: Path) -> list[list[str]]:
+    """Every run of ``BLOCK`` consecutive non-empty lines of the ``RETRIEVAL_SOURCES``, file by file."""
     blocks = []
     for source in RETRIEVAL_SOURCES:
         with gzip.open(data / source, "rt", encoding="utf-8") as handle:
             lines = [line.strip() for line in handle if line.strip()]
         blocks += [lines[i : i + BLOCK] for i in range(0, len(lines) - BLOCK + 1, BLOCK)]
+    return blocks
+
+
+def dev_block_ids(n_blocks: int, n_docs: int = 4000, seed: int = 0) -> tuple[list[int], np.random.Generator]:
+    """The blocks ``retrieval_dev`` makes its documents of (sorted), and the generator that then draws its queries."""
     rng = np.random.default_rng(seed)
-    chosen = [blocks[i] for i in sorted(rng.choice(len(blocks), size=min(n_docs, len(blocks)), replace=False))]
+    return sorted(rng.choice(n_blocks, size=min(n_docs, n_blocks), replace=False).tolist()), rng
+
+
+def retrieval_dev(data: Path, n_docs: int = 4000, n_queries: int = 500, seed: int = 0):
+    """(queries, documents, index of each query's document): see the module docstring."""
+    blocks = wiki_blocks(data)
+    ids, rng = dev_block_ids(len(blocks), n_docs, seed)
+    chosen = [blocks[i] for i in ids]
     middle = BLOCK // 2
     docs = [" ".join(b[:middle] + b[middle + 1 :]) for b in chosen]
     gold = rng.choice(len(chosen), size=min(n_queries, len(chosen)), replace=False)

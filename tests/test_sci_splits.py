@@ -74,3 +74,21 @@ def test_a_table_is_scored_per_source_against_the_first_one(shared, tmp_path, mo
     assert low <= high < 0  # noise is worse than the bag of words, and the interval says so
     lines = heldout_retrieval.table({"bag": good, "noise": noise})
     assert lines[0].startswith("| model | alpha (") and "`noise`" in lines[3] and "[" in lines[3]
+
+
+def test_wiki_pairs_leave_out_every_block_of_the_wikipedia_dev_set(tmp_path):
+    from lab import mteb_levers, wiki_pairs
+
+    data = tmp_path / "data"
+    for name, n in (("wikitext2", 27000), ("gensim_enwiki", 9900)):  # 4,100 blocks of 9 lines; the dev set takes 4,000
+        _write_gz(data / "corpora" / "en" / f"{name}.txt.gz",
+                  [f"In {name} article {i // 9} line {i} the river town number {i} grew." for i in range(n)])
+    out = tmp_path / "wiki.tsv.gz"
+    assert wiki_pairs.main(["--data", str(data), "--out", str(out)]) == 0
+    pairs = [line.split("\t") for line in gzip.decompress(out.read_bytes()).decode("utf-8").splitlines()]
+    queries, docs, _ = mteb_levers.retrieval_dev(data)
+    dev_lines = {s for doc in docs for s in sci_splits.sentences_of(doc)} | set(queries)
+    trained = {s for q, d in pairs for s in (q, *sci_splits.sentences_of(d))}
+    assert pairs and not trained & dev_lines
+    assert len(trained) == 100 * 9  # each of the 100 other blocks gives its two pairs, every line of it in them
+    assert wiki_pairs.main(["--data", str(tmp_path / "nowhere"), "--out", str(out)]) == 2
