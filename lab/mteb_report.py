@@ -154,6 +154,13 @@ SEARCH_ROWS = [
      "scientific pairs +0.04; chosen on dev. At test five-task mean 61.62, SciFact 55.61, avg7 75.92 (+0.02; "
      "the issue asks 76.0)",
      "python -m lab.sci_splits && swembed build --recipe lab/pipelines/mpnet-me5-256-sci-grams.toml"),
+    ("mpnet-me5-256-sci-pairs", "mpnet-me5-256-sci-grams with the MiniLM search recipe's query -> passage pairs "
+     "(`[retrieval]`, contrastive, 98k pairs; distillation 1,124 s, stopped early): the scientific pairs +6.33, "
+     "docstrings +0.69, classifiers +0.11, STS-B dev -0.01, wiki -0.53; held-out MedQuAD 74.82 -> 89.14, "
+     "SciTLDR 94.16, AG News 82.40, pseudo-queries 44.16, the best static row on each but AG News. Chosen on those "
+     "dev sets; at test five-task mean 62.40, SciFact 58.75, but STS avg7 75.40 (-0.52, which STS-B dev did not "
+     "show, as with the MiniLM rows: -0.08 there, -0.26 at test)",
+     "python -m lab.sci_splits && swembed build --recipe pipelines/mpnet-me5-256-sci-pairs.toml"),
     ("minilm-380-sci", "the menu's search recipe at d = 380 (nearly the teacher's 384; the PCA keeps 89.8% of the "
      "sentence variance against 86.4% at 256): does the scientific text cost STS because 256 dimensions hold two "
      "domains? No: STS-B dev -0.13 (avg7 74.19 at test); the scientific pairs +0.58, docstrings +1.66, "
