@@ -13,16 +13,12 @@ import sys
 import numpy as np
 
 from swembed.eval.models import load_encoder
-from swembed.eval.sts import DEV, load_pair_set, spearman_x100
+from swembed.eval.sts import DEV, PairSet, load_pair_set, pair_cosines, spearman_x100
 
 
-def standard_cosines(encode, s1: list[str], s2: list[str]) -> np.ndarray:
+def standard_cosines(encode, pairs: PairSet) -> np.ndarray:
     """The pairs' cosines under ``encode``, centred and scaled to unit variance."""
-    texts = list(dict.fromkeys(s1 + s2))
-    vectors = np.asarray(encode(texts), dtype=np.float64)
-    vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
-    row = {text: i for i, text in enumerate(texts)}
-    cosines = np.einsum("ij,ij->i", vectors[[row[t] for t in s1]], vectors[[row[t] for t in s2]])
+    cosines = pair_cosines(encode, pairs)
     return (cosines - cosines.mean()) / cosines.std()
 
 
@@ -37,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"--weights: each vector needs {len(args.teachers)} weights, one per teacher", file=sys.stderr)
         return 2
     pairs = load_pair_set(args.data, DEV)
-    cosines = [standard_cosines(load_encoder(name)[1], pairs.s1, pairs.s2) for name in args.teachers]
+    cosines = [standard_cosines(load_encoder(name)[1], pairs) for name in args.teachers]
     for mix in mixes:
         score = spearman_x100(pairs.gold, sum(w * c for w, c in zip(mix, cosines)))
         print(f"{' + '.join(f'{w:g} {t}' for w, t in zip(mix, args.teachers))}: STS-B dev {score:.2f}")

@@ -18,7 +18,7 @@ import random
 import sys
 from pathlib import Path
 
-from lab.mteb_levers import dev_block_ids, wiki_blocks
+from lab.mteb_levers import RETRIEVAL_SOURCES, dev_block_ids, wiki_blocks
 from lab.sci_splits import pseudo_queries, write_lines
 
 
@@ -36,10 +36,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, default=Path("../shared/data"))
     parser.add_argument("--out", type=Path, default=Path("models/corpora/general/wiki-pseudo.tsv.gz"))
     args = parser.parse_args(argv)
-    missing = [name for name in ("wikitext2.txt.gz", "gensim_enwiki.txt.gz")
-               if not (args.data / "corpora" / "en" / name).is_file()]
+    missing = [source for source in RETRIEVAL_SOURCES if not (args.data / source).is_file()]
     if missing:
-        print(f"{args.data / 'corpora' / 'en'}: missing {', '.join(missing)}", file=sys.stderr)
+        print(f"{args.data}: missing {', '.join(missing)}", file=sys.stderr)
         return 2
     pairs = wiki_pairs(args.data)
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -172,13 +172,16 @@ def paired_cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return 1 - 0.5 * np.einsum("ij,ij->i", diff, diff)
 
 
-def score_pair_set(encode, pairs: PairSet) -> float:
+def pair_cosines(encode, pairs: PairSet) -> np.ndarray:
+    """Each pair's cosine under ``encode``, every distinct text encoded once."""
     texts = list(dict.fromkeys(pairs.s1 + pairs.s2))
     vectors = encode(texts)
     row = {t: i for i, t in enumerate(texts)}
-    a = vectors[[row[t] for t in pairs.s1]]
-    b = vectors[[row[t] for t in pairs.s2]]
-    return spearman_x100(pairs.gold, paired_cosine(a, b))
+    return paired_cosine(vectors[[row[t] for t in pairs.s1]], vectors[[row[t] for t in pairs.s2]])
+
+
+def score_pair_set(encode, pairs: PairSet) -> float:
+    return spearman_x100(pairs.gold, pair_cosines(encode, pairs))
 
 
 def evaluate_sts(encode, data_dir: str | Path, names: tuple[str, ...] = EN_SETS) -> dict[str, float]:
