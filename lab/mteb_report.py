@@ -183,6 +183,18 @@ SEARCH_ROWS = [
      "scientific pairs -0.33: not adopted. At test avg7 74.47 (+0.19), SciFact 55.57 (-2.89), mean 59.37",
      "python -m lab.sci_splits && SWEMBED_NATIVE_BF16=0 swembed build --recipe "
      "lab/pipelines/minilm-256-sci-kdgen.toml"),
+    ("mpnet-me5-minilm-512-sci", "an ensemble (paper appendix D, `swembed ensemble`, now backing off through its "
+     "members' pieces and gram rows): mpnet-me5-256-sci-grams beside minilm-256-shared, the general MiniLM recipe "
+     "(avg7 75.02), weights 2:1 chosen on STS-B dev (`python -m lab.ensemble_weights` over 1, 2, 3, 4, 6, 8): "
+     "STS-B dev +0.26, classifiers +0.17, wiki +0.47, the scientific pairs -1.05. At test avg7 75.99 (+0.07; "
+     "76.0 asked), five-task mean 61.43, SciFact 54.70; 512 dimensions",
+     "swembed ensemble models/mpnet-me5-256-sci-grams models/minilm-256-shared --weights 2,1 "
+     "--out models/mpnet-me5-minilm-512-sci"),
+    ("mpnet-me5-minilm-512-sci-pairs", "the same ensemble of mpnet-me5-256-sci-pairs (weights 2:1, chosen on STS-B "
+     "dev): STS-B dev +0.22, classifiers +0.25, wiki +1.45, the scientific pairs -1.30. At test avg7 75.67 (+0.27), "
+     "five-task mean 62.22, SciFact 57.79",
+     "swembed ensemble models/mpnet-me5-256-sci-pairs models/minilm-256-shared --weights 2,1 "
+     "--out models/mpnet-me5-minilm-512-sci-pairs"),
     ("edge-16mb-sci", "the edge-16mb settings (50k words, 192 dims, int8) shrunk from minilm-256-sci: 15.94 MB",
      "swembed shrink --recipe pipelines/edge-16mb-sci.toml"),
     ("edge-4mb-sci", "the edge-4mb settings (20k words, 128 dims, int4) shrunk from minilm-256-sci: 4.00 MB",

@@ -359,6 +359,7 @@ def ensembles_report(members: dict[str, str], pairs: list[tuple[str, ...]], scor
                      models_dir: Path, command: str) -> dict:
     """Each ensemble of labelled ``members`` beside its members alone; the first member's weight w (others 1)
     is chosen from ``ENSEMBLE_WEIGHTS`` on STS-B dev, then the test sets are reported once."""
+    from lab.ensemble_weights import dev_by_first_weight, weigh_first
     from swembed import load
     from swembed.integrations.ensemble import build_ensemble
 
@@ -370,12 +371,9 @@ def ensembles_report(members: dict[str, str], pairs: list[tuple[str, ...]], scor
         folder = build_ensemble([members[label] for label in pair], models_dir / name.replace(" ", ""),
                                 overwrite=True)
         model = load(folder)
-        by_weight = {}
-        for w in ENSEMBLE_WEIGHTS:
-            _weigh_first(model, w)
-            by_weight[w] = evaluate_sts(model.encode, scores.data, (DEV,))[DEV]
-        best = max(by_weight, key=by_weight.get)
-        _weigh_first(model, best)
+        by_weight = dev_by_first_weight(model, scores.data, ENSEMBLE_WEIGHTS)
+        best = max(by_weight, key=by_weight.__getitem__)
+        weigh_first(model, best)
         result = score_encoder(model.encode, scores.data)
         results[name] = {"weight": best, "dev_by_weight": by_weight, "scores": result}
         rows.append([name, ":".join([str(best)] + ["1"] * (len(pair) - 1)), *_sts_cells(result)])
@@ -384,8 +382,8 @@ def ensembles_report(members: dict[str, str], pairs: list[tuple[str, ...]], scor
             "sub-space is averaged, L2-normalised and scaled by sqrt(w_k / sum w), so cosine = weighted mean of the "
             f"members' cosines (eq. 6-7). The weight w of ours is chosen from {list(ENSEMBLE_WEIGHTS)} on STS-B dev "
             "only. Members alone are scored with their own encoders; inside an ensemble a sub-word member "
-            "(WordLlama, model2vec) contributes its encoding of each lower-cased word, and unknown words back off to "
-            "a known prefix (piece rows belong to one member).", "",
+            "(WordLlama, model2vec) contributes its encoding of each lower-cased word, and unknown words back off "
+            "through ours' teacher pieces and character-gram rows (docs/ensembles.md).", "",
             _table(["model", "weights", *STS_HEADER], rows), "",
             "STS-B dev by weight of ours (others 1):", "",
             _table(["ensemble", *(f"w={w}" for w in ENSEMBLE_WEIGHTS)],
@@ -393,12 +391,6 @@ def ensembles_report(members: dict[str, str], pairs: list[tuple[str, ...]], scor
                     for name, r in results.items() if name != "alone"])]
     (out / "ensembles.md").write_text("\n".join(text) + "\n", encoding="utf-8")
     return results
-
-
-def _weigh_first(model, weight: float) -> None:
-    """Give an ensemble's first member ``weight`` and every other member 1."""
-    for i, subspace in enumerate(model.config["ensemble"]["subspaces"]):
-        subspace["weight"] = float(weight if i == 0 else 1)
 
 
 def multilingual_report(models: dict[str, Path], english_only: dict[str, Path], teacher: str | None,

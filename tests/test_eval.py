@@ -101,3 +101,20 @@ def test_hidden_words_refit_the_gram_rows_on_the_visible_words_only():
     rows, weights = hidden.tokenizer.rows("kappa")  # hidden: its grams only (no sub-word tokenizer here)
     assert all(8 <= r < 24 for r in rows) and sum(weights) == pytest.approx(1.0)
     assert with_hidden_words(model, 0.0).table is table  # nothing hidden, nothing refitted
+
+
+def test_each_stsb_split_reads_its_own_file(tmp_path):
+    """STSBenchmark (test), -dev and -train (the second dev signal, lab.sts_dev_signal) each read their own file of
+    ``stsb/``; a missing one is named."""
+    from swembed.eval import sts
+
+    pairs = [("a cat", "a dog", 1.0), ("the sun", "a star", 2.0), ("red", "blue", 3.0)]
+    (tmp_path / "stsb").mkdir()
+    for name, rows in (("sts-test.csv", pairs), ("sts-dev.csv", pairs[:2]), ("sts-train.csv", pairs[1:])):
+        (tmp_path / "stsb" / name).write_text("".join(f"g\tf\t2012\t{i}\t{g}\t{a}\t{b}\n"
+                                                      for i, (a, b, g) in enumerate(rows)))
+    sets = {name: sts.load_pair_set(tmp_path, name) for name in ("STSBenchmark", sts.DEV, sts.TRAIN)}
+    assert [s.s1 for s in sets.values()] == [[a for a, _, _ in rows] for rows in (pairs, pairs[:2], pairs[1:])]
+    (tmp_path / "stsb" / "sts-train.csv").unlink()
+    with pytest.raises(sts.EvalDataError, match="sts-train.csv"):
+        sts.load_pair_set(tmp_path, sts.TRAIN)

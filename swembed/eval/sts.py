@@ -13,6 +13,7 @@ import numpy as np
 
 EN_SETS = ("STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICK-R")
 DEV = "STSBenchmark-dev"  # where settings are chosen, never on the test sets
+TRAIN = "STSBenchmark-train"  # a second dev signal (no swembed recipe trains on it)
 
 
 class EvalDataError(ValueError):
@@ -34,6 +35,7 @@ STANDARD_SETS = {
     "STS12": (3108, "126ea9b310939d25"), "STS13": (1500, "b9489049dae5a8ae"), "STS14": (3750, "0b5f8dd98abe5435"),
     "STS15": (3000, "f3a16f0c73fd7568"), "STS16": (1186, "7624931e5fe17579"),
     "STSBenchmark": (1379, "a61aff36c6756d7b"), "STSBenchmark-dev": (1500, "b0fb4aab3639d3f6"),
+    "STSBenchmark-train": (5749, "71c321b2dac62334"),
     "SICK-R": (9927, "56e4210d8cdda859"),
 }
 
@@ -134,18 +136,18 @@ def _sick(folder: Path) -> PairSet:
 
 
 def load_pair_set(data_dir: str | Path, name: str) -> PairSet:
-    """Load one STS set by its MTEB name (also ``STSBenchmark-dev``)."""
+    """Load one STS set by its MTEB name (also ``STSBenchmark-dev`` and ``STSBenchmark-train``)."""
     root = Path(data_dir)
     if not root.is_dir():
         raise EvalDataError(f"evaluation data folder not found: {root}")
     if name.startswith("STS1") and len(name) == 5:
         return check_standard_size(_semeval_year(root / name.lower(), name), root / name.lower())
-    if name in ("STSBenchmark", "STSBenchmark-dev"):
-        path = root / "stsb" / ("sts-test.csv" if name == "STSBenchmark" else "sts-dev.csv")
+    if name in ("STSBenchmark", DEV, TRAIN):
+        path = root / "stsb" / {"STSBenchmark": "sts-test.csv", DEV: "sts-dev.csv", TRAIN: "sts-train.csv"}[name]
         return check_standard_size(_stsb(path, name), path)
     if name == "SICK-R":
         return check_standard_size(_sick(root / "sick"), root / "sick")
-    raise EvalDataError(f"unknown STS set {name!r}; known: {', '.join(EN_SETS)}, STSBenchmark-dev")
+    raise EvalDataError(f"unknown STS set {name!r}; known: {', '.join(EN_SETS)}, {DEV}, {TRAIN}")
 
 
 def spearman_x100(gold: np.ndarray, predicted: np.ndarray) -> float:

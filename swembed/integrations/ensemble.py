@@ -12,17 +12,25 @@ sub-word members (WordLlama's SentencePiece, model2vec's WordPiece) contribute w
 the word, averaged over words rather than over their sub-word tokens. The ensemble lower-cases
 like swembed; for a case-sensitive member the word is encoded in the casing (lower, Capitalised, UPPER)
 its tokenizer splits least (``paris`` -> ``Paris``, one token).
+
+Unknown words back off as the first swembed member's do: with ``oov_backoff = "pieces"`` the ensemble keeps
+its teacher tokenizer, its piece rows and its character-gram buckets (``swembed.runtime.tokenizer``). Each
+member's block of a piece row is its own row for the same piece (matched by the piece's text, so members
+whose teachers share a WordPiece vocabulary, as MiniLM and mpnet do, back off as they do alone),
+else its encoding of the piece's text as a word; its block of a gram row is its own gram row where it has
+the same number of buckets, else zero (an unknown word then weighs half as much in that member's sub-space).
 """
 from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
+from swembed.runtime.embedder import StaticEmbedder
 from swembed.runtime.folder import write_model_folder
 from swembed.runtime.outputs import check_writable
 from swembed.runtime.tokenizer import TokenizationRules
@@ -37,6 +45,7 @@ class Member:
     word_vectors: Callable[[list[str]], np.ndarray]
     rules: TokenizationRules | None = None
     tokenizer_json: str | None = None
+    model: StaticEmbedder | None = None  # a swembed member: its back-off rows join the ensemble's
 
 
 def _fewest_pieces(tokenizer, words: list[str]) -> list[str]:
@@ -80,12 +89,63 @@ def load_member(spec: str, rules: TokenizationRules) -> Member:
         model.normalize = False
         return Member(spec, _whole_words(model.tokenizer.get_vocab(), None, rules),
                       lambda words: model.encode(_fewest_pieces(model.tokenizer, words), use_multiprocessing=False))
-    from swembed.runtime.embedder import load
-
-    model = load(spec)
+    model = StaticEmbedder.load(spec)
     subword = model.tokenizer.teacher_tokenizer
     return Member(Path(spec).name, model.words, lambda words: model.encode(words, normalize=False),
-                  model.tokenizer.rules, subword.to_str() if subword is not None else None)
+                  model.tokenizer.rules, subword.to_str() if subword is not None else None, model)
+
+
+def _rows(member: Member, words: list[str], batch_size: int) -> np.ndarray:
+    """``member``'s rows for ``words``: its own encoding of each, unnormalised."""
+    return np.concatenate([np.asarray(member.word_vectors(words[i : i + batch_size]), dtype=np.float32)
+                           for i in range(0, len(words), batch_size)])
+
+
+def _piece_block(member: Member, pieces: list[str], batch_size: int) -> np.ndarray:
+    """``member``'s rows for the ensemble's piece rows: its own piece row for the same piece text, else its
+    encoding of that text as a word (``##ing`` as ``ing``)."""
+    rows = _rows(member, [p.removeprefix("##") for p in pieces], batch_size)
+    model = member.model
+    subword = model.tokenizer.teacher_tokenizer if model is not None else None
+    if model is None or subword is None or not model.tokenizer.piece_rows:
+        return rows
+    own = [model.tokenizer.piece_rows.get(i) if i is not None else None for i in map(subword.token_to_id, pieces)]
+    have = [k for k, row in enumerate(own) if row is not None]
+    rows[have] = model.float_rows()[[own[k] for k in have]]
+    return rows
+
+
+def _gram_block(member: Member, buckets: int, dim: int) -> np.ndarray:
+    """``member``'s rows for the ensemble's gram buckets: its own where it has ``buckets`` of them, else zero."""
+    model = member.model
+    grams = model.tokenizer.gram_rows if model is not None else None
+    if model is None or grams is None or grams[1] - grams[0] != buckets:
+        return np.zeros((buckets, dim), dtype=np.float32)
+    return model.float_rows()[grams[0] : grams[1]]
+
+
+def _backoff_rows(members: list[Member], dims: list[int], first: StaticEmbedder, offset: int, batch_size: int
+                  ) -> tuple[list[str], list[list[np.ndarray]], dict]:
+    """The first swembed member's piece and gram rows, placed after ``offset`` word rows: their labels, each
+    member's blocks of them, and their ``config.json`` row ranges."""
+    labels: list[str] = []
+    blocks: list[list[np.ndarray]] = [[] for _ in members]
+    ranges: dict = {}
+    pieces = first.config.get("pieces")
+    if pieces:
+        names = first.labels[pieces["rows"][0] : pieces["rows"][1]]
+        for block, member in zip(blocks, members):
+            block.append(_piece_block(member, names, batch_size))
+        ranges["pieces"] = {"rows": [offset, offset + len(names)]}
+        labels += names
+    grams = first.tokenizer.gram_rows
+    if grams:
+        buckets = grams[1] - grams[0]
+        for block, member, dim in zip(blocks, members, dims):
+            block.append(_gram_block(member, buckets, dim))
+        ranges["grams"] = {"rows": [offset + len(labels), offset + len(labels) + buckets]}
+        labels += first.labels[grams[0] : grams[1]]
+    return labels, blocks, ranges
 
 
 def parse_weights(text: str) -> list[float]:
@@ -114,18 +174,22 @@ def build_ensemble(specs: list[str], out: str | Path, weights: list[float] | Non
     members = [load_member(s, TokenizationRules()) for s in specs]
     first_swe = next((m for m in members if m.rules is not None), None)
     rules = first_swe.rules if first_swe else TokenizationRules(oov_backoff="none")
-    if rules.oov_backoff == "pieces":  # piece rows are per member: the ensemble backs off to a known prefix
-        rules = replace(rules, oov_backoff="teacher_prefix")
     if any(m.rules is not None and m.rules.splitting_only() != rules.splitting_only() for m in members):
         raise ValueError("swembed members disagree on tokenisation rules; ensemble tables with the same rules")
     words = list(dict.fromkeys(w for m in members for w in m.words))
-    blocks, subspaces = [], []
-    for member, weight in zip(members, weights):
-        rows = np.concatenate([np.asarray(member.word_vectors(words[i : i + batch_size]), dtype=np.float32)
-                               for i in range(0, len(words), batch_size)])
-        blocks.append(rows)
-        subspaces.append({"member": member.name, "dim": int(rows.shape[1]), "weight": weight})
+    blocks = [[_rows(member, words, batch_size)] for member in members]
+    dims = [int(block[0].shape[1]) for block in blocks]
+    labels, ranges = list(words), {}
+    if first_swe is not None and first_swe.model is not None and rules.oov_backoff == "pieces":
+        backoff_labels, backoff_blocks, ranges = _backoff_rows(members, dims, first_swe.model, len(words),
+                                                               batch_size)
+        labels += backoff_labels
+        for block, backoff in zip(blocks, backoff_blocks):
+            block += backoff
+    subspaces = [{"member": member.name, "dim": dim, "weight": weight}
+                 for member, dim, weight in zip(members, dims, weights)]
     config = {"ensemble": {"subspaces": subspaces, "members": specs},
-              "tokenization": rules.to_dict()}
-    return write_model_folder(Path(out), np.hstack(blocks), words, config,
+              "tokenization": rules.to_dict(), **ranges}
+    table = np.hstack([np.concatenate(block) for block in blocks])
+    return write_model_folder(Path(out), table, labels, config,
                               first_swe.tokenizer_json if first_swe else None, overwrite=overwrite, inputs=specs)
