@@ -95,6 +95,22 @@ def test_node_matches_python(exported):
     assert result.stdout.count("# {\"table\"") == len(DTYPES)  # one diagnostic line per table: it ran
 
 
+
+def test_node_matches_python_on_an_ensemble(tmp_path):
+    """An ensemble (`swembed ensemble`) of two tables with piece and gram rows: its weighted sub-spaces and the
+    back-off rows it carries for every member encode in Node as in Python."""
+    node = need("node")
+    a, b = write_small_table(tmp_path / "a"), write_small_table(tmp_path / "b", dim=16, buckets=1024)
+    ensemble, record = tmp_path / "ensemble", tmp_path / "ensemble.conformance.json"
+    for args in (["ensemble", a, b, "--weights", "2,1", "--out", ensemble], ["conformance", ensemble, "--out", record]):
+        result = run_cli(args, same_process=True)
+        assert result.returncode == 0, result.stderr
+    result = subprocess.run([node, str(JS / "bin" / "check-conformance.mjs"), str(ensemble), str(record)],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["failures"] == [] and report["texts"] > 10
+
 def test_chromium_matches_python(exported):
     node, browser = need("node"), chromium()
     args = [node, str(JS / "test" / "browser.mjs"), "--chromium", browser]
