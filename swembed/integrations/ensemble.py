@@ -33,7 +33,7 @@ import numpy as np
 from swembed.runtime.embedder import StaticEmbedder
 from swembed.runtime.folder import write_model_folder
 from swembed.runtime.outputs import check_writable
-from swembed.runtime.tokenizer import TokenizationRules
+from swembed.runtime.tokenizer import TokenIds, TokenizationRules
 
 
 @dataclass
@@ -101,6 +101,12 @@ def _rows(member: Member, words: list[str], batch_size: int) -> np.ndarray:
                            for i in range(0, len(words), batch_size)])
 
 
+def _table_rows(model: StaticEmbedder, rows: list[int]) -> np.ndarray:
+    """Rows ``rows`` of ``model``'s table as float32 (de-quantised; only those rows)."""
+    ids = np.asarray(rows, dtype=np.int64)
+    return model.mean_rows(TokenIds(ids, np.ones(len(ids), dtype=np.int64)), normalize=False)
+
+
 def _piece_block(member: Member, pieces: list[str], batch_size: int) -> np.ndarray:
     """``member``'s rows for the ensemble's piece rows: its own piece row for the same piece text, else its
     encoding of that text as a word (``##ing`` as ``ing``)."""
@@ -111,7 +117,7 @@ def _piece_block(member: Member, pieces: list[str], batch_size: int) -> np.ndarr
         return rows
     own = [model.tokenizer.piece_rows.get(i) if i is not None else None for i in map(subword.token_to_id, pieces)]
     have = [k for k, row in enumerate(own) if row is not None]
-    rows[have] = model.float_rows()[[own[k] for k in have]]
+    rows[have] = _table_rows(model, [own[k] for k in have])
     return rows
 
 
@@ -121,7 +127,7 @@ def _gram_block(member: Member, buckets: int, dim: int) -> np.ndarray:
     grams = model.tokenizer.gram_rows if model is not None else None
     if model is None or grams is None or grams[1] - grams[0] != buckets:
         return np.zeros((buckets, dim), dtype=np.float32)
-    return model.float_rows()[grams[0] : grams[1]]
+    return _table_rows(model, list(range(*grams)))
 
 
 def _backoff_rows(members: list[Member], dims: list[int], first: StaticEmbedder, offset: int, batch_size: int
