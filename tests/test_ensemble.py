@@ -106,3 +106,16 @@ def test_ensemble_member_without_the_pieces_encodes_their_text(tmp_path):
     assert gram_end - gram_start == 16 and not rows[gram_start:gram_end, 6:].any()
     alone = swembed.load(a).encode(["the goodness"])
     np.testing.assert_allclose(ensemble.encode(["the goodness"])[:, :6] * np.sqrt(2), alone, atol=1e-6)
+
+
+def test_an_int8_members_back_off_rows_are_its_dequantised_rows(tmp_path):
+    """An int8 member (scales per row) brings its piece and gram rows de-quantised: its sub-space encodes unknown
+    words as the member alone does."""
+    from swembed.integrations.formats import export
+
+    a = export(_piece_table(tmp_path, "a", ["the", "cat"], ["good", "##ness", "bad", "##ly"], 6, 0), "npy",
+               tmp_path / "a8", "int8")
+    b = _piece_table(tmp_path, "b", ["the", "dog"], ["good", "##ness", "bad", "##ly"], 4, 1)
+    ensemble = swembed.load(build_ensemble([str(a), b], tmp_path / "ens"))
+    texts = ["the goodness", "badly", "cat goodly"]
+    np.testing.assert_allclose(ensemble.encode(texts)[:, :6] * np.sqrt(2), swembed.load(a).encode(texts), atol=1e-6)
