@@ -41,10 +41,11 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         model = load(build_ensemble(args.members, Path(tmp) / "ensemble"), mmap=False)
         scores = dev_by_first_weight(model, args.data, args.weights)
+    others = ["1"] * (len(args.members) - 1)
     for w, score in scores.items():
-        print(f"{w:g}:{':'.join('1' * (len(args.members) - 1))}: STS-B dev {score:.2f}")
+        print(f"{':'.join([f'{w:g}', *others])}: STS-B dev {score:.2f}")
     best = max(scores, key=scores.__getitem__)
-    print(f"chosen: --weights {best:g},{','.join('1' * (len(args.members) - 1))}")
+    print(f"chosen: --weights {','.join([f'{best:g}', *others])}")
     return 0
 
 

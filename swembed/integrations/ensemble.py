@@ -43,9 +43,16 @@ class Member:
     name: str
     words: list[str]
     word_vectors: Callable[[list[str]], np.ndarray]
-    rules: TokenizationRules | None = None
-    tokenizer_json: str | None = None
-    model: StaticEmbedder | None = None  # a swembed member: its back-off rows join the ensemble's
+    model: StaticEmbedder | None = None  # a swembed member: its rules, tokenizer and back-off rows join the ensemble
+
+    @property
+    def rules(self) -> TokenizationRules | None:
+        return self.model.tokenizer.rules if self.model is not None else None
+
+    @property
+    def tokenizer_json(self) -> str | None:
+        subword = self.model.tokenizer.teacher_tokenizer if self.model is not None else None
+        return subword.to_str() if subword is not None else None
 
 
 def _fewest_pieces(tokenizer, words: list[str]) -> list[str]:
@@ -90,9 +97,7 @@ def load_member(spec: str, rules: TokenizationRules) -> Member:
         return Member(spec, _whole_words(model.tokenizer.get_vocab(), None, rules),
                       lambda words: model.encode(_fewest_pieces(model.tokenizer, words), use_multiprocessing=False))
     model = StaticEmbedder.load(spec)
-    subword = model.tokenizer.teacher_tokenizer
-    return Member(Path(spec).name, model.words, lambda words: model.encode(words, normalize=False),
-                  model.tokenizer.rules, subword.to_str() if subword is not None else None, model)
+    return Member(Path(spec).name, model.words, lambda words: model.encode(words, normalize=False), model)
 
 
 def _rows(member: Member, words: list[str], batch_size: int) -> np.ndarray:
@@ -107,17 +112,22 @@ def _table_rows(model: StaticEmbedder, rows: list[int]) -> np.ndarray:
     return model.mean_rows(TokenIds(ids, np.ones(len(ids), dtype=np.int64)), normalize=False)
 
 
-def _piece_block(member: Member, pieces: list[str], batch_size: int) -> np.ndarray:
+def _piece_block(member: Member, pieces: list[str], dim: int, batch_size: int) -> np.ndarray:
     """``member``'s rows for the ensemble's piece rows: its own piece row for the same piece text, else its
     encoding of that text as a word (``##ing`` as ``ing``)."""
-    rows = _rows(member, [p.removeprefix("##") for p in pieces], batch_size)
     model = member.model
     subword = model.tokenizer.teacher_tokenizer if model is not None else None
-    if model is None or subword is None or not model.tokenizer.piece_rows:
-        return rows
-    own = [model.tokenizer.piece_rows.get(i) if i is not None else None for i in map(subword.token_to_id, pieces)]
+    own: list[int | None] = [None] * len(pieces)
+    if model is not None and subword is not None:
+        own = [model.tokenizer.piece_rows.get(i) if i is not None else None for i in map(subword.token_to_id, pieces)]
     have = [k for k, row in enumerate(own) if row is not None]
-    rows[have] = _table_rows(model, [own[k] for k in have])
+    missing = [k for k, row in enumerate(own) if row is None]
+    rows = np.zeros((len(pieces), dim), dtype=np.float32)
+    if have:
+        assert model is not None  # only a swembed member has piece rows of its own
+        rows[have] = _table_rows(model, [own[k] for k in have])
+    if missing:
+        rows[missing] = _rows(member, [pieces[k].removeprefix("##") for k in missing], batch_size)
     return rows
 
 
@@ -140,8 +150,8 @@ def _backoff_rows(members: list[Member], dims: list[int], first: StaticEmbedder,
     pieces = first.config.get("pieces")
     if pieces:
         names = first.labels[pieces["rows"][0] : pieces["rows"][1]]
-        for block, member in zip(blocks, members):
-            block.append(_piece_block(member, names, batch_size))
+        for block, member, dim in zip(blocks, members, dims):
+            block.append(_piece_block(member, names, dim, batch_size))
         ranges["pieces"] = {"rows": [offset, offset + len(names)]}
         labels += names
     grams = first.tokenizer.gram_rows
@@ -186,9 +196,9 @@ def build_ensemble(specs: list[str], out: str | Path, weights: list[float] | Non
     blocks = [[_rows(member, words, batch_size)] for member in members]
     dims = [int(block[0].shape[1]) for block in blocks]
     labels, ranges = list(words), {}
-    if first_swe is not None and first_swe.model is not None and rules.oov_backoff == "pieces":
-        backoff_labels, backoff_blocks, ranges = _backoff_rows(members, dims, first_swe.model, len(words),
-                                                               batch_size)
+    first_model = first_swe.model if first_swe is not None else None
+    if first_model is not None and rules.oov_backoff == "pieces":
+        backoff_labels, backoff_blocks, ranges = _backoff_rows(members, dims, first_model, len(words), batch_size)
         labels += backoff_labels
         for block, backoff in zip(blocks, backoff_blocks):
             block += backoff
