@@ -125,3 +125,25 @@ def test_int8_asked_where_it_cannot_run_is_refused_before_any_work(tmp_path, tin
         assert result.returncode != 0 and "--teacher-dtype int8 runs the teacher on ONNX Runtime" in result.stderr
         assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
         assert not out.exists() and not (tmp_path / "model.work").exists()
+
+
+@needs_onnx
+@pytest.mark.teacher
+def test_quantising_the_teacher_logs_one_line_of_its_own(tmp_path, caplog):
+    """ONNX Runtime's quantiser logs dozens of lines on the root logger; a build shows only swembed's own line, and
+    logging works as before once the file is written."""
+    import logging
+    import shutil
+
+    from swembed.teachers import load_teacher
+    from swembed.teachers.onnx_runtime import quantize_int8
+
+    export = load_teacher("minilm", device="cpu", precision="float32", runtime="onnx").onnx.path
+    copy = tmp_path / export.name
+    shutil.copyfile(export, copy)
+    with caplog.at_level(logging.DEBUG):
+        out = quantize_int8(copy)
+        logging.getLogger("after").warning("still heard")
+    assert out.is_file() and out.name.endswith("-int8.onnx")
+    assert [(r.name, r.getMessage().split(" ")[0]) for r in caplog.records] == [
+        ("swembed.teachers.onnx_runtime", "quantising"), ("after", "still")]

@@ -9,7 +9,8 @@ import json
 import logging
 import re
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -103,10 +104,22 @@ def quantize_int8(path: Path) -> Path:
     out = path.with_name(f"{path.stem}-int8.onnx")
     if not out.is_file():
         logger.info("quantising %s to int8 (once): %s", path.name, out)
-        with atomic_file(out, checked=False) as tmp, warnings.catch_warnings():
+        with atomic_file(out, checked=False) as tmp, warnings.catch_warnings(), _quiet_root_logging():
             warnings.simplefilter("ignore")
             quantize_dynamic(str(path), str(tmp), weight_type=QuantType.QInt8, per_channel=True)
     return out
+
+
+@contextmanager
+def _quiet_root_logging() -> Iterator[None]:
+    """Mute warnings and below while ONNX Runtime's quantiser runs: it logs dozens of lines on the root logger
+    (tensors it leaves in float32, a pre-processing hint), none of which a build's user can act on."""
+    previous = logging.root.manager.disable
+    logging.disable(logging.WARNING)
+    try:
+        yield
+    finally:
+        logging.disable(previous)
 
 
 # int8 must keep a teacher's sentence vectors this close to float32's (mean cosine over PROBE_SENTENCES): MiniLM keeps
