@@ -95,7 +95,6 @@ def test_node_matches_python(exported):
     assert result.stdout.count("# {\"table\"") == len(DTYPES)  # one diagnostic line per table: it ran
 
 
-
 def test_node_matches_python_on_an_ensemble(tmp_path):
     """An ensemble (`swembed ensemble`) of two tables with piece and gram rows: its weighted sub-spaces and the
     back-off rows it carries for every member encode in Node as in Python."""
@@ -110,6 +109,7 @@ def test_node_matches_python_on_an_ensemble(tmp_path):
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert report["failures"] == [] and report["texts"] > 10
+
 
 def test_chromium_matches_python(exported):
     node, browser = need("node"), chromium()
