@@ -82,17 +82,17 @@ def test_lens_clusters_follows_the_output_rules(tmp_path):
     args = ["lens-clusters", "--model", model, "--k", "2", "--out", notes]
     for existing in (notes, centroids):
         existing.write_text("a user's file\n")
-        line = refused(run_cli(args), "lens-clusters")
+        line = refused(run_cli(args, same_process=True), "lens-clusters")
         assert line.endswith(f"{existing} already exists; pass --overwrite to replace it")
         assert existing.read_text() == "a user's file\n"
         existing.unlink()
     before = snapshot(model)
-    line = refused(run_cli(["lens-clusters", "--model", model, "--k", "2", "--out", model / "notes.json"]),
-                   "lens-clusters")
+    inside = ["lens-clusters", "--model", model, "--k", "2", "--out", model / "notes.json"]
+    line = refused(run_cli(inside, same_process=True), "lens-clusters")
     assert f"it lies inside {model}, an input of this command" in line and snapshot(model) == before
-    assert run_cli(args).returncode == 0, "the clustering itself"
+    assert run_cli(args, same_process=True).returncode == 0, "the clustering itself"
     assert np.load(centroids).shape[0] == 2 and notes.is_file()
-    assert run_cli(args + ["--overwrite"]).returncode == 0 and not leftovers(tmp_path)
+    assert run_cli(args + ["--overwrite"], same_process=True).returncode == 0 and not leftovers(tmp_path)
 
 
 def test_dedup_kept_names_collide_never(tmp_path, tiny_model):

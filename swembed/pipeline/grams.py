@@ -36,24 +36,53 @@ def gram_matrix(words: list[str], buckets: int):
     return sp.csr_matrix((values, (rows, flat)), shape=(len(words), buckets), dtype=np.float32)
 
 
+COLUMN_BLOCK = 32  # columns solved together: their slice of the iterate (buckets x 32 float32, 8 MB) stays in cache
+
+
 def fit_grams(a, targets: np.ndarray, ridge: float = RIDGE, iterations: int = ITERATIONS) -> np.ndarray:
     """The gram rows G (buckets, d) of ``min ||a G - targets||^2 + ridge ||G||^2``, ``a`` a ``gram_matrix``
-    (conjugate gradients on the normal equations, every column at once)."""
-    a_t = a.T.tocsr()
+    (conjugate gradients on the normal equations, each column its own). The columns are independent, so they are
+    solved ``COLUMN_BLOCK`` at a time, in torch (sparse products on every core): the products gather rows of the
+    iterate at random bucket ids, which is memory-bound over all 256 columns and 2x faster over 32."""
+    import torch
+
     targets = np.asarray(targets, dtype=np.float32)
-    grams = np.zeros((a.shape[1], targets.shape[1]), dtype=np.float32)
+    a_rows, a_columns = _torch_csr(a), _torch_csr(a.T.tocsr())
+    columns = [torch.from_numpy(np.ascontiguousarray(targets[:, i : i + COLUMN_BLOCK]))
+               for i in range(0, targets.shape[1], COLUMN_BLOCK)]
+    blocks = [_conjugate_gradients(a_rows, a_columns, block, ridge, iterations) for block in columns]
+    return np.concatenate(blocks, axis=1) if blocks else np.zeros((a.shape[1], 0), dtype=np.float32)
+
+
+def _torch_csr(matrix):
+    import warnings
+
+    import torch
+
+    with warnings.catch_warnings():  # "sparse CSR tensor support is in beta": the product is all that is used
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.sparse_csr_tensor(torch.from_numpy(matrix.indptr.astype(np.int64)),
+                                       torch.from_numpy(matrix.indices.astype(np.int64)),
+                                       torch.from_numpy(np.asarray(matrix.data, dtype=np.float32)), size=matrix.shape)
+
+
+def _conjugate_gradients(a, a_t, targets, ridge: float, iterations: int) -> np.ndarray:
+    """CG on ``(a^T a + ridge) G = a^T targets``, every column its own step sizes."""
+    import torch
+
+    grams = torch.zeros((a.shape[1], targets.shape[1]), dtype=torch.float32)
     residual = a_t @ targets
-    direction = residual.copy()
+    direction = residual.clone()
     norm = (residual * residual).sum(0)
     for _ in range(iterations):
-        product = a_t @ (a @ direction) + ridge * direction
-        step = norm / np.maximum((direction * product).sum(0), 1e-30)
-        grams += direction * step
-        residual -= product * step
+        product = (a_t @ (a @ direction)).add_(direction, alpha=ridge)
+        step = norm / (direction * product).sum(0).clamp_min(1e-30)
+        grams.addcmul_(direction, step)
+        residual.sub_(product * step)
         new_norm = (residual * residual).sum(0)
-        direction = residual + direction * (new_norm / np.maximum(norm, 1e-30))
+        direction = residual + direction * (new_norm / norm.clamp_min(1e-30))
         norm = new_norm
-    return grams
+    return grams.numpy()
 
 
 def run_grams(ctx: StageContext, config: GramsConfig, table: StageResult, compose: StageResult) -> StageResult:

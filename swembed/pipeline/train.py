@@ -287,13 +287,17 @@ class RowAdam:
     def step(self, rows: torch.Tensor, values: torch.Tensor, grad: torch.Tensor) -> None:
         """Update the distinct rows ``rows`` of the weight, whose values (a copy) are ``values``, by ``grad``."""
         (beta1, beta2), self.steps = self.betas, self.steps + 1
-        exp_avg = self.exp_avg.index_select(0, rows).lerp_(grad, 1 - beta1)
-        exp_avg_sq = self.exp_avg_sq.index_select(0, rows).mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+        exp_avg, exp_avg_sq, values = self.exp_avg.index_select(0, rows), self.exp_avg_sq.index_select(0, rows), \
+            values.detach()
+        # one fused pass over the rows (torch.optim.Adam(fused=True)'s kernel). It adds eps to sqrt(v / (1 - beta2^t));
+        # SparseAdam adds it to sqrt(v): eps / sqrt(1 - beta2^t) here gives SparseAdam's update
+        step = torch.tensor(float(self.steps), device=values.device)
+        torch._fused_adam_([values], [grad], [exp_avg], [exp_avg_sq], [], [step], lr=self.lr, beta1=beta1, beta2=beta2,
+                           weight_decay=0.0, eps=self.eps / (1 - beta2 ** self.steps) ** 0.5, amsgrad=False,
+                           maximize=False)
         self.exp_avg.index_copy_(0, rows, exp_avg)
         self.exp_avg_sq.index_copy_(0, rows, exp_avg_sq)
-        step_size = self.lr * (1 - beta2 ** self.steps) ** 0.5 / (1 - beta1 ** self.steps)
-        denominator = exp_avg_sq.sqrt_().add_(self.eps)
-        self.weight.index_copy_(0, rows, values.detach().addcdiv_(exp_avg, denominator, value=-step_size))
+        self.weight.index_copy_(0, rows, values)
 
     def state_dict(self) -> dict:
         return {"state": {0: {"step": self.steps, "exp_avg": self.exp_avg, "exp_avg_sq": self.exp_avg_sq}},
