@@ -2,7 +2,7 @@
 
 Each word is the mean of its n-gram buckets (``swembed.runtime.tokenizer.char_gram_buckets``); the buckets'
 rows G solve the ridge problem min ||A G - W||^2 + lambda ||G||^2 over every word row W of the table (A: words x
-buckets, 1/g for each of a word's g n-grams), by conjugate gradients, one column per dimension, all at once.
+buckets, 1/g for each of a word's g n-grams), by conjugate gradients, one column per dimension, 32 at a time (in torch).
 At inference an unknown word is the mean of its pieces' half and its grams' half (``WordTokenizer.backoff``).
 Artifact: ``grams.npy`` (buckets, d) float32; ``GRAM_ROWS`` (registered in ``swembed.pipeline.build``) appends them to
 the table as its ``grams`` rows.
