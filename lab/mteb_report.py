@@ -145,6 +145,10 @@ SEARCH_ROWS = [
      "fused Adam) built from nothing on the AVX2 kind in 55.6 min, float32 teacher (reports/build-times.md)",
      "python -m lab.sci_splits && swembed build --recipe pipelines/minilm-256-sci.toml "
      "--work-dir models/minilm-sci-v2.work --out models/minilm-256-sci-avx2-v2"),
+    ("minilm-256-sci-avx2-int8", "the recipe as of a2d904c (2,048-token batches) with an int8 teacher "
+     "(`--teacher-dtype int8`), built from nothing on the AVX2 kind in 60.2 min (reports/build-times.md)",
+     "python -m lab.sci_splits && swembed build --recipe pipelines/minilm-256-sci.toml --teacher-dtype int8 "
+     "--work-dir models/minilm-sci-int8.work --out models/minilm-256-sci-avx2-int8"),
     ("mpnet-me5-256-sci", "the strongest English table with the search text: pipelines/mpnet-me5-256.toml "
      "(mpnet word vectors, KD towards mpnet and multilingual-e5-small) over the shared corpora plus sci/ and news/, "
      "its teachers reading sentences chosen with minilm-256-sci-fill240's settings (482k, 10.43M tokens; bfloat16; "
