@@ -143,7 +143,6 @@ def test_batch_path_equals_text_by_text_on_hostile_input():
     np.testing.assert_allclose(model.encode(texts), unit, atol=1e-6)
 
 
-
 def test_byte_split_equals_the_word_regex_on_fuzzed_text():
     """The default pattern's fast path (bytes translate + split) finds exactly what ``re.findall`` finds, and the
     batch rows equal the text-by-text rows, on random strings of control, space, mark, symbol and CJK characters."""
@@ -165,6 +164,7 @@ def test_byte_split_equals_the_word_regex_on_fuzzed_text():
     per_text = [tok.rows(t)[0] for t in texts]
     assert batch.lengths.tolist() == [len(ids) for ids in per_text]
     assert batch.ids.tolist() == [i for ids in per_text for i in ids]
+
 
 @pytest.mark.parametrize("dtype", ["float32", "float16", "int8"])
 def test_grouped_mean_equals_float64_per_text_mean(dtype, monkeypatch):
