@@ -44,6 +44,9 @@ def fit_grams(a, targets: np.ndarray, ridge: float = RIDGE, iterations: int = IT
     (conjugate gradients on the normal equations, each column its own). The columns are independent, so they are
     solved ``COLUMN_BLOCK`` at a time, in torch (sparse products on every core): the products gather rows of the
     iterate at random bucket ids, which is memory-bound over all 256 columns and 2x faster over 32."""
+    from swembed._extras import require
+
+    require("build", "torch")  # robust eval and shrink fit gram rows too: a missing torch is one line, not a traceback
     import torch
 
     targets = np.asarray(targets, dtype=np.float32)
