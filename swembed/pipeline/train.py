@@ -287,8 +287,8 @@ class RowAdam:
     def step(self, rows: torch.Tensor, values: torch.Tensor, grad: torch.Tensor) -> None:
         """Update the distinct rows ``rows`` of the weight, whose values (a copy) are ``values``, by ``grad``."""
         (beta1, beta2), self.steps = self.betas, self.steps + 1
-        exp_avg, exp_avg_sq, values = self.exp_avg.index_select(0, rows), self.exp_avg_sq.index_select(0, rows), \
-            values.detach()
+        exp_avg, exp_avg_sq = self.exp_avg.index_select(0, rows), self.exp_avg_sq.index_select(0, rows)
+        values = values.detach()
         # one fused pass over the rows (torch.optim.Adam(fused=True)'s kernel). It adds eps to sqrt(v / (1 - beta2^t));
         # SparseAdam adds it to sqrt(v): eps / sqrt(1 - beta2^t) here gives SparseAdam's update
         step = torch.tensor(float(self.steps), device=values.device)
