@@ -132,3 +132,19 @@ def test_forked_workers_prepare_exactly_what_the_background_thread_does(teacher)
     for name in thread:
         np.testing.assert_array_equal(thread[name], forked[name])
     assert thread["word_counts"].sum() > 0
+
+
+def test_an_unset_batch_size_follows_the_device_and_the_extract_records_the_one_that_ran(teacher):
+    from swembed.pipeline.config import ExtractConfig
+    from swembed.pipeline.extract import extract_identity
+    from swembed.teachers import load_teacher
+    from swembed.teachers.base import pick_batch_tokens
+
+    assert teacher.batch_tokens == 1024  # a CPU: small batches stay in cache
+    assert pick_batch_tokens(torch.device("cuda")) == 8192 and pick_batch_tokens(torch.device("cuda"), 300) == 300
+    pinned = load_teacher("minilm", device="cpu", precision="float32", batch_tokens=300)
+    assert pinned.batch_tokens == 300
+    rules = TokenizationRules()
+    assert extract_identity(ExtractConfig(), rules, teacher, 0)["batch_tokens"] == 1024
+    # a recipe that names the size records that size, as before (its cached extracts stay valid)
+    assert extract_identity(ExtractConfig(batch_tokens=300), rules, pinned, 0)["batch_tokens"] == 300

@@ -70,7 +70,8 @@ class ExtractConfig:
     max_sentences: int | None = None  # sentences encoded: "all" samples this many, "cover" is cut or filled to it
     fill_max_words: int | None = None  # "cover" filled to max_sentences: only with sentences of at most this many words
     fill_sources: list[str] = field(default_factory=list)  # ... and only with sentences of these corpus sources
-    batch_tokens: int = 8192  # padded tokens per teacher batch (sentences sorted by length)
+    batch_tokens: int | None = None  # padded tokens per teacher batch (sentences sorted by length); unset: by
+    # device, 1,024 on a CPU and 8,192 on a GPU (swembed.teachers.base.pick_batch_tokens)
     unit_sentences: int = 8192  # checkpoint unit
     teacher_dtype: str = "auto"  # auto: bfloat16 on CUDA or a CPU with native bfloat16, else float32 (pick_dtype);
     # int8: the teacher's linear layers quantised by ONNX Runtime on a CPU (swembed.teachers.onnx_runtime)
@@ -443,7 +444,7 @@ RANGES = {
     "extract.sentences_per_word": Range(1),
     "extract.max_sentences": Range(1, unset="every sentence"),
     "extract.fill_max_words": Range(1, unset="any length"),
-    "extract.batch_tokens": Range(1),
+    "extract.batch_tokens": Range(1, unset="1024 on a CPU, 8192 on a GPU"),
     "extract.unit_sentences": Range(1),
     "compose.min_contexts": Range(1),
     "compose.piece_prior": Range(0),

@@ -142,7 +142,7 @@ class Selection:
         texts = [sentences[i] for i in chosen]
         lengths = teacher.token_lengths(texts) + 2
         return cls(texts, None if credit_arrays is None else [set(c.tolist()) for c in credit_arrays], lengths,
-                   token_budget_batches(lengths, config.batch_tokens), len(sentences), time.time() - start)
+                   token_budget_batches(lengths, teacher.batch_tokens), len(sentences), time.time() - start)
 
     @property
     def padded_tokens(self) -> int:
@@ -159,6 +159,7 @@ def extract_identity(config: ExtractConfig, rules: TokenizationRules, teacher, s
     identity = {**asdict(config), "rules": rules.splitting_only().to_dict(), "seed": seed if sampled else 0,
                 "teacher": {k: v for k, v in teacher.describe().items() if k != "path"}}
     identity.pop("unit_sentences")
+    identity["batch_tokens"] = teacher.batch_tokens  # what ran: unset means by device (pick_batch_tokens)
     for key in ("fill_max_words", "fill_sources"):  # absent when unset, so extracts from before them stay valid
         if not identity[key]:
             identity.pop(key)

@@ -64,7 +64,7 @@ def build_plan(config: BuildConfig, teacher, selections: dict[str, Selection | N
         seconds = probe_seconds(teacher, selection) if encode else 0.0
         total_s += seconds
         accumulators = 4 * 2 * (vocab + pieces) * hidden  # running sums, then the means
-        activations = 4 * 16 * config.extract.batch_tokens * hidden
+        activations = 4 * 16 * teacher.batch_tokens * hidden
         train = 4 * encode * pooled + 8 * 20 * encode + 4 * 5 * vocab * config.pca.dim
         peak = max(peak, accumulators + activations + 4 * encode * pooled, train)
         numbers[lang] = {"corpus_sentences": selection.corpus_sentences, "sentences_to_encode": encode,

@@ -35,7 +35,7 @@ class Projector(torch.nn.Module):
 
 
 class Causal2VecTeacher(DecoderTeacher):
-    def __init__(self, folder: Path, spec, device: str = "auto", batch_tokens: int = 8192,
+    def __init__(self, folder: Path, spec, device: str = "auto", batch_tokens: int | None = None,
                  settings: DecoderSettings | None = None, model=None, encoder=None, projector=None) -> None:
         settings = settings or DecoderSettings.read(folder, kind="causal2vec")
         if settings.bidirectional:

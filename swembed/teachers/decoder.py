@@ -22,7 +22,15 @@ import numpy as np
 import torch
 from tokenizers import Tokenizer
 
-from swembed.teachers.base import BatchedTeacher, Pinnable, TeacherError, TeacherOutput, pick_device, pick_dtype
+from swembed.teachers.base import (
+    BatchedTeacher,
+    Pinnable,
+    TeacherError,
+    TeacherOutput,
+    pick_batch_tokens,
+    pick_device,
+    pick_dtype,
+)
 
 logger = logging.getLogger(__name__)
 CONFIG_FILE = "swe_teacher.json"  # a teacher folder's own settings (kind, pooling, instruction, ...)
@@ -125,14 +133,14 @@ def check_fits(folder: Path, device: torch.device, dtype: torch.dtype, free: int
 class DecoderTeacher(BatchedTeacher):
     """A decoder LLM as a teacher: per-token last-layer states with offsets, and a pooled sentence vector."""
 
-    def __init__(self, folder: Path, spec, device: str = "auto", batch_tokens: int = 8192,
+    def __init__(self, folder: Path, spec, device: str = "auto", batch_tokens: int | None = None,
                  settings: DecoderSettings | None = None, model=None) -> None:
         self.folder = Path(folder)
         self.spec = spec
         self.settings = settings or DecoderSettings.read(self.folder)
         self.device = pick_device(device)
         self.dtype = pick_dtype(self.device, self.settings.precision)
-        self.batch_tokens = batch_tokens
+        self.batch_tokens = pick_batch_tokens(self.device, batch_tokens)
         self.tokenizer = Tokenizer.from_file(str(self.folder / "tokenizer.json"))
         self.tokenizer.no_padding()
         self.tokenizer.no_truncation()

@@ -64,7 +64,7 @@ def cluster_rows(matrix: np.ndarray, k: int, seed: int = 0) -> tuple[np.ndarray,
 class LensTeacher(DecoderTeacher):
     """Bidirectional decoder + clustered LM head; per-token and pooled vectors live in cluster space."""
 
-    def __init__(self, folder: Path, spec, device: str = "auto", batch_tokens: int = 8192,
+    def __init__(self, folder: Path, spec, device: str = "auto", batch_tokens: int | None = None,
                  settings: DecoderSettings | None = None, model=None, k: int | None = None, seed: int = 0) -> None:
         settings = settings or DecoderSettings.read(folder, kind="lens", bidirectional=True)
         self._k, self._seed = k, seed

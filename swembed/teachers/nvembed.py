@@ -92,7 +92,7 @@ class LatentAttention(nn.Module):
 
 
 class NVEmbedTeacher(DecoderTeacher):
-    def __init__(self, folder: Path, spec, device: str = "auto", batch_tokens: int = 8192,
+    def __init__(self, folder: Path, spec, device: str = "auto", batch_tokens: int | None = None,
                  settings: DecoderSettings | None = None, model=None, latent: LatentAttention | None = None) -> None:
         settings = settings or DecoderSettings.read(folder, kind="nvembed", bidirectional=True)
         self._public_latent: LatentAttention | None = None

@@ -133,7 +133,7 @@ def teacher_kind(folder: Path, spec: TeacherSpec) -> str:
     return "sentence-transformer"
 
 
-def load_teacher(name_or_path: str, device: str = "auto", batch_tokens: int = 8192, precision: str = "auto",
+def load_teacher(name_or_path: str, device: str = "auto", batch_tokens: int | None = None, precision: str = "auto",
                  runtime: str = "auto"):
     """Resolve and load a teacher (needs the ``build`` extra): a sentence-transformers model, or a decoder LLM,
     LENS, Causal2Vec or NV-Embed teacher (``swembed.teachers.decoder`` and siblings). ``runtime``: ``auto``, ``torch``

@@ -23,6 +23,7 @@ from swembed.teachers.base import (
     TeacherError,
     TeacherOutput,
     TeacherSpec,
+    pick_batch_tokens,
     pick_device,
     pick_dtype,
     st_modules,
@@ -120,7 +121,7 @@ class EncoderInputs(Pinnable):
 class SentenceTransformerTeacher(BatchedTeacher):
     """Contextual token vectors with offsets, and pooled sentence vectors, from one forward pass."""
 
-    def __init__(self, folder: Path, spec: TeacherSpec, device: str = "auto", batch_tokens: int = 8192,
+    def __init__(self, folder: Path, spec: TeacherSpec, device: str = "auto", batch_tokens: int | None = None,
                  precision: str = "auto", runtime: str = "auto") -> None:
         from transformers import AutoModel
 
@@ -128,7 +129,7 @@ class SentenceTransformerTeacher(BatchedTeacher):
         self.spec = spec
         self.prompt = spec.prompt
         self.device = pick_device(device)
-        self.batch_tokens = batch_tokens
+        self.batch_tokens = pick_batch_tokens(self.device, batch_tokens)
         st_config_path = self.folder / "sentence_bert_config.json"
         st_config = json.loads(st_config_path.read_text()) if st_config_path.is_file() else {}
         self.max_length = int(st_config.get("max_seq_length", 512))
