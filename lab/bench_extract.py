@@ -58,9 +58,11 @@ def bench_extract(teacher, sentences: list[str], batch_tokens: int, repeats: int
             "extract_sent_per_s": round(extract_rate, 1), "ratio": round(extract_rate / bare_rate, 3)}
 
 
-def bench_extract_corpus(teacher_name: str, corpus: list[str], n: int, batch_tokens: int, device: str = "auto",
-                         repeats: int = 2, precision: str = "auto", runtime: str = "auto") -> dict:
-    """``bench_extract`` on the first ``n`` non-empty lines of ``corpus`` (files, folders, globs)."""
+def bench_extract_corpus(teacher_name: str, corpus: list[str], n: int, batch_tokens: int | None = None,
+                         device: str = "auto", repeats: int = 2, precision: str = "auto",
+                         runtime: str = "auto") -> dict:
+    """``bench_extract`` on the first ``n`` non-empty lines of ``corpus`` (files, folders, globs), in batches of
+    ``batch_tokens`` (unset: the teacher's default on this device, as a build's)."""
     from itertools import islice
 
     from swembed.pipeline.sources import expand_sources, read_source
@@ -70,7 +72,7 @@ def bench_extract_corpus(teacher_name: str, corpus: list[str], n: int, batch_tok
                            runtime=runtime)
     lines = (line.strip() for spec in expand_sources(corpus) for line in read_source(spec))
     sentences = list(islice((line for line in lines if line), n))
-    result = bench_extract(teacher, sentences, batch_tokens, repeats)
+    result = bench_extract(teacher, sentences, teacher.batch_tokens, repeats)
     return {"teacher": teacher_name, "teacher_dtype": teacher.dtype_name,
             "teacher_runtime": teacher.runtime, **result}
 
@@ -84,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--teacher", default="minilm")
     p.add_argument("--corpus", nargs="+", required=True)
     p.add_argument("--sentences", type=int, default=4000)
-    p.add_argument("--batch-tokens", type=int, default=8192)
+    p.add_argument("--batch-tokens", type=int, help="default: a build's (1024 on a CPU, 8192 on a GPU)")
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--device", default="auto")
     p.add_argument("--teacher-dtype", default="auto", choices=TEACHER_DTYPES)
