@@ -27,11 +27,12 @@ def reference_build(tmp_path_factory):
     return corpus, out, result
 
 
-def build_with_recipe(corpus, tmp_path, recipe_text: str):
-    """The small build of ``corpus`` with a recipe holding ``recipe_text``, in this process; (result, out, work)."""
+def build_with_recipe(corpus, tmp_path, recipe_text: str, work=None):
+    """The small build of ``corpus`` with a recipe holding ``recipe_text``, in this process; (result, out, work).
+    ``work``: another build's work folder, whose stages this one reuses where their settings agree."""
     recipe = tmp_path / "recipe.toml"
     recipe.write_text(recipe_text)
-    out, work = tmp_path / "model", tmp_path / "work"
+    out, work = tmp_path / "model", work or tmp_path / "work"
     result = run_cli(["build", "--recipe", str(recipe), *small_build_args(corpus, out)[1:], "--work-dir", str(work)],
                      same_process=True)
     assert result.returncode == 0, result.stderr
@@ -323,12 +324,13 @@ def test_retrieval_pairs_train_beside_the_sentence_kd_read_by_the_teacher_for_kd
     held_out = tmp_path / "held_out.txt"
     held_out.write_text(lines[0] + "\n")
     (tmp_path / "pairs.tsv").write_text("\n".join(pairs + pairs[:5]) + "\n")
+    work = tmp_path / "work"  # one work folder: the second build reads the first one's extract
     for loss, objective in (("kd", "retrieval kd"), ("contrastive", "retrieval contrastive")):
         root = tmp_path / loss
         root.mkdir()
-        result, _, work = build_with_recipe(corpus, root, f'exclude = ["{held_out}"]\n[retrieval]\nfiles = '
-                                                           f'["{tmp_path / "pairs.tsv"}"]\nloss = "{loss}"\n')
-        stage = next(work.glob("retrieval-*"))
+        result, _, _ = build_with_recipe(corpus, root, f'exclude = ["{held_out}"]\n[retrieval]\nfiles = '
+                                                        f'["{tmp_path / "pairs.tsv"}"]\nloss = "{loss}"\n', work)
+        stage = max(work.glob("retrieval-*"), key=lambda path: path.stat().st_mtime_ns)
         kept = (stage / "pairs.tsv").read_text().split("\n")[:-1]
         assert kept == pairs[1:]  # the first pair's query is the excluded line; the repeats are gone
         if loss == "kd":
@@ -341,7 +343,8 @@ def test_retrieval_pairs_train_beside_the_sentence_kd_read_by_the_teacher_for_kd
         else:  # the contrastive loss's labels are the pairs themselves: no teacher time
             assert "contrastive: no teacher time" in result.stderr
             assert not list(stage.glob("*_targets.npy"))
-        history = json.loads((next(work.glob("distill-*")) / "history.json").read_text())
+        history = json.loads((max(work.glob("distill-*"), key=lambda path: path.stat().st_mtime_ns) /
+                              "history.json").read_text())
         assert set(history["initial_parts"]) == {"kd en", objective}
         assert history["initial_val_loss"] == pytest.approx(history["initial_parts"]["kd en"])
         assert 0 < history["train_examples"][objective] < len(kept)

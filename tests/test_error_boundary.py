@@ -3,6 +3,7 @@ one line saying it is a bug and where its traceback was written, rc 1."""
 import re
 from pathlib import Path
 
+import pytest
 from conftest import run_cli
 
 
@@ -63,3 +64,47 @@ def test_sigterm_during_a_teacher_forward_ends_the_run_at_once():
     finally:
         proc.kill()
     assert time.perf_counter() - start < 10 and proc.returncode == 128 + signal.SIGTERM, proc.stderr.read()
+
+
+SLOW_START = """
+import sys, threading, time
+from swembed.pipeline.extract import interruptible
+from swembed.runtime.outputs import terminate_raises
+from swembed.teachers import load_teacher
+
+teacher = load_teacher("minilm", device="cpu", precision="float32", runtime="onnx")
+inputs = teacher.prepare(["a sentence of some length about nothing in particular " * 20] * 96)
+start = threading.Thread.start
+
+
+def slow_start(thread):  # the forward runs, and the caller is still in start() (as when the CPU is busy)
+    start(thread)
+    print("starting", flush=True)
+    time.sleep(30)
+
+
+threading.Thread.start = slow_start
+with terminate_raises():
+    interruptible(teacher.run, inputs)
+"""
+
+
+@pytest.mark.teacher
+def test_sigterm_while_a_forward_thread_starts_never_aborts_the_process():
+    """A SIGTERM that lands while the forward's thread is being started (Thread.start waits for it) unwinds the run
+    with exit code 143: it used to skip the exit guard, so the interpreter tore down under a running ONNX Runtime
+    forward and C++ aborted the process ("terminate called without an active exception", exit code -6)."""
+    import signal
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-c", SLOW_START], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    assert proc.stdout.readline() == "starting\n"
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=60)
+    finally:
+        proc.kill()
+    err = proc.stderr.read()
+    assert proc.returncode == 128 + signal.SIGTERM and "terminate called" not in err, (proc.returncode, err)

@@ -242,6 +242,34 @@ def test_a_signal_mid_write_removes_the_temp(tmp_path, kind, sig):
     assert proc.returncode != 0 and not target.exists() and not leftovers(tmp_path)
 
 
+SLOW_IMPORT = """
+import signal, sys, time
+from swembed.runtime.outputs import terminate_raises
+signal.signal(signal.SIGINT, signal.default_int_handler)  # a background job inherits SIGINT ignored
+sys.path.insert(0, sys.argv[1])
+with terminate_raises():
+    import slow_module  # a native module's import (onnxruntime's) cannot be cut in half
+    time.sleep(60)
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_during_an_import_waits_for_the_import_to_finish(tmp_path, sig):
+    """A signal that lands while a module is being imported ends the process once the import is done: an
+    exception raised inside an import left onnxruntime half initialised ("ImportError: initialization failed",
+    reported as an internal error, or a C++ abort)."""
+    (tmp_path / "slow_module.py").write_text('import time\nprint("importing", flush=True)\ntime.sleep(1.5)\n'
+                                            'print("imported", flush=True)\n')
+    proc = subprocess.Popen([sys.executable, "-c", SLOW_IMPORT, str(tmp_path)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline() == "importing\n"
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=30)
+    assert out == "imported\n"  # the import ran to its end, then the signal took effect
+    assert proc.returncode == (128 + signal.SIGTERM if sig == signal.SIGTERM else -signal.SIGINT), err
+    assert ("KeyboardInterrupt" in err) == (sig == signal.SIGINT) and "ImportError" not in err
+
+
 @pytest.mark.parametrize("command", ["dedup", "export", pytest.param("build", marks=pytest.mark.teacher)])
 def test_sigterm_at_a_random_point_then_a_rerun_leaves_no_temp(tmp_path, tiny_model, tiny_corpus, command):
     """Kill the command at a random moment of its run (seeded), re-run it to the end: no temp file anywhere."""

@@ -98,6 +98,21 @@ def test_encode_is_normalised_mean_and_zero_for_unknown():
     assert not np.isnan(out).any() and (out[2:] == 0).all()
 
 
+def test_an_assigned_table_is_what_encode_and_save_use(tmp_path):
+    """``model.table = ...`` (a transform of every row) changes what encode returns and what save writes; an array
+    the tokenizer's rows or the int8 scales do not fit is refused in one line."""
+    model = StaticEmbedder(np.array([[3.0, 0.0], [0.0, 4.0]], dtype=np.float32), WordTokenizer({"a": 0, "b": 1}))
+    before = model.encode(["a b"])
+    model.table = model.table[:, ::-1].copy()
+    np.testing.assert_allclose(model.encode(["a b"]), before[:, ::-1], rtol=1e-6)
+    model.save(tmp_path / "turned")
+    np.testing.assert_allclose(swembed.load(tmp_path / "turned").encode(["a b"]), before[:, ::-1], rtol=1e-6)
+    for wrong in (np.zeros((3, 2), np.float32), np.zeros((2, 2), np.int8)):
+        with pytest.raises(ValueError, match=r"must keep the old one's shape \(2, 2\) and kind"):
+            model.table = wrong
+    np.testing.assert_allclose(model.encode(["a b"]), before[:, ::-1], rtol=1e-6)
+
+
 def test_folder_round_trip_and_errors(tmp_path):
     table = np.random.default_rng(0).normal(size=(3, 4)).astype(np.float32)
     out = write_model_folder(tmp_path / "m", table, ["x", "y", "z"], {"tokenization": {}}, None)

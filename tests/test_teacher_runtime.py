@@ -30,7 +30,7 @@ def test_auto_runs_a_float32_encoder_on_the_cpu_with_onnx_runtime_and_everything
 @pytest.mark.teacher
 def test_onnx_runtime_gives_the_torch_teachers_token_and_sentence_vectors():
     """Batches of other shapes than the export's (longer, wider, padded rows): the same vectors at every text
-    position and the same sentence vectors, from a file exported once."""
+    position and the same sentence vectors, from a file exported once and then run without the torch weights."""
     from swembed.teachers import load_teacher
 
     on_torch = load_teacher("minilm", device="cpu", precision="float32", runtime="torch")
@@ -47,6 +47,9 @@ def test_onnx_runtime_gives_the_torch_teachers_token_and_sentence_vectors():
     again = load_teacher("minilm", device="cpu", precision="float32", runtime="auto")
     assert again.runtime == "onnx" and again.onnx.path == on_onnx.onnx.path
     assert again.onnx.path.stat().st_mtime_ns == exported  # read from the cache, not exported again
+    a, b = on_torch.forward(texts), again.forward(texts)
+    assert torch.allclose(a.pooled, b.pooled, atol=1e-5) and again.dim == on_torch.dim == 384
+    assert "model" not in vars(again)  # the cached export ran it: the torch weights were never loaded
 
 
 def test_onnx_asked_where_it_cannot_run_is_refused_before_any_work(tmp_path, tiny_corpus):

@@ -400,8 +400,9 @@ def interruptible(run, *args):
             result.append(exc)
         done.set()
 
-    threading.Thread(target=target, daemon=True, name="teacher-forward").start()
+    forward = threading.Thread(target=target, daemon=True, name="teacher-forward")
     try:
+        forward.start()  # inside the try: start() waits for the thread to run, and a signal can land in that wait
         done.wait()
     except BaseException as exc:  # a signal's: unwind now; at exit, end the process without waiting for the forward
         code = exc.code if isinstance(exc, SystemExit) and isinstance(exc.code, int) else 130

@@ -39,7 +39,7 @@ class StaticEmbedder:
             raise ValueError(f"table must be 2-D, got shape {table.shape}")
         if (table.dtype == np.int8 or codes is not None) != (scales is not None):
             raise ValueError("an int8 or codebook table needs per-row scales, and only such a table takes them")
-        self.table = table
+        self._given_table = table
         self._table = np.asarray(table)  # a plain ndarray view: memmap subclass indexing is slower
         self.scales = scales
         self.codes = None if codes is None else np.asarray(codes, dtype=np.int64)
@@ -52,6 +52,21 @@ class StaticEmbedder:
         self.arrays: dict[str, np.ndarray] = {}  # the model folder's other .npy files (pca_mean, word_contexts, ...)
         self.tokenizer_json: str | None = None  # the text of the folder's tokenizer.json, as read
         self.path: Path | None = None  # the model folder it was loaded from
+
+    @property
+    def table(self) -> np.ndarray:
+        """The rows (words, pieces, grams; a codebook table's shared rows), as loaded (a read-only memmap unless
+        ``load(..., mmap=False)``). Assigning an array of the same shape and kind (int8 or float) changes what
+        ``encode`` returns, e.g. ``model.table = model.table @ rotation``."""
+        return self._given_table
+
+    @table.setter
+    def table(self, table: np.ndarray) -> None:
+        old = self._given_table
+        if table.shape != old.shape or (table.dtype == np.int8) != (old.dtype == np.int8):
+            raise ValueError(f"a new table must keep the old one's shape {old.shape} and kind (int8 or float) "
+                             f"(int8 rows keep their scales), got {table.shape} {table.dtype}")
+        self._given_table, self._table = table, np.asarray(table)
 
     @property
     def dim(self) -> int:

@@ -220,23 +220,48 @@ def signals_deferred() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, _DEFERRED)
 
 
-def _exit_on_sigterm(signum, frame):
+def _importing(frame) -> bool:
+    """Whether ``frame`` (where a signal landed) runs inside an import. An exception raised there can leave a native
+    module half initialised: pybind11 turns it into ``ImportError: initialization failed`` (onnxruntime), or C++
+    aborts the process."""
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _raise_for(signum: int, frame) -> None:
+    """SIGTERM -> SystemExit(143), SIGINT -> KeyboardInterrupt; a signal that lands inside an import is sent again
+    50 ms later, until the import has finished."""
+    if _importing(frame):
+        again = threading.Timer(0.05, os.kill, (os.getpid(), signum))
+        again.daemon = True
+        again.start()
+        return
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
     raise SystemExit(128 + signum)
 
 
 @contextmanager
 def terminate_raises() -> Iterator[None]:
     """Within the block SIGTERM raises SystemExit(143) (as Ctrl-C raises KeyboardInterrupt), so every ``finally``
-    and clean-up runs. Only where SIGTERM has its default action and on the main thread."""
+    and clean-up runs; either signal waits for an import under way to finish. Only where SIGTERM has its default
+    action (SIGINT: Python's) and on the main thread."""
     if (threading.current_thread() is not threading.main_thread()
             or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL):
         yield
         return
-    signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    interrupt = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGTERM, _raise_for)
+    if interrupt is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _raise_for)
     try:
         yield
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, interrupt)
 
 
 def _write_marker(tmp: Path, kind: str, record: dict | None = None) -> None:

@@ -5,6 +5,7 @@ into swembed's cache and read from there afterwards."""
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import logging
 import re
@@ -137,30 +138,38 @@ PROBE_SENTENCES = (
 )
 
 
+@contextmanager
+def _refused(folder: Path, step: str, instead: str) -> Iterator[None]:
+    """Any failure of ``step`` as one TeacherError line naming the folder and the setting to use instead."""
+    try:
+        yield
+    except Exception as exc:
+        raise TeacherError(f"{folder}: could not {step} ({type(exc).__name__}: "
+                           f"{str(exc).splitlines()[0] if str(exc) else ''}); use {instead}") from exc
+
+
 class OnnxEncoder:
     """The transformer of a sentence-transformers teacher in an ONNX Runtime session: (ids, mask) -> hidden."""
 
-    def __init__(self, model, folder: Path, name: str, takes_token_types: bool, threads: int,
+    def __init__(self, load_model: Callable[[], torch.nn.Module], folder: Path, name: str, threads: int,
                  quantized: bool = False) -> None:
+        """``load_model`` gives the torch model, called only when the folder has no export in the cache yet."""
         import onnxruntime as ort
 
-        size = sum(p.numel() * p.element_size() for p in model.parameters())
-        if size > MAX_EXPORT_BYTES:
-            raise TeacherError(f"{folder}: {size / 1e9:.1f} GB of weights is past what one ONNX file holds; "
-                               "use teacher_runtime = \"torch\"")
         label = re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
         path = teacher_cache().parent / "onnx" / f"{label}-{export_key(Path(folder))}.onnx"
-        step, instead = "export the teacher to ONNX", 'teacher_runtime = "torch"'
-        try:
-            if not path.is_file():
+        if not path.is_file():
+            model = load_model()
+            size = sum(p.numel() * p.element_size() for p in model.parameters())
+            if size > MAX_EXPORT_BYTES:
+                raise TeacherError(f"{folder}: {size / 1e9:.1f} GB of weights is past what one ONNX file holds; "
+                                   "use teacher_runtime = \"torch\"")
+            with _refused(folder, "export the teacher to ONNX", 'teacher_runtime = "torch"'):
                 logger.info("exporting %s to ONNX (once): %s", folder, path)
-                export_onnx(model, takes_token_types, path)
-            if quantized:
-                step, instead = "quantise the teacher to int8", 'teacher_dtype = "float32"'
+                export_onnx(model, "token_type_ids" in inspect.signature(model.forward).parameters, path)
+        if quantized:
+            with _refused(folder, "quantise the teacher to int8", 'teacher_dtype = "float32"'):
                 path = quantize_int8(path)
-        except Exception as exc:
-            raise TeacherError(f"{folder}: could not {step} ({type(exc).__name__}: "
-                               f"{str(exc).splitlines()[0] if str(exc) else ''}); use {instead}") from exc
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
@@ -168,7 +177,7 @@ class OnnxEncoder:
         # no busy-waiting between runs: the extract loop's tokenising thread needs those cores (1.1x its speed on 2)
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-        self.takes_token_types = takes_token_types
+        self.takes_token_types = "token_type_ids" in {node.name for node in self.session.get_inputs()}
         self.path = path
 
     def int8_fidelity(self, measure: Callable[[], dict]) -> dict:

@@ -11,6 +11,7 @@ import inspect
 import json
 import logging
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -123,8 +124,6 @@ class SentenceTransformerTeacher(BatchedTeacher):
 
     def __init__(self, folder: Path, spec: TeacherSpec, device: str = "auto", batch_tokens: int | None = None,
                  precision: str = "auto", runtime: str = "auto") -> None:
-        from transformers import AutoModel
-
         self.folder = Path(folder)
         self.spec = spec
         self.prompt = spec.prompt
@@ -138,13 +137,8 @@ class SentenceTransformerTeacher(BatchedTeacher):
         self.pad_id = self.tokenizer.token_to_id("[PAD]") or self.tokenizer.token_to_id("<pad>") or 0
         self.quantized = precision == "int8"  # float32 weights, run int8 by ONNX Runtime
         self.dtype = pick_dtype(self.device, "float32" if runtime == "onnx" and precision == "auto" else precision)
-        try:
-            self.model = AutoModel.from_pretrained(
-                str(self.folder), trust_remote_code=spec.trust_remote_code, dtype=self.dtype
-            )
-        except Exception as exc:
-            raise TeacherError(f"could not load teacher weights from {self.folder}: {exc}") from exc
-        self.model.to(self.device).eval()
+        config_path = self.folder / "config.json"
+        config = json.loads(config_path.read_text()) if config_path.is_file() else {}
         # Linear Dense modules commute with mean, CLS and last-token pooling, so their product maps every token and a
         # word's vector stays in the space of the sentence vectors; others (LaBSE's tanh) map the pooled vector only.
         dense = read_dense_layers(self.folder)
@@ -156,29 +150,46 @@ class SentenceTransformerTeacher(BatchedTeacher):
             self.token_map, dense = self._tensor(product.T), []
         self.pooled_layers = [(self._tensor(layer.weight.T), self._tensor(layer.bias), ACTIVATIONS[layer.activation])
                               for layer in dense]
-        hidden_size = int(self.model.config.hidden_size)
+        architecture = config.get("model_type") or self.model.config.model_type
+        self.runtime, self.onnx = self._start_runtime(runtime, str(architecture))
+        hidden_size = int(config.get("hidden_size") or self.model.config.hidden_size)
         self.dim = hidden_size if self.token_map is None else int(self.token_map.shape[1])
         self.pooled_dim = int(self.pooled_layers[-1][0].shape[1]) if self.pooled_layers else self.dim
-        self._takes_token_types = "token_type_ids" in inspect.signature(self.model.forward).parameters
-        self.runtime, self.onnx = self._start_runtime(runtime)
 
-    def _start_runtime(self, runtime: str) -> tuple[str, OnnxEncoder | None]:
-        """The runtime ``pick_runtime`` chooses, with its ONNX session; ``auto`` falls back to torch, in one logged
-        line, where the model does not export."""
-        chosen = pick_runtime(runtime, self.device, self.dtype, str(self.model.config.model_type), self.quantized)
-        if chosen == "torch":
-            return chosen, None
+    @cached_property
+    def model(self):
+        """The transformer in torch, loaded on first use: a CPU build whose ONNX export is cached never needs it."""
+        from transformers import AutoModel
+
         try:
-            encoder = OnnxEncoder(self.model, self.folder, self.spec.name, self._takes_token_types,
-                                  torch.get_num_threads(), self.quantized)
-            if self.quantized:
-                self._check_int8(encoder)
-            return chosen, encoder
-        except TeacherError as exc:
-            if runtime == "onnx" or self.quantized:
-                raise
-            logger.warning("%s; the teacher runs on torch", exc)
-            return "torch", None
+            model = AutoModel.from_pretrained(
+                str(self.folder), trust_remote_code=self.spec.trust_remote_code, dtype=self.dtype
+            )
+        except Exception as exc:
+            raise TeacherError(f"could not load teacher weights from {self.folder}: {exc}") from exc
+        return model.to(self.device).eval()
+
+    @cached_property
+    def _takes_token_types(self) -> bool:
+        return "token_type_ids" in inspect.signature(self.model.forward).parameters
+
+    def _start_runtime(self, runtime: str, architecture: str) -> tuple[str, OnnxEncoder | None]:
+        """The runtime ``pick_runtime`` chooses, with its ONNX session; ``auto`` falls back to torch, in one logged
+        line, where the model does not export. Torch loads its weights here, so a bad folder fails now."""
+        chosen = pick_runtime(runtime, self.device, self.dtype, architecture, self.quantized)
+        if chosen == "onnx":
+            try:
+                encoder = OnnxEncoder(lambda: self.model, self.folder, self.spec.name, torch.get_num_threads(),
+                                      self.quantized)
+                if self.quantized:
+                    self._check_int8(encoder)
+                return chosen, encoder
+            except TeacherError as exc:
+                if runtime == "onnx" or self.quantized:
+                    raise
+                logger.warning("%s; the teacher runs on torch", exc)
+        self.model  # noqa: B018 (loaded now: a folder whose weights do not load is refused before any work)
+        return "torch", None
 
     def _check_int8(self, encoder: OnnxEncoder) -> None:
         """Refuse, in one line, an int8 teacher whose sentence vectors stray from float32's (``INT8_MIN_COSINE``)."""
