@@ -22,6 +22,7 @@ import signal
 import socket
 import stat
 import threading
+import time
 import uuid
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -231,14 +232,21 @@ def _importing(frame) -> bool:
     return False
 
 
+IMPORT_GRACE_S = 10.0  # how long a signal waits for imports to finish (code run by an import waits no longer)
+_deferred_since: list[float] = []
+
+
 def _raise_for(signum: int, frame) -> None:
     """SIGTERM -> SystemExit(143), SIGINT -> KeyboardInterrupt; a signal that lands inside an import is sent again
-    50 ms later, until the import has finished."""
-    if _importing(frame):
+    50 ms later, until the import has finished (``IMPORT_GRACE_S`` at most)."""
+    now = time.monotonic()
+    if _importing(frame) and now - (_deferred_since or [now])[0] < IMPORT_GRACE_S:
+        _deferred_since[:] = _deferred_since or [now]
         again = threading.Timer(0.05, os.kill, (os.getpid(), signum))
         again.daemon = True
         again.start()
         return
+    _deferred_since.clear()
     if signum == signal.SIGINT:
         raise KeyboardInterrupt
     raise SystemExit(128 + signum)
@@ -253,15 +261,16 @@ def terminate_raises() -> Iterator[None]:
             or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL):
         yield
         return
-    interrupt = signal.getsignal(signal.SIGINT)
+    interrupt = signal.getsignal(signal.SIGINT) is signal.default_int_handler
     signal.signal(signal.SIGTERM, _raise_for)
-    if interrupt is signal.default_int_handler:
+    if interrupt:
         signal.signal(signal.SIGINT, _raise_for)
     try:
         yield
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, interrupt)
+        if interrupt:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _write_marker(tmp: Path, kind: str, record: dict | None = None) -> None:
