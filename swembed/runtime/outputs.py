@@ -233,20 +233,21 @@ def _importing(frame) -> bool:
 
 
 IMPORT_GRACE_S = 10.0  # how long a signal waits for imports to finish (code run by an import waits no longer)
-_deferred_since: list[float] = []
+_held_since: float | None = None  # when the signal now held for an import first landed
 
 
 def _raise_for(signum: int, frame) -> None:
     """SIGTERM -> SystemExit(143), SIGINT -> KeyboardInterrupt; a signal that lands inside an import is sent again
     50 ms later, until the import has finished (``IMPORT_GRACE_S`` at most)."""
-    now = time.monotonic()
-    if _importing(frame) and now - (_deferred_since or [now])[0] < IMPORT_GRACE_S:
-        _deferred_since[:] = _deferred_since or [now]
-        again = threading.Timer(0.05, os.kill, (os.getpid(), signum))
-        again.daemon = True
-        again.start()
-        return
-    _deferred_since.clear()
+    global _held_since
+    if _importing(frame):
+        _held_since = _held_since if _held_since is not None else time.monotonic()
+        if time.monotonic() - _held_since < IMPORT_GRACE_S:
+            again = threading.Timer(0.05, os.kill, (os.getpid(), signum))
+            again.daemon = True
+            again.start()
+            return
+    _held_since = None
     if signum == signal.SIGINT:
         raise KeyboardInterrupt
     raise SystemExit(128 + signum)

@@ -80,6 +80,11 @@ def export_key(folder: Path) -> str:
     return digest.hexdigest()[:16]
 
 
+def takes_token_types(model) -> bool:
+    """Whether the torch model's forward takes ``token_type_ids`` (BERT's family does)."""
+    return "token_type_ids" in inspect.signature(model.forward).parameters
+
+
 def export_onnx(model, takes_token_types: bool, path: Path) -> None:
     """Export ``model`` (float32, CPU) to ``path`` with dynamic batch and length axes, atomically."""
     from swembed.runtime.outputs import atomic_file
@@ -166,7 +171,7 @@ class OnnxEncoder:
                                    "use teacher_runtime = \"torch\"")
             with _refused(folder, "export the teacher to ONNX", 'teacher_runtime = "torch"'):
                 logger.info("exporting %s to ONNX (once): %s", folder, path)
-                export_onnx(model, "token_type_ids" in inspect.signature(model.forward).parameters, path)
+                export_onnx(model, takes_token_types(model), path)
         if quantized:
             with _refused(folder, "quantise the teacher to int8", 'teacher_dtype = "float32"'):
                 path = quantize_int8(path)

@@ -7,7 +7,6 @@ fixed length.
 """
 from __future__ import annotations
 
-import inspect
 import json
 import logging
 from dataclasses import dataclass
@@ -29,7 +28,7 @@ from swembed.teachers.base import (
     pick_dtype,
     st_modules,
 )
-from swembed.teachers.onnx_runtime import OnnxEncoder, pick_runtime
+from swembed.teachers.onnx_runtime import OnnxEncoder, pick_runtime, takes_token_types
 
 logger = logging.getLogger(__name__)
 
@@ -171,7 +170,7 @@ class SentenceTransformerTeacher(BatchedTeacher):
 
     @cached_property
     def _takes_token_types(self) -> bool:
-        return "token_type_ids" in inspect.signature(self.model.forward).parameters
+        return takes_token_types(self.model)
 
     def _start_runtime(self, runtime: str, architecture: str) -> tuple[str, OnnxEncoder | None]:
         """The runtime ``pick_runtime`` chooses, with its ONNX session; ``auto`` falls back to torch, in one logged
