@@ -452,6 +452,36 @@ def test_plan_states_the_quota_choice_that_extraction_encodes(tmp_path):
     assert f"{planned:,} of 400 sentences through the teacher" in result.stderr
 
 
+@pytest.mark.teacher
+def test_the_plan_times_the_teacher_on_a_large_selection_and_not_on_a_few_seconds_of_it():
+    """The plan's extract estimate comes from timing the teacher on slices of the selection's own batches; a
+    selection of fewer than ``UNTIMED_TOKENS`` padded tokens is not timed (the probe would cost a good part of
+    its extraction) and says so."""
+    from conftest import make_sentences
+
+    from swembed.pipeline.config import BuildConfig
+    from swembed.pipeline.extract import Selection
+    from swembed.pipeline.plan import UNTIMED_TOKENS, build_plan
+    from swembed.teachers import load_teacher
+    from swembed.teachers.base import token_budget_batches
+
+    teacher = load_teacher("minilm", device="cpu")
+
+    def plan(texts):
+        lengths = teacher.token_lengths(texts) + 2
+        selection = Selection(texts, None, lengths, token_budget_batches(lengths, teacher.batch_tokens), 5000, 0.0)
+        return selection.padded_tokens, build_plan(BuildConfig(), teacher, {"en": selection}, {"en": 900})
+
+    tokens, large = plan(make_sentences(3000))
+    assert tokens >= UNTIMED_TOKENS and 0 < large["numbers"]["en"]["estimated_extract_s"] < 600
+    assert large["numbers"]["estimated_extract_s"] == large["numbers"]["en"]["estimated_extract_s"]
+    assert "3,000 of 5,000 sentences through the teacher" in large["text"] and "rate measured here" in large["text"]
+    tokens, small = plan(make_sentences(100))
+    assert tokens < UNTIMED_TOKENS and small["numbers"]["en"]["estimated_extract_s"] is None
+    assert small["numbers"]["estimated_extract_s"] == 0
+    assert f"100 of 5,000 sentences through the teacher ({tokens:,} padded tokens, too few to time)" in small["text"]
+
+
 def _rare_word_corpus(seed: int):
     """300 sentences of four common words plus one or two of 40 rare ones: (sentences, words, counts, index,
     splitter), as the extract stage's sentence choice reads them."""

@@ -148,3 +148,32 @@ def test_an_unset_batch_size_follows_the_device_and_the_extract_records_the_one_
     assert extract_identity(ExtractConfig(), rules, teacher, 0)["batch_tokens"] == 1024
     # a recipe that names the size records that size, as before (its cached extracts stay valid)
     assert extract_identity(ExtractConfig(batch_tokens=300), rules, pinned, 0)["batch_tokens"] == 300
+
+
+def test_an_extract_checkpoint_holds_the_touched_rows_and_refuses_another_vocabulary(tmp_path):
+    """The extract's checkpoint keeps the rows with sums or counts (not the whole piece vocabulary); loaded, it gives
+    back every sum and count; a checkpoint of other shapes, or a truncated one, is refused before anything is
+    copied (``load_checkpoint`` then removes it so the work is done again)."""
+    from swembed.pipeline.stage import load_checkpoint
+
+    cpu = torch.device("cpu")
+    acc = Accumulator(50, 30_000, 8, cpu)
+    rng = np.random.default_rng(0)
+    acc.word_sums[[3, 7]] = torch.from_numpy(rng.normal(size=(2, 8)).astype(np.float32))
+    acc.word_counts[[3, 9]] = torch.tensor([2.0, 1.0])  # a counted word whose vectors summed to zero
+    acc.piece_sums[[0, 29_999]] = 1.5
+    acc.piece_counts[[0, 29_999]] = 3.0
+    path = tmp_path / "state.npz"
+    acc.save(path, units_done=4)
+    assert path.stat().st_size < 20_000  # the dense piece sums alone are 960,000 bytes
+    again = Accumulator(50, 30_000, 8, cpu)
+    assert again.load(path) == 4
+    for name in ("word_sums", "word_counts", "piece_sums", "piece_counts"):
+        torch.testing.assert_close(getattr(again, name), getattr(acc, name), rtol=0, atol=0)
+    other = Accumulator(51, 30_000, 8, cpu)
+    other.word_sums += 1.0
+    with pytest.raises(ValueError, match="not of this vocabulary's shapes"):
+        other.load(path)
+    assert (other.word_sums == 1.0).all()  # left as it was
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    assert load_checkpoint(path, again.load, "extract") is None and not path.exists()

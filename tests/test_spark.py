@@ -37,6 +37,7 @@ def spark():
         session = (SparkSession.builder.master("local[2]").appName("swembed-test")
                    .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
                    .config("spark.sql.shuffle.partitions", "2").config("spark.sql.adaptive.enabled", "false")
+                   .config("spark.sql.codegen.wholeStage", "false")
                    .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
                    .getOrCreate())
     except Exception as exc:  # noqa: BLE001 - the engine cannot start here: say why and skip

@@ -254,21 +254,38 @@ class Accumulator:
                 for name in ("word_sums", "word_counts", "piece_sums", "piece_counts")}
 
     def save(self, path: Path, units_done: int) -> None:
+        """The sums and counts of the rows touched so far (early in a build, a small part of the teacher's piece
+        vocabulary), with the full shapes they belong to."""
+        rows = {}
+        for kind in ("word", "piece"):
+            sums, counts = getattr(self, f"{kind}_sums"), getattr(self, f"{kind}_counts")
+            touched = torch.nonzero((counts != 0) | (sums != 0).any(dim=1)).flatten()
+            rows.update({f"{kind}_rows": touched.cpu().numpy(), f"{kind}_sums": sums[touched].cpu().numpy(),
+                         f"{kind}_counts": counts[touched].cpu().numpy()})
+        shape = np.array([len(self.word_sums), len(self.piece_sums), self.word_sums.shape[1]])
         with atomic_file(path, checked=False) as tmp, open(tmp, "wb") as handle:  # no half file, even on SIGTERM
-            np.savez(handle, units_done=units_done, **self.state())
+            np.savez(handle, units_done=units_done, shape=shape, **rows)
 
     def load(self, path: Path) -> int:
         """The units a checkpoint holds, its sums copied in; all of it read and checked before anything is
         copied (a damaged file raises, leaving the sums as they were)."""
-        names = ("word_sums", "word_counts", "piece_sums", "piece_counts")
         with np.load(path) as state:
-            arrays = {name: torch.from_numpy(state[name]) for name in names}
-            units = int(state["units_done"])
-        if any(arrays[name].shape != getattr(self, name).shape for name in names):
+            arrays = {name: state[name] for name in state.files}
+        shape = [len(self.word_sums), len(self.piece_sums), self.word_sums.shape[1]]
+        if arrays["shape"].tolist() != shape:
             raise ValueError("its sums are not of this vocabulary's shapes")
-        for name in names:
-            getattr(self, name).copy_(arrays[name])
-        return units
+        for kind, n in (("word", shape[0]), ("piece", shape[1])):
+            rows = arrays[f"{kind}_rows"]
+            if (len(rows) and not 0 <= rows.min() <= rows.max() < n) or arrays[f"{kind}_sums"].shape != (
+                    len(rows), shape[2]) or arrays[f"{kind}_counts"].shape != (len(rows),):
+                raise ValueError(f"its {kind} rows do not fit this vocabulary")
+        for kind in ("word", "piece"):
+            rows = torch.from_numpy(arrays[f"{kind}_rows"]).to(self.word_sums.device)
+            for part in ("sums", "counts"):
+                target = getattr(self, f"{kind}_{part}")
+                target.zero_()
+                target[rows] = torch.from_numpy(arrays[f"{kind}_{part}"]).to(target.device)
+        return int(arrays["units_done"])
 
 
 def means(sums: np.ndarray, counts: np.ndarray) -> np.ndarray:

@@ -11,6 +11,8 @@ from swembed.pipeline.stage import rss_bytes
 from swembed.teachers.base import pinned
 
 _PROBE_TOKENS = 2048  # padded tokens timed (on CPU) from each of a few of the extraction's own batches
+# a selection of fewer padded tokens is not timed: the probe would cost a good part of its extraction (seconds)
+UNTIMED_TOKENS = 20 * _PROBE_TOKENS
 
 
 def _mib(n_bytes: float) -> int:
@@ -61,7 +63,8 @@ def build_plan(config: BuildConfig, teacher, selections: dict[str, Selection | N
             lines.append(f"  {lang}: extract cached, {vocab:,} words")
             continue
         encode = len(selection.texts)
-        seconds = probe_seconds(teacher, selection) if encode else 0.0
+        timed = selection.padded_tokens >= UNTIMED_TOKENS
+        seconds = probe_seconds(teacher, selection) if timed else 0.0
         total_s += seconds
         accumulators = 4 * 2 * (vocab + pieces) * hidden  # running sums, then the means
         activations = 4 * 16 * teacher.batch_tokens * hidden
@@ -69,10 +72,12 @@ def build_plan(config: BuildConfig, teacher, selections: dict[str, Selection | N
         peak = max(peak, accumulators + activations + 4 * encode * pooled, train)
         numbers[lang] = {"corpus_sentences": selection.corpus_sentences, "sentences_to_encode": encode,
                          "mode": config.extract.sentences, "teacher_passes": encode, "vocabulary": vocab,
-                         "padded_tokens": selection.padded_tokens, "estimated_extract_s": round(seconds)}
-        lines.append(f"  {lang}: {encode:,} of {selection.corpus_sentences:,} sentences through the teacher "
-                     f"({selection.padded_tokens / 1e6:,.2f}M padded tokens, ~{seconds / 60:.1f} min at the rate "
-                     f"measured here), {vocab:,} words")
+                         "padded_tokens": selection.padded_tokens,
+                         "estimated_extract_s": round(seconds) if timed else None}
+        cost = (f"{selection.padded_tokens / 1e6:,.2f}M padded tokens, ~{seconds / 60:.1f} min at the rate measured "
+                "here" if timed else f"{selection.padded_tokens:,} padded tokens, too few to time")
+        lines.append(f"  {lang}: {encode:,} of {selection.corpus_sentences:,} sentences through the teacher ({cost}), "
+                     f"{vocab:,} words")
     lines += [f"  then {step}" for step in later]  # teacher passes of the post-training stages
     peak += rss_bytes()  # the teacher, the texts and the selection, loaded now
     numbers["estimated_extract_s"] = round(total_s)
