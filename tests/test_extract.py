@@ -152,8 +152,9 @@ def test_an_unset_batch_size_follows_the_device_and_the_extract_records_the_one_
 
 def test_an_extract_checkpoint_holds_the_touched_rows_and_refuses_another_vocabulary(tmp_path):
     """The extract's checkpoint keeps the rows with sums or counts (not the whole piece vocabulary); loaded, it gives
-    back every sum and count; a checkpoint of other shapes, or a truncated one, is refused before anything is
-    copied (``load_checkpoint`` then removes it so the work is done again)."""
+    back every sum and count, as does a checkpoint of every row (what extracts wrote before); one of other shapes,
+    or a truncated one, is refused before anything is copied (``load_checkpoint`` then removes it so the work is
+    done again)."""
     from swembed.pipeline.stage import load_checkpoint
 
     cpu = torch.device("cpu")
@@ -170,6 +171,13 @@ def test_an_extract_checkpoint_holds_the_touched_rows_and_refuses_another_vocabu
     assert again.load(path) == 4
     for name in ("word_sums", "word_counts", "piece_sums", "piece_counts"):
         torch.testing.assert_close(getattr(again, name), getattr(acc, name), rtol=0, atol=0)
+    dense = tmp_path / "dense.npz"  # a checkpoint of every row, as extracts wrote them before: still resumed from
+    np.savez(dense, units_done=2, **{name: getattr(acc, name).numpy() for name in
+                                     ("word_sums", "word_counts", "piece_sums", "piece_counts")})
+    from_dense = Accumulator(50, 30_000, 8, cpu)
+    assert from_dense.load(dense) == 2
+    for name in ("word_sums", "word_counts", "piece_sums", "piece_counts"):
+        torch.testing.assert_close(getattr(from_dense, name), getattr(acc, name), rtol=0, atol=0)
     other = Accumulator(51, 30_000, 8, cpu)
     other.word_sums += 1.0
     with pytest.raises(ValueError, match="not of this vocabulary's shapes"):

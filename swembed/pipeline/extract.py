@@ -271,6 +271,10 @@ class Accumulator:
         copied (a damaged file raises, leaving the sums as they were)."""
         with np.load(path) as state:
             arrays = {name: state[name] for name in state.files}
+        if "shape" not in arrays and "word_sums" in arrays:  # every row, as checkpoints were written up to 77cf7e1
+            arrays.update({f"{kind}_rows": np.arange(len(arrays[f"{kind}_sums"])) for kind in ("word", "piece")},
+                          shape=np.array([len(arrays["word_sums"]), len(arrays["piece_sums"]),
+                                          arrays["word_sums"].shape[-1]]))
         shape = [len(self.word_sums), len(self.piece_sums), self.word_sums.shape[1]]
         if arrays["shape"].tolist() != shape:
             raise ValueError("its sums are not of this vocabulary's shapes")
