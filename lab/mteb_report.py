@@ -197,6 +197,13 @@ SEARCH_ROWS = [
      "-0.66 [-0.79, -0.53], SciTLDR and AG News level. Search leads: not adopted",
      "python -m lab.sci_splits && SWEMBED_NATIVE_BF16=0 swembed build --recipe "
      "lab/pipelines/minilm-256-sci-rw05.toml"),
+    ("minilm-256-sci-abtt1", "the menu's search recipe with the sentence PCA dropping 1 top direction (ABTT) "
+     "instead of 3 (chosen on the general corpora; half of this PCA sample is biomedical), retrained from the AVX2 "
+     "build's stages against row minilm-256-sci-avx2-v2: STS-B dev level (84.76), docstrings +0.48, the scientific "
+     "pairs -0.07, wiki -0.27, classifiers -0.06; held-out KD loss 11.893 against 11.833. At test avg7 74.25 "
+     "(-0.03). Not adopted",
+     "python -m lab.sci_splits && SWEMBED_NATIVE_BF16=0 swembed build --recipe "
+     "lab/pipelines/minilm-256-sci-abtt1.toml"),
     ("mpnet-me5-minilm-512-sci", "an ensemble (paper appendix D, `swembed ensemble`, now backing off through its "
      "members' pieces and gram rows): mpnet-me5-256-sci-grams beside minilm-256-shared, the general MiniLM recipe "
      "(avg7 75.02), weights 2:1 chosen on STS-B dev (`python -m lab.ensemble_weights` over 1, 2, 3, 4, 6, 8): "
