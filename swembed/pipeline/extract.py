@@ -253,6 +253,11 @@ class Accumulator:
         return {name: getattr(self, name).cpu().numpy()
                 for name in ("word_sums", "word_counts", "piece_sums", "piece_counts")}
 
+    @property
+    def shape(self) -> list[int]:
+        """[words, pieces, dimensions]: what a checkpoint's rows must fit."""
+        return [len(self.word_sums), len(self.piece_sums), self.word_sums.shape[1]]
+
     def save(self, path: Path, units_done: int) -> None:
         """The sums and counts of the rows touched so far (early in a build, a small part of the teacher's piece
         vocabulary), with the full shapes they belong to."""
@@ -262,9 +267,8 @@ class Accumulator:
             touched = torch.nonzero((counts != 0) | (sums != 0).any(dim=1)).flatten()
             rows.update({f"{kind}_rows": touched.cpu().numpy(), f"{kind}_sums": sums[touched].cpu().numpy(),
                          f"{kind}_counts": counts[touched].cpu().numpy()})
-        shape = np.array([len(self.word_sums), len(self.piece_sums), self.word_sums.shape[1]])
         with atomic_file(path, checked=False) as tmp, open(tmp, "wb") as handle:  # no half file, even on SIGTERM
-            np.savez(handle, units_done=units_done, shape=shape, **rows)
+            np.savez(handle, units_done=units_done, shape=np.array(self.shape), **rows)
 
     def load(self, path: Path) -> int:
         """The units a checkpoint holds, its sums copied in; all of it read and checked before anything is
@@ -275,7 +279,7 @@ class Accumulator:
             arrays.update({f"{kind}_rows": np.arange(len(arrays[f"{kind}_sums"])) for kind in ("word", "piece")},
                           shape=np.array([len(arrays["word_sums"]), len(arrays["piece_sums"]),
                                           arrays["word_sums"].shape[-1]]))
-        shape = [len(self.word_sums), len(self.piece_sums), self.word_sums.shape[1]]
+        shape = self.shape
         if arrays["shape"].tolist() != shape:
             raise ValueError("its sums are not of this vocabulary's shapes")
         for kind, n in (("word", shape[0]), ("piece", shape[1])):
