@@ -14,7 +14,7 @@ from pathlib import Path
 import swembed
 from swembed.eval import xling
 from swembed.eval.sts import evaluate_sts
-from swembed.integrations.formats import export_vocab
+from swembed.integrations.wordpiece import END_OF_WORD, word_tokens
 from swembed.runtime import StaticEmbedder, WordTokenizer
 
 
@@ -25,6 +25,12 @@ def scores(encode, data: Path, langs: list[str]) -> dict[str, float]:
             **{k: v for k, v in found.items() if not k.endswith("F1")}}
 
 
+def merged_words(model) -> dict[str, int]:
+    """The word -> row map of the st/model2vec exports' merged vocabulary (its word-final tokens)."""
+    return {token.removesuffix(END_OF_WORD): row for token, row in word_tokens(model).items()
+            if token.endswith(END_OF_WORD) and not token.startswith("##")}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("model")
@@ -33,7 +39,7 @@ def main() -> None:
     model = swembed.load(args.model)
     tok = model.tokenizer
     merged = StaticEmbedder(model.table,
-                            WordTokenizer(export_vocab(model), tok.rules, tok.teacher_tokenizer, tok.piece_rows),
+                            WordTokenizer(merged_words(model), tok.rules, tok.teacher_tokenizer, tok.piece_rows),
                             model.config, model.scales)
     for label, embedder in (("identify", model), ("merged", merged)):
         found = scores(embedder.encode, args.data, model.languages)

@@ -19,7 +19,8 @@ import sys
 from pathlib import Path
 
 from lab.mteb_levers import RETRIEVAL_SOURCES, dev_block_ids, wiki_blocks
-from lab.sci_splits import pseudo_queries, write_lines
+from swembed.pipeline.splits import gzip_bytes, pseudo_queries
+from swembed.runtime.outputs import atomic_file
 
 
 def wiki_pairs(data: Path, seed: int = 0) -> list[tuple[str, str]]:
@@ -42,7 +43,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     pairs = wiki_pairs(args.data)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    write_lines(args.out, [f"{q}\t{d}" for q, d in pairs])
+    with atomic_file(args.out, overwrite=True) as tmp:
+        tmp.write_bytes(gzip_bytes([f"{q}\t{d}" for q, d in pairs]))
     print(f"{args.out}: {len(pairs):,} pairs")
     return 0
 

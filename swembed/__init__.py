@@ -9,12 +9,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from swembed._version import __version__
-from swembed.runtime import StaticEmbedder, WordTokenizer, load
+from swembed.runtime import Hit, SearchIndex, SearchIndexError, StaticEmbedder, WordTokenizer, load
+from swembed.runtime import hub as _hub
 
 if TYPE_CHECKING:  # the pipeline is imported on the first build, not with the package
     from swembed.pipeline.config import BuildConfig
 
-__all__ = ["StaticEmbedder", "WordTokenizer", "__version__", "build", "load"]
+__all__ = ["Hit", "SearchIndex", "SearchIndexError", "StaticEmbedder", "WordTokenizer", "__version__", "build",
+           "load"]
 
 
 def build(teacher: str | None = None, corpus: str | Path | list | dict | None = None, dim: int | None = None,
@@ -36,3 +38,15 @@ def build(teacher: str | None = None, corpus: str | Path | list | dict | None = 
     from swembed.pipeline.api import build as run
 
     return run(teacher, corpus, dim, out, recipe, overwrite=overwrite, force=force, quiet=quiet, **overrides)
+
+
+def _model_card(table: Path, **settings) -> str:
+    """The card maker of ``swembed.runtime.hub.model_card`` (which the runtime cannot import: a higher floor):
+    ``swembed.integrations.card`` with the data sources' licences of ``swembed.pipeline.public_data``."""
+    from swembed.integrations.card import model_card
+    from swembed.pipeline.public_data import source_licences
+
+    return model_card(table, licences=source_licences, **settings)
+
+
+_hub.install_card_maker(_model_card)

@@ -35,7 +35,7 @@ def _requirement_lines() -> list[str]:
     pyproject.toml beside the package is read instead, since an editable install's metadata is only as new as the
     last ``pip install -e``."""
     if _CHECKOUT_PYPROJECT.is_file():
-        import tomllib
+        from swembed.runtime.compat import tomllib
 
         project = tomllib.loads(_CHECKOUT_PYPROJECT.read_text(encoding="utf-8")).get("project", {})
         if project.get("name") == "swembed":

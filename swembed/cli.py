@@ -10,6 +10,7 @@ import tempfile
 import traceback
 from pathlib import Path
 
+from swembed._version import __version__
 from swembed.pipeline.config import CHOICES, DEVICES
 
 EXIT_BUG = 1
@@ -136,6 +137,17 @@ def _add_build(sub) -> None:
     p.add_argument("--force", action="store_true", help="recompute every stage")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out folder")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--data-mirror", metavar="DIR", help="a local copy of the public datasets that hf://datasets/ "
+                   "sources name (one folder a dataset: DIR/corpora, DIR/eval); default: $SWEMBED_DATA_MIRROR, "
+                   "else the Hugging Face Hub")
+
+
+def _use_data_mirror(args) -> None:
+    """``--data-mirror DIR``: where hf://datasets/ sources resolve, for this run (SWEMBED_DATA_MIRROR)."""
+    from swembed.pipeline.public_data import MIRROR_ENV
+
+    if getattr(args, "data_mirror", None):
+        os.environ[MIRROR_ENV] = args.data_mirror
 
 
 def flag_settings(args, config) -> dict:
@@ -179,6 +191,7 @@ def build_config(args):
 
 
 def cmd_build(args) -> int:
+    _use_data_mirror(args)
     config = build_config(args)
     config.check_inputs(args.overwrite)  # bad input fails before torch is imported
     from swembed.pipeline.build import build
@@ -202,7 +215,26 @@ def cmd_build(args) -> int:
 def cmd_encode(args) -> int:
     from swembed.runtime.textfile import encode_file
 
-    summary = encode_file(args.model, args.input, args.output, args.errors, args.overwrite)
+    summary = encode_file(args.model, args.input, args.output, args.errors, args.overwrite, args.text_column)
+    print(summary, file=sys.stderr)
+    return 0
+
+
+def cmd_search(args) -> int:
+    from swembed.runtime.searchfile import hit_lines, search_files
+
+    index, queries, hits = search_files(args.model, args.query, args.queries, args.corpus, args.index,
+                                        args.text_column, args.top_k)
+    for line in hit_lines(index, queries, hits, args.json):
+        print(line)
+    return 0
+
+
+def cmd_index(args) -> int:
+    from swembed.runtime.searchfile import index_file
+
+    summary = index_file(args.model, args.corpus, args.out, args.text_column, args.dtype, not args.no_texts,
+                         args.overwrite)
     print(summary, file=sys.stderr)
     return 0
 
@@ -285,8 +317,11 @@ def cmd_lens_clusters(args) -> int:
 
 def cmd_eval(args) -> int:
     from swembed.eval.suites import data_dir, evaluate, suite_data
+    from swembed.pipeline.public_data import is_public, local_folder
     from swembed.runtime.outputs import atomic_file, check_writable
 
+    if args.data and is_public(args.data):  # hf://datasets/swembed/eval: the mirror's or the Hub cache's folder
+        args.data = local_folder(args.data)
     read = [path for path in (args.model, args.data, args.bucc) if path]
     if args.json:
         check_writable(Path(args.json), args.overwrite, read, folder=False)  # before any scoring
@@ -298,16 +333,49 @@ def cmd_eval(args) -> int:
         print(f"  {name:<34}{value:7.2f}")
     if args.json:
         with atomic_file(Path(args.json), args.overwrite, read) as tmp:
-            tmp.write_text(json.dumps({"model": args.model, "kind": kind, "suite": args.suite, "scores": scores},
-                                      indent=2))
+            tmp.write_text(json.dumps({"model": args.model, "kind": kind, "suite": args.suite, "split": args.split,
+                                       "scores": scores}, indent=2))
     return 0
 
 
+def cmd_push(args) -> int:
+    from swembed.runtime.hub import push_table
+
+    folder = _model_folder(args.model)
+    url = push_table(folder, args.repo, private=args.private, revision=args.revision,
+                     commit_message=args.commit_message, token=args.token, eval_files=args.eval or ())
+    print(f"{args.model} -> {args.repo} ({url})")
+    return 0
+
+
+def cmd_card(args) -> int:
+    from swembed.runtime.hub import model_card
+    from swembed.runtime.outputs import atomic_file
+
+    folder = _model_folder(args.model)
+    card = model_card(folder, repo_id=args.repo, eval_files=args.eval or ())
+    with atomic_file(Path(args.out), args.overwrite, [folder, *(args.eval or [])]) as tmp:
+        tmp.write_text(card, encoding="utf-8")
+    print(f"the model card of {args.model} -> {args.out}")
+    return 0
+
+
+def _model_folder(model: str) -> Path:
+    """A MODEL argument's local folder: the folder itself, or a Hub repo id's download (swembed.runtime.hub)."""
+    from swembed.runtime.hub import local_or_hub
+
+    return local_or_hub(model)
+
+
 def cmd_export(args) -> int:
+    from swembed.integrations.agreement import read_agreement
     from swembed.integrations.formats import export
 
     out = export(args.model, args.format, args.out, args.dtype, overwrite=args.overwrite)
     print(f"{args.model} -> {out} ({args.format}, {args.dtype})")
+    agreement = read_agreement(out) if args.format != "npy" else None
+    if agreement is not None:  # st, model2vec: what the format cannot express, measured (docs/export.md)
+        print(agreement.line(f"{out} ({args.format})"))
     return 0
 
 
@@ -339,6 +407,59 @@ def cmd_conformance(args) -> int:
     return 0
 
 
+def cmd_serve(args) -> int:
+    from dataclasses import fields
+
+    from swembed.integrations.serve import ServeLimits, make_server, serve_until_stopped
+
+    limits = ServeLimits(**{field.name: getattr(args, field.name) for field in fields(ServeLimits)})
+    server = make_server(args.model, args.host, args.port, args.model_name, limits)
+    print(f"swembed serve: {server.served.name} (dim {server.served.dim}) on {server.url}/v1/embeddings; "
+          "Ctrl-C or SIGTERM stops it", file=sys.stderr)
+    stopped = serve_until_stopped(server)
+    print(f"swembed serve: stopped ({stopped}); requests under way were answered", file=sys.stderr)
+    return 0
+
+
+def cmd_data(args) -> int:
+    """``swembed data sources``: each public source a recipe names, resolved (downloaded or found in the mirror, and
+    checked), with its licence; ``swembed data splits``: the recipe's [splits] made."""
+    from swembed.pipeline.config import load_recipe
+    from swembed.pipeline.public_data import is_public, source_licences
+    from swembed.pipeline.sources import expand_sources
+
+    _use_data_mirror(args)
+    config = load_recipe(args.recipe)
+    if args.action == "splits":
+        if not config.splits.out:
+            raise ValueError(f"{args.recipe}: no [splits] out: the recipe makes no splits")
+        from swembed.pipeline.splits import make_splits
+
+        for name, lines in make_splits(config.splits).items():
+            print(f"{Path(config.splits.out) / name}: {lines:,} lines")
+        return 0
+    made = Path(config.splits.out).resolve() if config.splits.out else None
+    for where, specs in config.data_sources().items():
+        for spec in specs:
+            if made is not None and not is_public(spec) and made in Path(spec).resolve().parents:
+                print(f"{where}: {spec} (made by [splits])")
+                continue
+            files = expand_sources([spec])
+            licences = sorted({entry["licence"] for entry in source_licences([spec])}) if is_public(spec) else []
+            print(f"{where}: {spec} -> {len(files)} file{'s' * (len(files) != 1)}"
+                  + (f" ({'; '.join(licences)})" if licences else ""))
+    return 0
+
+
+def _add_data(sub) -> None:
+    p = sub.add_parser("data", help="the public data a recipe reads: resolve and check its sources (sources), or "
+                       "make its [splits] (splits)")
+    p.add_argument("action", choices=["sources", "splits"])
+    p.add_argument("--recipe", required=True, metavar="FILE", help="a TOML recipe (see pipelines/)")
+    p.add_argument("--data-mirror", metavar="DIR", help="a local copy of the public datasets (default: "
+                   "$SWEMBED_DATA_MIRROR, else the Hugging Face Hub)")
+
+
 def _dedup_run_command(sub, name: str, help_text: str, out_help: str) -> argparse.ArgumentParser:
     """A sub-command that reads a finished ``swembed dedup`` run and writes a new folder."""
     p = sub.add_parser(name, help=help_text)
@@ -351,20 +472,46 @@ def _dedup_run_command(sub, name: str, help_text: str, out_help: str) -> argpars
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="swembed", description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true")
+    parser.add_argument("--version", action="version", version=f"swembed {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     _add_build(sub)
     _add_model_commands(sub)
     _add_dedup_commands(sub)
     _add_lens_clusters_and_eval(sub)
+    _add_data(sub)
+    _add_serve(sub)
+    _add_search(sub)
+    _add_hub(sub)
     return parser
+
+
+def _add_hub(sub) -> None:
+    """``swembed push`` (a table to the Hugging Face Hub, with its card) and ``swembed card`` (the card alone)."""
+    p = sub.add_parser("push", help="upload a table to the Hugging Face Hub with a generated README.md card")
+    p.add_argument("model", help="a swembed model folder (or a Hub repo id)")
+    p.add_argument("repo", help="the Hub repo to write, org/name (created if missing)")
+    p.add_argument("--private", action="store_true", help="create the repo private")
+    p.add_argument("--revision", metavar="BRANCH", help="the branch to commit to (created from main if missing)")
+    p.add_argument("--commit-message", metavar="M")
+    p.add_argument("--token", metavar="T", help="a Hub token with write access (default: HF_TOKEN or the login)")
+    p.add_argument("--eval", nargs="+", metavar="FILE", help="swembed eval --json results of this table: its scores")
+    p = sub.add_parser("card", help="write the README.md model card that swembed push would upload")
+    p.add_argument("model", help="a swembed model folder (or a Hub repo id)")
+    p.add_argument("--eval", nargs="+", metavar="FILE", help="swembed eval --json results of this table: its scores")
+    p.add_argument("--repo", metavar="ORG/NAME", help="the Hub repo it will be pushed to (for the usage snippets)")
+    p.add_argument("--out", required=True, help="the file to write, e.g. README.md")
+    p.add_argument("--overwrite", action="store_true")
 
 
 def _add_model_commands(sub) -> None:
     """The sub-commands that use or make a built table: encode, export, shrink, conformance, ensemble."""
     p = sub.add_parser("encode", help="encode lines of text into an .npy matrix")
     p.add_argument("model")
-    p.add_argument("--input", required=True, help="text file, one text per line ('-' for stdin)")
+    p.add_argument("--input", required=True, help="text file, one text per line ('-' for stdin), or .jsonl/.csv/"
+                   ".parquet records (one text each: --text-column)")
     p.add_argument("--output", required=True, help=".npy file to write")
+    p.add_argument("--text-column", metavar="COLUMN", help="the text field of .jsonl/.csv/.parquet records "
+                   "(default text; a null is the empty text)")
     p.add_argument("--errors", choices=["replace", "skip", "strict"], default="replace",
                    help="lines that are not UTF-8: decode with U+FFFD (default), leave out, or stop")
     p.add_argument("--overwrite", action="store_true")
@@ -481,6 +628,54 @@ def _add_lens_clusters_and_eval(sub) -> None:
     p.add_argument("--device", default="auto")
 
 
+def _add_serve(sub) -> None:
+    """``swembed serve``: the OpenAI-compatible embedding server; each limit's flag from ServeLimits."""
+    from dataclasses import fields
+
+    from swembed.integrations.serve.protocol import LIMIT_HELP, ServeLimits, flag_of
+
+    p = sub.add_parser("serve", help="an OpenAI-compatible embedding server (POST /v1/embeddings) over a table")
+    p.add_argument("model", help="a swembed model folder")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; 0.0.0.0: every "
+                   "interface)")
+    p.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000; 0: a free one)")
+    p.add_argument("--model-name", help="the name clients give as model (default: the folder's name)")
+    for field in fields(ServeLimits):
+        integer = field.type == "int"
+        p.add_argument(flag_of(field.name), dest=field.name, type=int if integer else float, default=field.default,
+                       metavar="N" if integer else "X",
+                       help=f"{LIMIT_HELP[field.name]} (default {field.default if integer else f'{field.default:g}'})")
+
+
+def _add_search(sub) -> None:
+    """``swembed search`` (rank passages for queries) and ``swembed index`` (save a corpus's index for it)."""
+    corpus_help = ("passages: a text file (one a line; .gz/.bz2/.xz read decompressed) or .jsonl/.csv/.parquet "
+                   "records (--text-column); each passage's id is its line (a parquet file: its row)")
+    column_help = "the text field of .jsonl/.csv/.parquet records (default text; a null is the empty text)"
+    p = sub.add_parser("search", help="the passages of a corpus (or a saved index) nearest each query, by cosine")
+    p.add_argument("model", help="a swembed model folder")
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--corpus", metavar="FILE", help=corpus_help)
+    where.add_argument("--index", metavar="DIR", help="a folder written by swembed index (with this model)")
+    p.add_argument("--text-column", metavar="COLUMN", help=column_help)
+    asked = p.add_mutually_exclusive_group(required=True)
+    asked.add_argument("--query", nargs="+", metavar="TEXT", help="one or more queries")
+    asked.add_argument("--queries", metavar="FILE", help="a text file of queries, one a line")
+    p.add_argument("--top-k", type=int, default=10, help="hits per query (default 10; all passages when fewer)")
+    p.add_argument("--json", action="store_true", help="one JSON object per query: its hits' rank, score, id, "
+                   "row and whole text")
+    p = sub.add_parser("index", help="a corpus's sentence vectors, ids and texts in a folder, for swembed search "
+                       "--index")
+    p.add_argument("model", help="a swembed model folder")
+    p.add_argument("--corpus", required=True, metavar="FILE", help=corpus_help)
+    p.add_argument("--text-column", metavar="COLUMN", help=column_help)
+    p.add_argument("--out", required=True, metavar="DIR", help="the index folder to write")
+    p.add_argument("--dtype", choices=["float32", "int8"], default="float32",
+                   help="int8: a quarter of the vectors' bytes, scores within about 0.01")
+    p.add_argument("--no-texts", action="store_true", help="leave the passages' texts out (hits show ids only)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --out folder")
+
+
 def subcommands() -> dict[str, argparse.ArgumentParser]:
     """Each `swembed` sub-command's parser, by name (for docs/cli.md and the checks that commands named exist)."""
     parser = _parser()
@@ -496,11 +691,14 @@ def main(argv: list[str] | None = None) -> int:
     args.command_line = "swembed " + " ".join(argv)  # for the traceback file of an internal error
     level = logging.DEBUG if args.verbose else logging.WARNING if getattr(args, "quiet", False) else logging.INFO
     logging.basicConfig(level=level, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+    for client in ("httpx", "httpx2"):  # the Hub client's every request (swembed.runtime.hub): only with -v
+        logging.getLogger(client).setLevel(max(level, logging.WARNING))
     handlers = {"build": cmd_build, "encode": cmd_encode, "export": cmd_export, "conformance": cmd_conformance,
-                "ensemble": cmd_ensemble, "dedup": cmd_dedup,
+                "ensemble": cmd_ensemble, "dedup": cmd_dedup, "data": cmd_data,
                 "dedup-rethreshold": cmd_dedup_rethreshold, "dedup-explain": cmd_dedup_explain,
                 "dedup-select": cmd_dedup_select, "shrink": cmd_shrink, "lens-clusters": cmd_lens_clusters,
-                "eval": cmd_eval}
+                "eval": cmd_eval, "serve": cmd_serve, "search": cmd_search, "index": cmd_index, "push": cmd_push,
+                "card": cmd_card}
     try:
         with terminate_raises():  # SIGTERM unwinds like Ctrl-C: temp outputs are removed on the way out
             if args.command == "build":

@@ -28,7 +28,8 @@ DOC = Path(__file__).resolve().parents[1] / "docs" / "what-happens-when.md"
 BEGIN, END = "<!-- rows: generated from tests/test_bad_input.py -->", "<!-- end of rows -->"
 HEADER = ("| input | what swembed does | the line on stderr (an error: after `swembed <command>: error: `) | test |"
           "\n|---|---|---|---|")
-PROMISE_MODULES = ("test_bad_input", "test_checks", "test_fuzz")  # every module whose tests carry a row, in page order
+# every module whose tests carry a row, in page order
+PROMISE_MODULES = ("test_bad_input", "test_checks", "test_fuzz", "test_hub_inputs")
 
 
 @dataclass(frozen=True)

@@ -163,19 +163,26 @@ def test_config_values(tmp_path, tiny_model, promised, patch, expected):
 
 
 @promise("a model2vec (or sentence-transformers) folder where a swembed folder goes",
-         "(issue 49) \"format is None, expected 'swe-static'\"",
-         "refused, naming what the folder is and what to do with it",
-         "<folder> is a model2vec folder, not a swembed model folder: give it as model2vec:<folder> to swembed "
-         "eval, bench or ensemble, or load it with model2vec",
-         "<folder> is a sentence-transformers folder, not a swembed model folder: load it with sentence_transformers")
+         "(issue 49) \"format is None, expected 'swe-static'\"; (issue 78) an st export was called a model2vec folder",
+         "refused, naming what the folder is and how to load it",
+         "<folder> is a model2vec folder, not a swembed model folder: load it with "
+         "model2vec.StaticModel.from_pretrained('<folder>'), or give it as model2vec:<folder> to swembed eval, bench "
+         "or ensemble",
+         "<folder> is a sentence-transformers folder, not a swembed model folder: load it with "
+         "sentence_transformers.SentenceTransformer('<folder>')")
 def test_foreign_model_folder(tmp_path, tiny_model, promised):
     pytest.importorskip("model2vec")
-    folder = tmp_path / "m2v"
-    assert run_cli(["export", tiny_model, "--format", "model2vec", "--out", folder]).returncode == 0
-    expected = (f"{folder} is a model2vec folder, not a swembed model folder: give it as model2vec:{folder} to "
-                "swembed eval, bench or ensemble, or load it with model2vec")
-    assert refused_encode(tmp_path, folder, promised) == expected
-    assert refused_load(folder, promised) == expected
+    pytest.importorskip("sentence_transformers")
+    expected = {"model2vec": "{folder} is a model2vec folder, not a swembed model folder: load it with "
+                             "model2vec.StaticModel.from_pretrained('{folder}'), or give it as model2vec:{folder} to "
+                             "swembed eval, bench or ensemble",
+                "st": "{folder} is a sentence-transformers folder, not a swembed model folder: load it with "
+                      "sentence_transformers.SentenceTransformer('{folder}')"}
+    for fmt, message in expected.items():
+        folder = tmp_path / fmt
+        assert run_cli(["export", tiny_model, "--format", fmt, "--out", folder]).returncode == 0
+        assert refused_encode(tmp_path, folder, promised) == message.format(folder=folder)
+        assert refused_load(folder, promised) == message.format(folder=folder)
 
 
 # --- encode's inputs ------------------------------------------------------------------------------------------

@@ -111,6 +111,51 @@ def test_node_matches_python_on_an_ensemble(tmp_path):
     assert report["failures"] == [] and report["texts"] > 10
 
 
+RANK_IN_NODE = """
+import { readFileSync } from 'node:fs';
+import { loadModel, search, similarity } from './src/index.js';
+const { table, queries, corpus, topK } = JSON.parse(readFileSync(0, 'utf-8'));
+const model = await loadModel(table);
+console.log(JSON.stringify({ hits: search(model, queries, corpus, topK), method: model.search(queries[0], corpus, topK),
+  similarity: Array.from(similarity(model, queries[0], corpus)) }));
+"""
+
+
+def same_ranking(found: list[dict], python_hits: list, scores: np.ndarray) -> None:
+    """Node's hits are Python's: the same scores (float32 dot products, to 1e-5), in the same order, except that
+    passages whose Python scores lie within 1e-5 of each other may trade places."""
+    assert len(found) == len(python_hits)
+    for hit, reference in zip(found, python_hits):
+        assert hit["score"] == pytest.approx(reference.score, abs=1e-5)
+        assert hit["index"] == reference.index or abs(scores[hit["index"]] - reference.score) < 1e-5
+
+
+def test_node_ranks_as_python(exported):
+    """``search`` and ``similarity`` of the JS package give Python's scores and order (ties by lower index: a
+    repeated passage comes after its first copy, a query of no word ranks every passage at 0 in index order)."""
+    import swembed
+
+    node = need("node")
+    table = exported["float16"][0]
+    corpus = make_sentences(200, seed=3)
+    corpus += corpus[20:23] + [corpus[5]]
+    queries = [corpus[5], corpus[21], "the garden near a river", "¿¡…!?", *make_sentences(6, seed=9)]
+    request = {"table": str(table), "queries": queries, "corpus": corpus, "topK": 12}
+    result = subprocess.run([node, "--input-type=module", "-e", RANK_IN_NODE], input=json.dumps(request),
+                            capture_output=True, text=True, cwd=JS, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    answer = json.loads(result.stdout)
+    model = swembed.load(table)
+    scores = model.similarity(queries, corpus)
+    for found, python_hits, row in zip(answer["hits"], model.search(queries, corpus, top_k=12), scores):
+        same_ranking(found, python_hits, row)
+    same_ranking(answer["method"], model.search(queries[0], corpus, top_k=12), scores[0])
+    np.testing.assert_allclose(answer["similarity"], scores[0], atol=1e-5)
+    assert all(h["id"] == h["index"] for found in answer["hits"] for h in found)
+    assert [h["index"] for h in answer["hits"][0][:2]] == [5, len(corpus) - 1]  # the query itself, then its copy
+    assert [(h["index"], h["score"]) for h in answer["hits"][3]] == [(i, 0) for i in range(12)]  # no word: all 0
+
+
 def test_chromium_matches_python(exported):
     node, browser = need("node"), chromium()
     args = [node, str(JS / "test" / "browser.mjs"), "--chromium", browser]
@@ -125,7 +170,7 @@ def test_chromium_matches_python(exported):
 
 def test_demo_answers_a_query_in_chromium(exported, tmp_path):
     """The demo page (js/demo) loads the int8 table and a sentence file, and ranks a query that repeats one
-    sentence word for word first, at cosine 1."""
+    sentence word for word first, at cosine 1, and the rest as Python's search does."""
 
 
     node, browser = need("node"), chromium()
@@ -140,6 +185,10 @@ def test_demo_answers_a_query_in_chromium(exported, tmp_path):
     assert page["sentences"] == len(sentences) and page["dtype"] == "int8"
     top = page["answer"]["top"]
     assert len(top) == 10 and top[0]["text"] == query and top[0]["score"] == pytest.approx(1.0, abs=1e-5)
+    import swembed
+
+    model = swembed.load(exported["int8"][0])  # the page ranks with the package's rank: Python's order
+    same_ranking(top, model.search(query, sentences, top_k=10), model.similarity(query, sentences))
 
 
 def test_conformance_refuses_to_overwrite_and_adds_given_texts(exported, tmp_path):
@@ -281,9 +330,25 @@ def test_tokenizer_null_is_honoured(exported, tmp_path):
     assert result.returncode == 0 and lines[0]["failures"] == [], result.stdout[-3000:] + result.stderr[-2000:]
 
 
+# A reader slower than any writer: it reads nothing until the pipe is full (the writer must wait for it) or its
+# writer has closed it, then everything.
+SLOW_READER = """
+import array, fcntl, select, sys, termios, time
+poll = select.poll()
+poll.register(0, select.POLLIN)
+def queued():
+    count = array.array("i", [0])
+    fcntl.ioctl(0, termios.FIONREAD, count)
+    return count[0]
+while queued() < fcntl.fcntl(0, fcntl.F_GETPIPE_SZ) and not any(e & select.POLLHUP for _, e in poll.poll(0)):
+    time.sleep(0.01)
+sys.stdout.buffer.write(sys.stdin.buffer.read())
+"""
+
+
 def test_check_conformance_output_is_whole_when_piped(exported, tmp_path):
     """Many failures (a table checked against the file of another, with no back-off) make more than 64 KiB of
-    JSON; read from a pipe by a slow reader it arrives whole, and the exit status still says 1."""
+    JSON; read from a pipe by a slow reader (``SLOW_READER``) it arrives whole, and the exit status still says 1."""
     record = write_conformance(exported["int8"][0], tmp_path / "many.json",
                                [f"xq{i}zv unknownword{i} plorf{i}" for i in range(400)])
     (tmp_path / "other").mkdir()
@@ -292,9 +357,10 @@ def test_check_conformance_output_is_whole_when_piped(exported, tmp_path):
     config = json.loads((table / "config.json").read_text(encoding="utf-8"))
     config["tokenization"]["oov_backoff"] = "none"  # unknown words skipped: every text of the file fails
     (table / "config.json").write_text(json.dumps(config), encoding="utf-8")
-    script = '"$0" "$1" "$2" "$3" | (sleep 1; cat); exit "${PIPESTATUS[0]}"'
+    script = '"$0" "$1" "$2" "$3" | "$4" -c "$5"; exit "${PIPESTATUS[0]}"'
     result = subprocess.run(["bash", "-c", script, need("node"), str(JS / "bin" / "check-conformance.mjs"),
-                             str(table), str(record)], capture_output=True, text=True, timeout=120)
+                             str(table), str(record), sys.executable, SLOW_READER], capture_output=True, text=True,
+                            timeout=300)
     assert result.returncode == 1, result.stderr
     assert len(result.stdout) > 65536
     summary = json.loads(result.stdout)

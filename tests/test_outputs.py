@@ -8,6 +8,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -15,8 +17,11 @@ import pytest
 from conftest import run_cli, small_build_args, snapshot, write_tiny_model
 
 from swembed.runtime.outputs import MARKER_FILE, atomic_directory, atomic_file, temp_name
+from swembed.runtime.testpoints import POINTS_ENV, WAIT_AT_ENV
 
 RECORDS = "the cat sat\nthe cat sat\na dog\nthe dog sat on the mat\n"
+HANG_S = 300  # a guard against a hang only: each wait below ends on an event (a line, a point, an exit) long before
+KILLS = 2  # the points each command is killed at
 
 
 def user_folder(path: Path) -> Path:
@@ -33,6 +38,19 @@ def leftovers(root: Path) -> list[str]:
     marks = (".swembed-", ".tmp", ".old-", ".partial")
     return sorted(str(p.relative_to(root)) for p in Path(root).rglob("*")
                   if p.name != MARKER_FILE and any(m in p.name for m in marks))
+
+
+@contextmanager
+def running(args: list, **kwargs) -> Iterator[subprocess.Popen]:
+    """``args`` started with stdin, stdout and stderr piped (text); killed on the way out if still running."""
+    proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            **kwargs)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()
 
 
 def refused(result, command: str) -> str:
@@ -216,7 +234,7 @@ def test_the_sweep_removes_only_temp_folders_swembed_made(tmp_path, tiny_model, 
 
 
 SLOW_WRITER = """
-import signal, sys, time
+import signal, sys
 from pathlib import Path
 from swembed.runtime.outputs import atomic_directory, atomic_file
 signal.signal(signal.SIGINT, signal.default_int_handler)  # a background job inherits SIGINT ignored
@@ -225,7 +243,7 @@ writer = atomic_directory if sys.argv[2] == "folder" else atomic_file
 with writer(target) as tmp:
     (tmp / "part.bin" if sys.argv[2] == "folder" else tmp).write_bytes(b"x" * 1000)
     print("writing", flush=True)
-    time.sleep(60)
+    sys.stdin.read()  # until the test's signal (the test never writes to it; its end closes it)
 """
 
 
@@ -233,23 +251,28 @@ with writer(target) as tmp:
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_a_signal_mid_write_removes_the_temp(tmp_path, kind, sig):
     target = tmp_path / ("out" if kind == "folder" else "out.npy")
-    proc = subprocess.Popen([sys.executable, "-c", SLOW_WRITER, str(target), kind], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    assert proc.stdout.readline() == "writing\n"
-    assert leftovers(tmp_path)  # the temp is there while it writes
-    proc.send_signal(sig)
-    proc.wait(timeout=30)
+    with running([sys.executable, "-c", SLOW_WRITER, str(target), kind]) as proc:
+        assert proc.stdout.readline() == "writing\n"
+        assert leftovers(tmp_path)  # the temp is there while it writes
+        proc.send_signal(sig)
+        proc.wait(timeout=HANG_S)
     assert proc.returncode != 0 and not target.exists() and not leftovers(tmp_path)
 
 
 SLOW_IMPORT = """
-import signal, sys, time
+import signal, sys
 from swembed.runtime.outputs import terminate_raises
 signal.signal(signal.SIGINT, signal.default_int_handler)  # a background job inherits SIGINT ignored
 sys.path.insert(0, sys.argv[1])
 with terminate_raises():
     import slow_module  # a native module's import (onnxruntime's) cannot be cut in half
-    time.sleep(60)
+    signal.pause()  # until the held signal, sent again, ends the process
+"""
+SLOW_MODULE = """
+import signal
+print("importing", flush=True)
+signal.pause()  # returns once a signal's handler has run: the signal landed inside this import
+print("imported", flush=True)
 """
 
 
@@ -258,41 +281,49 @@ def test_a_signal_during_an_import_waits_for_the_import_to_finish(tmp_path, sig)
     """A signal that lands while a module is being imported ends the process once the import is done: an
     exception raised inside an import left onnxruntime half initialised ("ImportError: initialization failed",
     reported as an internal error, or a C++ abort)."""
-    (tmp_path / "slow_module.py").write_text('import time\nprint("importing", flush=True)\ntime.sleep(1.5)\n'
-                                            'print("imported", flush=True)\n')
-    proc = subprocess.Popen([sys.executable, "-c", SLOW_IMPORT, str(tmp_path)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    assert proc.stdout.readline() == "importing\n"
-    proc.send_signal(sig)
-    out, err = proc.communicate(timeout=30)
+    (tmp_path / "slow_module.py").write_text(SLOW_MODULE)
+    with running([sys.executable, "-c", SLOW_IMPORT, str(tmp_path)]) as proc:
+        assert proc.stdout.readline() == "importing\n"
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=HANG_S)
     assert out == "imported\n"  # the import ran to its end, then the signal took effect
     assert proc.returncode == (128 + signal.SIGTERM if sig == signal.SIGTERM else -signal.SIGINT), err
     assert ("KeyboardInterrupt" in err) == (sig == signal.SIGINT) and "ImportError" not in err
 
 
+def stopped_at(proc: subprocess.Popen, log: Path, n: int) -> str:
+    """The name of the ``n``th point the run ``proc`` reached, once it waits there (``SWEMBED_TEST_WAIT_AT``)."""
+    lines: list[str] = []
+    end = time.monotonic() + HANG_S
+    while proc.poll() is None and time.monotonic() < end:
+        lines = log.read_text(encoding="utf-8").split("\n") if log.exists() else []
+        if len(lines) > n:  # n whole lines
+            return lines[n - 1]
+        time.sleep(0.02)
+    pytest.fail(f"the run did not stop at its point {n} (exit code {proc.poll()}); it reached {lines[:-1]}")
+
+
 @pytest.mark.parametrize("command", ["dedup", "export", pytest.param("build", marks=pytest.mark.teacher)])
 def test_sigterm_at_a_random_point_then_a_rerun_leaves_no_temp(tmp_path, tiny_model, tiny_corpus, command):
-    """Kill the command at a random moment of its run (seeded), re-run it to the end: no temp file anywhere."""
-    rng = random.Random(f"{command}-{os.getpid()}")
-    out = tmp_path / "out"
+    """SIGTERM the command at random points of its run (drawn with a seeded generator from the named points a whole
+    run passes, ``swembed.runtime.testpoints``), re-run it to the end each time: no temp file anywhere."""
+    out, log = tmp_path / "out", tmp_path / "points.txt"
     args = {"dedup": ["dedup", tiny_corpus, "--model", tiny_model, "--out", out, "--quiet"],
             "export": ["export", tiny_model, "--out", out, "--dtype", "int8"],
             "build": small_build_args(tiny_corpus, out)}[command]
-    args = [sys.executable, "-m", "swembed.cli", *map(str, args)]
-    start = time.perf_counter()
-    assert subprocess.run(args, capture_output=True).returncode == 0  # how long a whole run takes here
-    whole = time.perf_counter() - start
-    codes = []
-    while len(codes) < 3 and set(codes) <= {0}:  # until a kill lands mid-run (at most 3 tries), each re-run after
-        again = args + ["--overwrite"] + (["--force"] if command == "build" else [])  # build: redo every stage
-        proc = subprocess.Popen(again, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        time.sleep(rng.uniform(0.2, 0.8) * whole)
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=120)
-        codes.append(proc.returncode)
-        assert b"Traceback" not in err, err.decode()
-        rerun = subprocess.run(args + ["--overwrite"], capture_output=True, text=True)
-        assert rerun.returncode == 0, rerun.stderr
-        assert not leftovers(tmp_path), leftovers(tmp_path)
-    # 143: swembed's handler unwound the run; -15: killed before it was installed (while importing); 0: finished
-    assert set(codes) <= {0, 128 + signal.SIGTERM, -signal.SIGTERM} and set(codes) != {0}, codes
+    args = [sys.executable, "-m", "swembed.cli", *map(str, args), "--overwrite"]
+    again = args + (["--force"] if command == "build" else [])  # build: redo every stage
+    recording = {**os.environ, POINTS_ENV: str(log)}
+    assert subprocess.run(args, capture_output=True).returncode == 0  # the output (and a teacher's caches) made once
+    assert subprocess.run(again, capture_output=True, env=recording).returncode == 0
+    passed = log.read_text(encoding="utf-8").splitlines()  # the points of a whole run, in order
+    for n in sorted(random.Random(command).sample(range(1, len(passed) + 1), KILLS)):
+        log.unlink()
+        with running(again, env={**recording, WAIT_AT_ENV: str(n)}) as proc:
+            assert stopped_at(proc, log, n) == passed[n - 1]
+            proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=HANG_S)
+        assert proc.returncode == 128 + signal.SIGTERM and "Traceback" not in err, (passed[n - 1], err)
+        rerun = subprocess.run(args, capture_output=True, text=True)
+        assert rerun.returncode == 0, (passed[n - 1], rerun.stderr)
+        assert not leftovers(tmp_path), (passed[n - 1], leftovers(tmp_path))

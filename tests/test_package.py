@@ -7,7 +7,6 @@ import re
 import shutil
 import subprocess
 import sys
-import venv
 from pathlib import Path
 
 import numpy as np
@@ -28,8 +27,27 @@ def run(args, env, cwd) -> str:
     return result.stdout + result.stderr
 
 
+def lowest_python() -> str | None:
+    """An interpreter of the lowest Python version pyproject.toml states (requires-python), if this machine has one."""
+    from swembed.runtime.compat import tomllib
+
+    lowest = re.search(r">=\s*(\d+\.\d+)", tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+                       ["requires-python"]).group(1)
+    candidates = [shutil.which(f"python{lowest}"), *sorted(Path.home().glob(f".pyenv/versions/{lowest}.*/bin/python"))]
+    for candidate in (str(c) for c in candidates if c):  # a pyenv shim of another version fails this check
+        if subprocess.run([candidate, "-c", "import venv"], capture_output=True).returncode == 0:
+            return candidate
+    return None
+
+
+LOWEST = lowest_python()
+
+
 @pytest.mark.package
-def test_wheel_installs_into_a_clean_venv_and_encodes_without_torch(tmp_path):
+@pytest.mark.parametrize("interpreter", [sys.executable, pytest.param(LOWEST, marks=pytest.mark.skipif(
+    LOWEST is None, reason="no interpreter of the lowest supported Python on this machine"))],
+    ids=["this-python", "lowest-python"])
+def test_wheel_installs_into_a_clean_venv_and_encodes_without_torch(tmp_path, interpreter):
     # Build from a copy, so that the checkout gets no build/ or *.egg-info.
     source = tmp_path / "source"
     source.mkdir()
@@ -46,7 +64,8 @@ def test_wheel_installs_into_a_clean_venv_and_encodes_without_torch(tmp_path):
     # From here on nothing of this checkout or its environment: the venv alone.
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")} | quiet_pip
     (wheel,) = dist.glob("swembed-*.whl")
-    venv.create(tmp_path / "venv")  # no system site packages; no pip of its own: this pip installs into it
+    # no system site packages; no pip of its own: this pip installs into it
+    run([interpreter, "-m", "venv", "--without-pip", tmp_path / "venv"], env, tmp_path)
     python, script = tmp_path / "venv" / "bin" / "python", tmp_path / "venv" / "bin" / "swembed"
     # --no-compile: no .pyc files written for the ~20 packages (half the install's time); Python compiles what
     # the console script imports when it runs, so the check below is the same
@@ -68,3 +87,7 @@ def test_wheel_installs_into_a_clean_venv_and_encodes_without_torch(tmp_path):
     assert not [m for m in imported if m.split(".")[0] in HEAVY]
     assert "4 texts -> out.npy (4, 8)" in log
     np.testing.assert_allclose(np.load(tmp_path / "out.npy"), swembed.load(model).encode(texts), atol=1e-6)
+    # every command parses its flags and reads a recipe (TOML) on this Python too
+    assert run([script, "--version"], env, tmp_path).strip() == f"swembed {swembed.__version__}"
+    listed = run([script, "data", "sources", "--recipe", ROOT / "pipelines" / "default.toml"], env, tmp_path)
+    assert "builtin:wikitext2" in listed

@@ -1,8 +1,8 @@
 // Semantic search over a sentence file, fully client-side: the table folder and the sentences are fetched from
 // URLs (?table=... default ./table/, ?sentences=... default ./sentences.txt), every sentence is encoded once,
-// a query is encoded and ranked by cosine. ?q=... searches at once. window.swembedDone resolves to the timings
-// and the first answer (for demo/check.mjs).
-import { loadModel } from '../src/index.js';
+// a query is encoded and ranked by cosine (the package's `rank`: ties by lower index, as Python's search). ?q=...
+// searches at once. window.swembedDone resolves to the timings and the first answer (for demo/check.mjs).
+import { loadModel, rank } from '../src/index.js';
 
 const params = new URLSearchParams(location.search);
 const tableUrl = new URL(params.get('table') || './table/', location.href).href;
@@ -10,18 +10,11 @@ const sentencesUrl = new URL(params.get('sentences') || './sentences.txt', locat
 const $ = (id) => document.getElementById(id);
 const format = (n) => n.toLocaleString('en-US', { maximumFractionDigits: 0 });
 
-function search(model, matrix, sentences, query, k = 10) {
+function search(model, vectors, sentences, query, k = 10) {
   const start = performance.now();
-  const q = model.encode(query);
-  const d = model.dim;
-  const scores = new Float32Array(sentences.length);
-  for (let i = 0; i < sentences.length; i++) {
-    let dot = 0;
-    for (let j = 0; j < d; j++) dot += matrix[i * d + j] * q[j];
-    scores[i] = dot;
-  }
-  const top = Array.from(scores.keys()).sort((a, b) => scores[b] - scores[a]).slice(0, k);
-  return { query, ms: performance.now() - start, top: top.map((i) => ({ score: scores[i], text: sentences[i] })) };
+  const top = rank(model.encode(query), vectors, k);
+  return { query, ms: performance.now() - start,
+    top: top.map(({ index, score }) => ({ index, score, text: sentences[index] })) };
 }
 
 function show(answer) {
@@ -43,21 +36,20 @@ async function main() {
   const loadMs = performance.now() - t0;
   const sentences = (await (await fetch(sentencesUrl)).text()).split('\n').filter((s) => s.trim());
   const t1 = performance.now();
-  const matrix = new Float32Array(sentences.length * model.dim);
-  sentences.forEach((s, i) => matrix.set(model.encode(s), i * model.dim));
+  const vectors = model.encodeBatch(sentences);
   const encodeMs = performance.now() - t1;
-  window.demo = { model, matrix, sentences };
+  window.demo = { model, vectors, sentences };
   $('status').textContent = `table ${model.rows.toLocaleString('en-US')} rows × ${model.dim} ${model.dtype}, ` +
     `loaded in ${format(loadMs)} ms; ${format(sentences.length)} sentences encoded in ${format(encodeMs)} ms ` +
     `(${format(sentences.length / (encodeMs / 1000))} sentences/s), all in this page`;
   $('search').addEventListener('submit', (event) => {
     event.preventDefault();
-    show(search(model, matrix, sentences, $('query').value));
+    show(search(model, vectors, sentences, $('query').value));
   });
   let first = null;
   if (params.get('q')) {
     $('query').value = params.get('q');
-    first = search(model, matrix, sentences, params.get('q'));
+    first = search(model, vectors, sentences, params.get('q'));
     show(first);
   }
   return { rows: model.rows, dim: model.dim, dtype: model.dtype, sentences: sentences.length, loadMs, encodeMs,

@@ -3,6 +3,7 @@
  * L2-normalised (per sub-space for an ensemble), as a Float32Array; a text with no row is the zero vector.
  */
 import { halfToFloat, parseNpy } from './npy.js';
+import { search, similarity } from './search.js';
 import { FormatError, WordTokenizer, tokenizationRules } from './tokenizer.js';
 import { PADDED } from './unicode.js';
 import { WordPiece } from './wordpiece.js';
@@ -113,6 +114,16 @@ export class StaticEmbedder {
   /** One vector per text. */
   encodeBatch(texts) {
     return texts.map((text) => this.encode(text));
+  }
+
+  /** Cosine similarities of texts (search.js, `similarity`): as model.similarity in Python. */
+  similarity(a, b) {
+    return similarity(this, a, b);
+  }
+
+  /** Each query's topK passages of corpus by cosine (search.js, `search`): as model.search in Python. */
+  search(queries, corpus, topK = 10) {
+    return search(this, queries, corpus, topK);
   }
 
   /** The weighted mean of table rows, normalised (what encode computes from a text's rows). */

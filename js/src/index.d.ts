@@ -76,6 +76,12 @@ export declare class StaticEmbedder {
   /** The L2-normalised sentence vector of a text (the zero vector when no word has a row). */
   encode(text: string): Float32Array;
   encodeBatch(texts: string[]): Float32Array[];
+  /** Cosine similarities, as model.similarity in Python (see `similarity`). */
+  similarity(a: string, b: string): number;
+  similarity(a: string | string[], b: string | string[]): Float32Array | Float32Array[];
+  /** Each query's topK passages of corpus by cosine, best first, ties by lower index (see `search`). */
+  search(queries: string, corpus: string[], topK?: number): Hit[];
+  search(queries: string[], corpus: string[], topK?: number): Hit[][];
   meanRows(ids: number[], weights: number[]): Float32Array;
 }
 
@@ -108,3 +114,22 @@ export interface ConformanceResult {
 /** Check a table against a parsed file of `swembed conformance`: rows exactly, vectors to minCosine (0.9999). */
 export declare function compareConformance(model: StaticEmbedder, conformance: object,
   minCosine?: number): ConformanceResult;
+
+/** A passage found for a query: its row in the corpus, its cosine (float32), its id (the row). */
+export interface Hit {
+  index: number;
+  score: number;
+  id: number;
+}
+/** The float32 dot product of two vectors: their cosine, for sentence vectors. */
+export declare function dot(a: Float32Array, b: Float32Array): number;
+/** The topK of `vectors` nearest `query` by cosine, best first, equal scores by lower index. */
+export declare function rank(query: Float32Array, vectors: Float32Array[], topK?: number): Hit[];
+/** Cosine similarities of texts: a matrix (one row per text of a), a row when one side is a string, a number for
+ * two strings (as model.similarity in Python). */
+export declare function similarity(model: StaticEmbedder, a: string, b: string): number;
+export declare function similarity(model: StaticEmbedder, a: string | string[],
+  b: string | string[]): Float32Array | Float32Array[];
+/** Each query's topK passages of corpus by cosine, best first, ties by lower index (as model.search in Python). */
+export declare function search(model: StaticEmbedder, queries: string, corpus: string[], topK?: number): Hit[];
+export declare function search(model: StaticEmbedder, queries: string[], corpus: string[], topK?: number): Hit[][];

@@ -6,4 +6,5 @@ export { WordPiece, UnsupportedTokenizerError } from './wordpiece.js';
 export { parseNpy, NpyError } from './npy.js';
 export { crc32 } from './crc32.js';
 export { compareConformance } from './conformance.js';
+export { dot, rank, search, similarity } from './search.js';
 export { UNICODE_VERSION } from './unicode.js';

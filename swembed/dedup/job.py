@@ -41,6 +41,7 @@ from swembed.dedup.clusters import (
 from swembed.dedup.records import KeptWriter, check_inputs, read_batches
 from swembed.runtime.folder import atomic_directory
 from swembed.runtime.ranges import Range, check_ranges
+from swembed.runtime.testpoints import reached
 
 MAPPING_HEADER = "record\tfile\tposition\trepresentative\tsimilarity\treason\n"
 REASONS = ("kept", "exact", "near", "reference")
@@ -334,6 +335,7 @@ def dedup(inputs: list[str | Path], model_path: str | Path, out: str | Path, con
     with atomic_directory(Path(out), overwrite, "dedup", read) as tmp:
         (tmp / "state").mkdir()
         first = first_pass(files, model, config, tmp / "state" / VECTORS_FILE, key)
+        reached("dedup: records encoded")
         start = time.perf_counter()
         n_records = len(first.unique_of_record)
         match = None
@@ -347,6 +349,7 @@ def dedup(inputs: list[str | Path], model_path: str | Path, out: str | Path, con
             result = cluster_distinct(first.vectors, first.longest_length, n_records, config)
             found = result.pop("searched")
         result = per_record(first, result, config.keep)
+        reached("dedup: clusters found")
         cluster_seconds = time.perf_counter() - start
         write_seconds = write_outputs(files, config, result, tmp)
         summary = run_summary(files, reference_files, model_path, model.dim, config, first, result, {

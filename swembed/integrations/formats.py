@@ -3,29 +3,23 @@ and model2vec load unchanged.
 
 * ``npy``: the swembed model folder itself (``swembed.runtime.folder``), float32, float16 or int8 with one
   symmetric scale per row; readable with plain numpy (see README).
-* ``st`` / ``model2vec``: a WordPiece tokenizer over our vocabulary stands in for our word tokeniser.
-  Our words keep their rows, and so do the table's piece rows (``##`` continuations, and word-initial
-  pieces that are not also words); other ``##`` pieces and ``[UNK]`` get zero rows. An unknown word is
-  split greedily over that vocabulary (ours follows the teacher's own split and weights each piece w/p,
-  ``oov_weight`` w, which these libraries have no place for),
-  and punctuation adds nothing (pieces that are not word characters are left out). Zero rows change a mean's
-  length, not its direction, and both libraries L2-normalise, so the vectors match ours on every text whose
-  words are all known. A multilingual table's
-  languages share one vocabulary there, zh/ja words read by greedy longest match (``export_vocab``).
+* ``st`` / ``model2vec``: a tokenizers pipeline with swembed's normalisation, word split, words and the teacher's
+  piece split (``swembed.integrations.wordpiece``), which encodes as swembed does except where those formats
+  cannot say it (unknown words of several pieces, gram rows); the agreement measured on built-in probe texts
+  (``swembed.integrations.agreement``) is recorded in the folder and printed by ``swembed export``.
 """
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Iterable
-from dataclasses import replace
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
+from swembed.integrations.agreement import probe_agreement, record_agreement
+from swembed.integrations.wordpiece import wordpiece_export
 from swembed.runtime import StaticEmbedder
 from swembed.runtime.folder import atomic_directory, read_model_folder, write_model_folder
+from swembed.runtime.hub import CARD_FILE, local_or_hub, model_card
 from swembed.runtime.outputs import check_writable
 
 FORMATS = ("npy", "st", "model2vec")
@@ -44,8 +38,9 @@ def load_for_export(model_path: str | Path) -> StaticEmbedder:
     """The load check of every export format: the folder read with its values scanned for NaN and infinities
     whatever its marker records (a file changed in place may keep its size and modification time), so ``st`` and
     ``model2vec`` refuse a damaged table exactly as ``npy`` does."""
-    read_model_folder(Path(model_path), scan_values=True)
-    return StaticEmbedder.load(model_path)
+    path = local_or_hub(model_path)  # a folder, or a Hub repo id's download
+    read_model_folder(path, scan_values=True)
+    return StaticEmbedder.load(path)
 
 
 def float_table(model: StaticEmbedder) -> np.ndarray:
@@ -68,82 +63,6 @@ def export_npy(model: StaticEmbedder, out: Path, dtype: str, overwrite: bool = F
                               inputs=inputs)
 
 
-def export_vocab(model: StaticEmbedder) -> dict[str, int]:
-    """Each token's row in the WordPiece vocabulary that st and model2vec read. A multilingual table's languages
-    merge into one vocabulary, since those libraries cannot be told a text's language: a surface form that several
-    languages have keeps the row of the language that saw it in the most sentences at build time
-    (``word_contexts.npy``; else the first language). A language without spaces (zh/ja: teacher tokens or a
-    segmenter's words) has its words as continuations too (``##w``), so WordPiece's greedy longest match reads a
-    run of them as those words."""
-    if not model.tokenizers:
-        return dict(model.tokenizer.vocab)
-    splitting = {replace(tokenizer.rules, words="pattern", oov_backoff="none")
-                 for tokenizer in model.tokenizers.values()}
-    if len(splitting) > 1:
-        raise ValueError(f"the languages {model.languages} of this table normalise or split text differently, which "
-                         "one st/model2vec tokenizer cannot express; export it as npy")
-    counts = model.word_contexts
-    rows: dict[str, int] = {}
-    for tokenizer in model.tokenizers.values():
-        spaced = tokenizer.rules.words == "pattern"
-        for word, row in tokenizer.vocab.items():
-            for token in (word,) if spaced else (word, "##" + word):
-                kept = rows.get(token)
-                if kept is None or (counts is not None and counts[row] > counts[kept]):
-                    rows[token] = row
-    return rows
-
-
-def wordpiece_spelling(pieces, lowercase: bool) -> Callable[[str], str]:
-    """How the teacher's pieces are spelled in a WordPiece vocabulary. WordPiece pieces are as they are;
-    sentencepiece (Unigram, e5/XLM-R) marks a word start with '▁' where WordPiece marks a continuation with '##',
-    and its pieces are cased where our words may be lowercased (then the first spelling wins)."""
-    if pieces is None or json.loads(pieces.to_str())["model"]["type"] != "Unigram":
-        return lambda piece: piece
-    case = str.lower if lowercase else str
-    return lambda piece: case(piece[1:]) or piece if piece.startswith("▁") else "##" + case(piece)
-
-
-def wordpiece_export(model: StaticEmbedder, dtype: str):
-    """(tokenizers.Tokenizer over our words (``export_vocab``), the piece rows, the teacher's other ## pieces and
-    [UNK]; the table with one row per token). A piece row whose text is also a word is shadowed by the word and
-    left out; the other ## pieces and [UNK] get zero rows."""
-    from tokenizers import Regex, Tokenizer, normalizers, pre_tokenizers
-    from tokenizers.models import WordPiece
-
-    vocab = export_vocab(model)
-    labels = model.labels
-    rules = model.tokenizer.rules
-    as_wordpiece = wordpiece_spelling(model.tokenizer.teacher_tokenizer, rules.lowercase)
-    word = re.compile(rules.word_pattern)
-    for row in sorted(model.tokenizer.piece_rows.values()):
-        spelled = as_wordpiece(labels[row])
-        if word.fullmatch(spelled.removeprefix("##")):  # punctuation pieces: our tokeniser never reaches them
-            vocab.setdefault(spelled, row)
-    tokens = sorted(vocab, key=lambda token: (vocab[token], token))  # in table order
-    source_rows = np.array([vocab[token] for token in tokens], dtype=np.int64)  # a zh/ja word twice: w and ##w
-    vocab = {token: i for i, token in enumerate(tokens)}
-    rows = len(tokens)
-    if model.tokenizer.teacher_tokenizer is not None:
-        pieces = model.tokenizer.teacher_tokenizer.get_vocab(with_added_tokens=False)
-        for piece in sorted(p for p in pieces if p.startswith("##") and p not in vocab):
-            vocab[piece] = rows
-            rows += 1
-    vocab.setdefault("[UNK]", rows)
-    tokenizer = Tokenizer(WordPiece(vocab, unk_token="[UNK]", max_input_chars_per_word=400))
-    steps = []
-    if rules.unicode_normalization:
-        steps.append(getattr(normalizers, rules.unicode_normalization)())
-    if rules.lowercase:
-        steps.append(normalizers.Lowercase())
-    tokenizer.normalizer = normalizers.Sequence(steps)
-    tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Split(Regex(rules.word_pattern), behavior="isolated")])
-    table = float_table(model)[source_rows]
-    table = np.vstack([table, np.zeros((len(vocab) - len(tokens), table.shape[1]), dtype=np.float32)])
-    return tokenizer, table.astype(dtype)
-
-
 def export_sentence_transformers(model: StaticEmbedder, out: Path, dtype: str, overwrite: bool = False,
                                  inputs: Iterable[str | Path] = ()) -> Path:
     import torch
@@ -155,6 +74,9 @@ def export_sentence_transformers(model: StaticEmbedder, out: Path, dtype: str, o
     static = StaticEmbedding(tokenizer, embedding_weights=weights.to(getattr(torch, dtype)))
     with atomic_directory(out, overwrite, "export-st", inputs) as tmp:
         SentenceTransformer(modules=[static, Normalize()], device="cpu").save(str(tmp))
+        loaded = SentenceTransformer(str(tmp), device="cpu")
+        record_agreement(tmp, "st", probe_agreement(model, lambda texts: loaded.encode(list(texts))))
+        (tmp / CARD_FILE).write_text(model_card(model.path, files=tmp, name=out.name, fmt="st"), encoding="utf-8")
     return out
 
 
@@ -165,8 +87,12 @@ def export_model2vec(model: StaticEmbedder, out: Path, dtype: str, overwrite: bo
     tokenizer, table = wordpiece_export(model, dtype)
     teacher = model.config.get("teacher", {}).get("hub_id")
     with atomic_directory(out, overwrite, "export-model2vec", inputs) as tmp:
-        StaticModel(table, tokenizer, normalize=True,
-                    base_model_name=teacher).save_pretrained(str(tmp))
+        StaticModel(table, tokenizer, normalize=True, base_model_name=teacher,
+                    max_length=None).save_pretrained(str(tmp))  # None: texts are never cut
+        loaded = StaticModel.from_pretrained(str(tmp))
+        record_agreement(tmp, "model2vec", probe_agreement(model, lambda texts: loaded.encode(list(texts))))
+        (tmp / CARD_FILE).write_text(model_card(model.path, files=tmp, name=out.name, fmt="model2vec"),
+                                     encoding="utf-8")
     return out
 
 

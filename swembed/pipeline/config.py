@@ -16,9 +16,9 @@ from copy import deepcopy
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
 
-import tomllib
-
 from swembed._extras import require
+from swembed.pipeline.splits import SplitsConfig, make_splits
+from swembed.runtime.compat import tomllib
 from swembed.runtime.ranges import Range
 from swembed.runtime.tokenizer import BACKOFFS, TokenizationRules
 from swembed.teachers.base import TEACHER_DTYPES, TEACHER_RUNTIMES, onnx_runtime_available
@@ -250,6 +250,7 @@ class BuildConfig:
     pca: PCAConfig = field(default_factory=PCAConfig)
     distill: DistillConfig = field(default_factory=DistillConfig)
     coteacher: CoTeacherConfig = field(default_factory=CoTeacherConfig)
+    splits: SplitsConfig = field(default_factory=SplitsConfig)
     paragraphs: ParagraphsConfig = field(default_factory=ParagraphsConfig)
     retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)
     shrinkage: ShrinkageConfig = field(default_factory=ShrinkageConfig)
@@ -287,6 +288,15 @@ class BuildConfig:
         if isinstance(self.parallel, dict):
             return {lang: list(files) for lang, files in self.parallel.items()}
         return {self.langs[1]: list(self.parallel)} if self.parallel and self.multilingual else {}
+
+    def data_sources(self) -> dict[str, list[str]]:
+        """Every text source the build reads, by the setting that names it (``swembed data sources``)."""
+        named = {"[corpus] sources": [s for lang in self.langs for s in self.corpus_for(lang).sources],
+                 "exclude": self.exclude, "[extract] fill_sources": self.extract.fill_sources,
+                 "[splits] documents": self.splits.documents, "[splits] pairs": self.splits.pairs,
+                 "parallel": [part for files in self.parallel_files().values() for spec in files
+                              for part in spec.split("::")]}
+        return {where: list(specs) for where, specs in named.items() if specs}
 
     def validate(self) -> None:
         """Every setting in its range (``RANGES``) and consistent with the others; raises ``BuildError`` (an
@@ -378,7 +388,8 @@ class BuildConfig:
         replaced."""
         sources = [s for lang in self.langs for s in self.corpus_for(lang).sources]
         return [str(self.teacher), *map(str, sources), *map(str, self.exclude), *map(str, self.vocab.word_lists),
-                *map(str, self.retrieval.files), *map(str, self.paragraphs.files), str(self.work_path)]
+                *map(str, self.retrieval.files), *map(str, self.paragraphs.files), str(self.work_path),
+                *([self.splits.out] if self.splits.out else [])]
 
     def check_before_work(self, overwrite: bool = False) -> None:
         """What a build can check before loading the teacher (and before importing torch): the settings
@@ -398,6 +409,8 @@ class BuildConfig:
         check_writable(Path(self.out), overwrite, self.input_paths())
         for lang in self.langs:
             check_sources(self.corpus_for(lang).sources)
+        if self.splits.out:  # seconds of work, and what exclude and [retrieval] files below name
+            make_splits(self.splits)
         check_sources(self.exclude)
         corpus_sources = [s for lang in self.langs for s in self.corpus_for(lang).sources]
         for patterns, where in ((self.pca.sources, "[pca] sources"), (self.distill.sources, "[distill] sources"),
@@ -467,6 +480,7 @@ RANGES = {
     "distill.cell_size": Range(0),
     "distill.rare_word_pieces": Range(0),
     "distill.random_batch_weight": Range(0),
+    "splits.max_words": Range(1),
     "paragraphs.count": Range(0),
     "paragraphs.sentences": Range(1),
     "paragraphs.weight": Range(0),

@@ -68,7 +68,7 @@ def run_coteacher(ctx: StageContext, extract: StageResult, teacher, unit: int = 
             targets[start : start + len(batch)] = vectors
         progress.close()
         targets.flush()
-        return {"sentences": len(sentences), "resumed_units": sum(done), "estimated_s": round(estimate, 1)}
+        return {"sentences": len(sentences), "resumed_units": sum(done), "estimated_s": float(f"{estimate:.3g}")}
 
     return ctx.run("coteacher", identity, [extract], compute)
 

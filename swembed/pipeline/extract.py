@@ -41,6 +41,7 @@ from swembed.pipeline.corpus import source_lines, word_count
 from swembed.pipeline.stage import StageContext, StageResult, StageRun, load_checkpoint
 from swembed.pipeline.vocab import read_vocab_stage
 from swembed.runtime.outputs import atomic_file
+from swembed.runtime.testpoints import reached
 from swembed.runtime.tokenizer import TokenizationRules, WordTokenizer, word_splitter
 from swembed.teachers.base import Pinnable, pinned, token_budget_batches
 
@@ -428,6 +429,7 @@ def interruptible(run, *args):
     forward = threading.Thread(target=target, daemon=True, name="teacher-forward")
     try:
         forward.start()  # inside the try: start() waits for the thread to run, and a signal can land in that wait
+        reached("teacher forward")
         done.wait()
     except BaseException as exc:  # a signal's: unwind now; at exit, end the process without waiting for the forward
         code = exc.code if isinstance(exc, SystemExit) and isinstance(exc.code, int) else 130

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from swembed.pipeline import files
+from swembed.pipeline import files, public_data
 from swembed.pipeline.sources import HELD_OUT_RULE, describe_source, expand_sources, held_out_keys, is_held_out
 
 PAIRS = "pairs.tsv"
@@ -18,6 +18,7 @@ _CJK_GAP = re.compile(f"(?<=[{_CJK}]) +(?=[{_CJK}])")
 
 
 def _lines(path: str) -> list[str]:
+    path = public_data.local_file(path)
     opener = gzip.open if str(path).endswith(".gz") else open
     with opener(path, "rt", encoding="utf-8", errors="replace") as handle:
         return [line.rstrip("\n") for line in handle]

@@ -1,4 +1,5 @@
-"""Where corpus text comes from: files of many formats, folders, globs, `hf:` datasets, built-in corpora.
+"""Where corpus text comes from: files of many formats, folders, globs, files of public datasets
+(``hf://datasets/...``, resolved to local files by ``swembed.pipeline.public_data``), `hf:` datasets, built-in corpora.
 
 Every reader yields raw text units (lines or records); sentence splitting happens in the corpus stage.
 """
@@ -16,6 +17,7 @@ import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from swembed.pipeline import public_data
 from swembed.runtime.textfile import COMPRESSED, SNIFF_BYTES, check_text
 from swembed.runtime.tokenizer import WORD_PATTERN
 
@@ -46,9 +48,16 @@ def _kind(path: Path) -> tuple[str, str | None]:
 
 
 def expand_sources(specs: list[str]) -> list[str]:
-    """Turn folders and globs into a sorted list of files; keep ``hf:`` and ``builtin:`` specs as they are."""
+    """Turn folders and globs into a sorted list of files (``hf://datasets/`` files into the local copies they
+    resolve to); keep ``hf:`` and ``builtin:`` specs as they are."""
     out: list[str] = []
     for spec in specs:
+        if public_data.is_public(spec):
+            try:
+                out.extend(public_data.expand(spec))
+            except public_data.PublicDataError as exc:
+                raise CorpusError(str(exc)) from None
+            continue
         if spec.startswith(("hf:", "builtin:")):
             out.append(spec)
             continue
@@ -91,10 +100,19 @@ def named_sources(patterns: list[str], corpus_sources: list[str], where: str) ->
 def describe_source(spec: str) -> dict:
     """What identifies a source for caching: for files, path, size and a digest of their content (not the mtime,
     which a copy or a re-mount changes: a build must resume from its cache after either); the spec otherwise."""
+    spec = _local(spec)
     if spec.startswith(("hf:", "builtin:")):
         return {"spec": spec}
     path = Path(spec)
     return {"spec": str(path.resolve()), "size": path.stat().st_size, "digest": content_digest(path)}
+
+
+def _local(spec: str) -> str:
+    """A source naming one file of a public dataset as its local copy (``CorpusError`` when it cannot be had)."""
+    try:
+        return public_data.local_file(spec)
+    except public_data.PublicDataError as exc:
+        raise CorpusError(str(exc)) from None
 
 
 def content_digest(path: Path, whole_below: int = 1 << 28, block: int = 1 << 16, blocks: int = 256) -> str:
@@ -237,6 +255,12 @@ def _hf_records(spec: str, text_column: str) -> Iterator[str]:
     parts = spec[3:].split(":")
     name, config = parts[0], (parts[1] or None) if len(parts) > 1 else None
     split = parts[2] if len(parts) > 2 else "train"
+    mirror = public_data.mirror_folder()
+    if mirror is not None:  # the dataset's files in DIR/<name> (the repository's layout), read by the same loader
+        local = mirror / name.split("/")[-1]
+        if not local.is_dir():
+            raise CorpusError(f"{spec}: not in the data mirror ({local} not found)")
+        name = str(local)
     try:
         dataset = datasets.load_dataset(name, config, split=split, streaming=True)
     except Exception as exc:
@@ -290,6 +314,7 @@ def _builtin(name: str) -> Iterator[str]:
 
 def read_source(spec: str, text_column: str = "text") -> Iterator[str]:
     """Yield the raw text units of one source spec."""
+    spec = _local(spec)
     if spec.startswith("hf:"):
         yield from _hf_records(spec, text_column)
         return

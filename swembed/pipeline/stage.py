@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+from swembed.runtime.testpoints import reached
+
 if TYPE_CHECKING:
     import numpy as np
 
@@ -123,7 +125,9 @@ class StageRun:
     quiet: bool = False
 
     def unit_done(self, units: int) -> None:
-        """Call after each checkpointed unit of work; honours the crash hook used by resume tests."""
+        """Call after each checkpointed unit of work: a test point (``swembed.runtime.testpoints``), and the crash hook
+        used by resume tests."""
+        reached(f"stage {self.name}: unit {units}")
         spec = os.environ.get(CRASH_ENV, "")
         if spec:
             stage, _, count = spec.partition(":")
@@ -220,8 +224,10 @@ def run_stage(
     tmp.mkdir()
     start = time.time()
     try:
+        reached(f"stage {name}: begun")
         with PeakMemory() as memory:
             stats = compute(StageRun(name, tmp, partial, quiet)) or {}
+        reached(f"stage {name}: computed")
         manifest = {
             "stage": name,
             "key": key,

@@ -1,6 +1,8 @@
 """StaticEmbedder: mean of word vectors, L2-normalised. numpy and tokenizers only."""
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -14,11 +16,15 @@ from swembed.runtime.folder import (
     read_model_folder,
     write_model_folder,
 )
+from swembed.runtime.hub import local_or_hub, push_table
+from swembed.runtime.index import SearchIndex
 from swembed.runtime.langid import LanguageIdentifier
+from swembed.runtime.search import Hit, dense_scores, rank
 from swembed.runtime.tokenizer import TokenIds, TokenizationRules, WordTokenizer
 
 _GATHER_ROWS = 1 << 11  # table rows gathered at once by mean_rows (the gather stays in cache: ~1.5x over 1 << 16)
 _FLOAT32_WORDS = 64  # longer texts are summed in float64
+_DIGEST_ROWS = 1 << 16  # table rows hashed at once by digest
 _FLOAT32_TINY = float(np.finfo(np.float32).tiny)
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -52,6 +58,7 @@ class StaticEmbedder:
         self.arrays: dict[str, np.ndarray] = {}  # the model folder's other .npy files (pca_mean, word_contexts, ...)
         self.tokenizer_json: str | None = None  # the text of the folder's tokenizer.json, as read
         self.path: Path | None = None  # the model folder it was loaded from
+        self._digest: tuple[np.ndarray, str] | None = None  # (the table it was computed for, digest)
 
     @property
     def table(self) -> np.ndarray:
@@ -121,9 +128,11 @@ class StaticEmbedder:
         return self._language_identifier
 
     @classmethod
-    def load(cls, path: str | Path, mmap: bool = True) -> StaticEmbedder:
+    def load(cls, path: str | Path, mmap: bool = True, revision: str | None = None) -> StaticEmbedder:
         """Load a model folder written by ``swembed build`` / ``swembed export`` (checked first: see
-        ``swembed.runtime.folder.read_model_folder``)."""
+        ``swembed.runtime.folder.read_model_folder``), or a Hub repo id (``org/name``, at ``revision``: see
+        ``swembed.runtime.hub.local_or_hub``; an existing local path always wins)."""
+        path = local_or_hub(path, revision)
         folder = read_model_folder(Path(path), mmap)
         config, table, words = folder.config, folder.table, folder.words
         subword = folder.teacher_tokenizer
@@ -170,6 +179,60 @@ class StaticEmbedder:
             arrays["scales"] = self.scales
         return write_model_folder(Path(path), self.table, self.labels, self.config, tokenizer_json, arrays,
                                   overwrite=overwrite)
+
+    def push_to_hub(self, repo_id: str, *, private: bool = False, revision: str | None = None,
+                    commit_message: str | None = None, token: str | None = None,
+                    eval_files: Sequence[str | Path] = ()) -> str:
+        """Upload the model to the Hugging Face Hub as ``swembed push`` does (``swembed.runtime.hub.push_table``):
+        its model folder's files, as ``save`` writes them, plus a README.md card (with the scores of
+        ``eval_files``, ``swembed eval --json`` results). Returns the commit's URL."""
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="swembed-push-") as tmp:
+            folder = self.save(Path(tmp) / (self.path.name if self.path else "table"))
+            return push_table(folder, repo_id, private=private, revision=revision, commit_message=commit_message,
+                              token=token, eval_files=eval_files)
+
+    def digest(self) -> str:
+        """A digest of everything encoding reads: config.json's settings, the rows (with their scales and codes),
+        the labels and tokenizer.json. A search index records it, and searches only with a table that has it."""
+        if self._digest is not None and self._digest[0] is self._given_table:
+            return self._digest[1]
+        digest = hashlib.blake2b(digest_size=16)
+        tokenizer = self.tokenizer_json or (self.tokenizer.teacher_tokenizer.to_str()
+                                            if self.tokenizer.teacher_tokenizer is not None else "")
+        for text in (json.dumps(self.config, sort_keys=True, default=str), "\n".join(self.labels), tokenizer):
+            digest.update(text.encode("utf-8", errors="surrogatepass") + b"\0")
+        for array in (self.table, self.scales, self.codes):
+            if array is not None:
+                digest.update(f"{array.dtype.str}{array.shape}".encode())
+                for start in range(0, len(array), _DIGEST_ROWS):
+                    digest.update(np.ascontiguousarray(array[start : start + _DIGEST_ROWS]).data)
+        self._digest = (self._given_table, digest.hexdigest())
+        return self._digest[1]
+
+    def similarity(self, a: Iterable[str] | str, b: Iterable[str] | str) -> np.ndarray | float:
+        """Cosine similarities of texts ``a`` with texts ``b``: (len(a), len(b)) float32; one ``str`` on a side
+        drops that axis ((len(b),) or (len(a),)), two give a float."""
+        scores = self.encode(a) @ self.encode(b).T
+        if isinstance(a, str) and isinstance(b, str):
+            return float(scores[0, 0])
+        return scores[0] if isinstance(a, str) else scores[:, 0] if isinstance(b, str) else scores
+
+    def search(self, queries: Iterable[str] | str, corpus: Iterable[str],
+               top_k: int = 10) -> list[list[Hit]] | list[Hit]:
+        """Each query's ``top_k`` passages of ``corpus`` by cosine, best first, as ``Hit(index, score, id)`` (id =
+        index); ties go to the lower index; a ``top_k`` above the corpus gives them all; one ``str`` query gives its
+        list alone. To search one corpus many times, ``index`` it."""
+        vectors = self.encode(corpus)
+        hits = rank(lambda batch: dense_scores(batch, vectors), self.encode(queries), len(vectors), top_k)
+        return hits[0] if isinstance(queries, str) else hits
+
+    def index(self, corpus: Iterable[str], ids: Iterable[int | str] | None = None, dtype: str = "float32",
+              keep_texts: bool = True) -> SearchIndex:
+        """A ``SearchIndex`` of ``corpus`` (see ``SearchIndex.build``): ``index.search(queries, top_k)``,
+        ``index.save(folder)``."""
+        return SearchIndex.build(self, corpus, ids, dtype, keep_texts)
 
     def mean_rows(self, batch: TokenIds, normalize: bool = True) -> np.ndarray:
         """Weighted mean of consecutive runs of table rows: ``batch.lengths[i]`` rows of ``batch.ids`` per text.
@@ -324,6 +387,7 @@ def _text_list(texts: object) -> list[str] | Sequence[str]:
     return texts
 
 
-def load(path: str | Path, mmap: bool = True) -> StaticEmbedder:
-    """Load a swembed model folder."""
-    return StaticEmbedder.load(path, mmap=mmap)
+def load(path: str | Path, mmap: bool = True, revision: str | None = None) -> StaticEmbedder:
+    """Load a swembed model folder, or a table from the Hugging Face Hub by repo id (``org/name``, at
+    ``revision``); an existing local path always wins."""
+    return StaticEmbedder.load(path, mmap=mmap, revision=revision)

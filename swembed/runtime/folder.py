@@ -53,11 +53,14 @@ def read_vocab(path: Path) -> list[str]:
         return handle.read().split("\n")[:-1]
 
 
-FOREIGN_FOLDERS = (  # (a file that marks it, what it is and what to do with it)
-    ("model.safetensors", ("a model2vec folder, not a swembed model folder: give it as model2vec:{folder} to "
-                           "swembed eval, bench or ensemble, or load it with model2vec")),
+FOREIGN_FOLDERS = (  # (a file that marks it, what it is and what to do with it), the first that matches
+    ("config_sentence_transformers.json", ("a sentence-transformers folder, not a swembed model folder: load it "
+                                           "with sentence_transformers.SentenceTransformer('{folder}')")),
+    ("model.safetensors", ("a model2vec folder, not a swembed model folder: load it with "
+                           "model2vec.StaticModel.from_pretrained('{folder}'), or give it as model2vec:{folder} to "
+                           "swembed eval, bench or ensemble")),
     ("modules.json", ("a sentence-transformers folder, not a swembed model folder: load it with "
-                      "sentence_transformers")),
+                      "sentence_transformers.SentenceTransformer('{folder}')")),
 )
 
 

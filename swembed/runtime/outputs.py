@@ -28,6 +28,8 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from swembed.runtime.testpoints import reached
+
 MARKER_FILE = ".swembed-output.json"
 TEMP_MARKER = ".swembed-temp"  # inside each temp folder: the folder's own name (what the stale-temp sweep checks)
 _TEMP_TAG = ".swembed-"  # temp names: .<output name>.swembed-<host>-<pid>-<random>[suffix]
@@ -173,6 +175,20 @@ def _make_temp_folder(out: Path) -> Path:
     return tmp
 
 
+def _give_normal_modes(tmp: Path, *paths: Path) -> None:
+    """Files written into the temp folder ``tmp`` get the mode a plain write gives (0o666 less the umask: that of
+    its ``TEMP_MARKER``, written by ``open``), whoever wrote them: a library writing through ``mkstemp``
+    (safetensors' model.safetensors) leaves 0o600. ``paths``: those files (default: every file under ``tmp``)."""
+    mode = stat.S_IMODE(os.stat(tmp / TEMP_MARKER).st_mode)
+    if not paths:
+        paths = tuple(Path(root, name) for root, _, names in os.walk(tmp) for name in names)
+    for path in paths:
+        info = os.lstat(path)
+        wanted = mode | (stat.S_IMODE(info.st_mode) & 0o111)  # an executable keeps its x bits
+        if stat.S_ISREG(info.st_mode) and stat.S_IMODE(info.st_mode) != wanted:
+            os.chmod(path, wanted)
+
+
 def _swembed_made(path: Path) -> bool:
     """Whether the temp-named ``path`` is a folder swembed made: its ``TEMP_MARKER`` names it, or (an output
     moved aside while being replaced, or complete but not yet renamed) its ownership marker lists all it holds."""
@@ -296,9 +312,12 @@ def atomic_directory(out: str | Path, overwrite: bool = False, kind: str = "outp
     with terminate_raises():
         tmp = _make_temp_folder(out)
         try:
+            reached(f"{out.name}: temp folder made")
             yield tmp
+            _give_normal_modes(tmp)
             (tmp / TEMP_MARKER).unlink()
             _write_marker(tmp, kind, record)
+            reached(f"{out.name}: written")
             with signals_deferred():
                 check_writable(out, overwrite, inputs)
                 if out.exists():
@@ -339,7 +358,11 @@ def atomic_file(path: str | Path, overwrite: bool = False, inputs: Iterable[str 
     with terminate_raises():
         folder = _make_temp_folder(path)
         try:
+            reached(f"{path.name}: temp file made")
             yield folder / path.name
+            if (folder / path.name).exists():
+                _give_normal_modes(folder, folder / path.name)
+            reached(f"{path.name}: written")
             with signals_deferred():
                 if checked:
                     check_writable(path, overwrite, inputs, folder=False)

@@ -1,5 +1,6 @@
-"""`swembed encode`: a text file (one text per line; .gz, .bz2, .xz read decompressed) to an .npy matrix, with a
-rule for lines that are not UTF-8; a file that is not text is refused."""
+"""`swembed encode`: a text file (one text per line; .gz, .bz2, .xz read decompressed), or the text column of
+.jsonl/.csv/.parquet records (``swembed.runtime.records``), to an .npy matrix, with a rule for lines that are not
+UTF-8; a file that is not text is refused."""
 from __future__ import annotations
 
 import bz2
@@ -12,24 +13,14 @@ from typing import IO
 
 import numpy as np
 
+from swembed.runtime.records import is_record_file, read_records
+from swembed.runtime.sniff import SNIFF_BYTES, check_text
+
+__all__ = ["COMPRESSED", "SNIFF_BYTES", "check_text", "encode_file", "read_bytes", "read_passages", "read_texts"]
+
 ERRORS = ("replace", "skip", "strict")
 # by suffix, as corpora are read
 COMPRESSED: dict[str, Callable[..., IO]] = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
-SNIFF_BYTES = 1 << 16
-MIN_PRINTABLE = 0.85
-
-
-def check_text(path: Path | str, head: bytes, error: type[ValueError] = ValueError) -> None:
-    """Reject what is not text (an executable, an image, a database passed as text): NUL bytes, or less
-    than ``MIN_PRINTABLE`` of the first characters printable or whitespace."""
-    if b"\x00" in head:
-        raise error(f"{path}: contains NUL bytes; not a text file")
-    sample = head.decode("utf-8", errors="replace")
-    if sample:
-        printable = sum(ch.isprintable() or ch.isspace() for ch in sample if ch != "\ufffd")
-        share = printable / len(sample)
-        if share < MIN_PRINTABLE:
-            raise error(f"{path}: only {share:.0%} of its first characters are printable text; not a text file")
 
 
 def read_bytes(path: str) -> bytes:
@@ -74,16 +65,34 @@ def read_texts(path: str, errors: str = "replace") -> tuple[list[str], list[int]
     return texts, bad
 
 
+def read_passages(path: str, text_column: str | None = None,
+                  errors: str = "replace") -> tuple[list[str], list[int], list[int]]:
+    """The texts of ``path`` by its kind: the ``text_column`` (default ``text``) of .jsonl/.csv/.parquet records, or
+    the lines of any other text file (``read_texts``, ``errors`` for lines that are not UTF-8). Returns (texts,
+    their addresses: 1-based lines, parquet's 0-based rows; the lines that are not UTF-8)."""
+    if is_record_file(path):
+        texts, positions = read_records(path, text_column or "text")
+        return texts, positions, []
+    if text_column is not None:
+        raise ValueError(f"{path}: a text column is read from .jsonl, .csv or .parquet records; this file is read as "
+                         "lines of text (leave out --text-column)")
+    texts, bad = read_texts(path, errors)
+    skipped = set(bad) if errors == "skip" else set()
+    lines = range(1, len(texts) + len(skipped) + 1)
+    return texts, [n for n in lines if n not in skipped], bad
+
+
 def encode_file(model_path: str, input_path: str, output: str, errors: str = "replace",
-                overwrite: bool = False) -> str:
-    """Encode every line of ``input_path`` into ``output`` (.npy, float32, written atomically); returns a summary."""
+                overwrite: bool = False, text_column: str | None = None) -> str:
+    """Encode every text of ``input_path`` (``read_passages``) into ``output`` (.npy, float32, written atomically);
+    returns a summary."""
     from swembed.runtime.embedder import load
     from swembed.runtime.outputs import atomic_file, check_writable
 
     read = [input_path, model_path]
     check_writable(Path(output), overwrite, read, folder=False)
     model = load(model_path)
-    texts, bad = read_texts(input_path, errors)
+    texts, _, bad = read_passages(input_path, text_column, errors)
     vectors = model.encode(texts)
     with atomic_file(Path(output), overwrite, read) as tmp, open(tmp, "wb") as handle:
         np.save(handle, vectors.astype(np.float32))

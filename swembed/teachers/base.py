@@ -27,6 +27,7 @@ class TeacherSpec:
     offline_builder: str | None = None  # "module:function" writing an offline copy into a folder (first use)
     notes: str = ""
     extra: dict = field(default_factory=dict)
+    licence: str | None = None  # the weights' licence, as the Hub spells it (a table's model card inherits it)
 
 
 @dataclass

