@@ -215,7 +215,8 @@ def cmd_build(args) -> int:
 def cmd_encode(args) -> int:
     from swembed.runtime.textfile import encode_file
 
-    summary = encode_file(args.model, args.input, args.output, args.errors, args.overwrite, args.text_column)
+    summary = encode_file(args.model, args.input, args.output, args.errors, args.overwrite, args.text_column,
+                          args.encoding)
     print(summary, file=sys.stderr)
     return 0
 
@@ -224,7 +225,7 @@ def cmd_search(args) -> int:
     from swembed.runtime.searchfile import hit_lines, search_files
 
     index, queries, hits = search_files(args.model, args.query, args.queries, args.corpus, args.index,
-                                        args.text_column, args.top_k)
+                                        args.text_column, args.top_k, args.mode, args.alpha)
     for line in hit_lines(index, queries, hits, args.json):
         print(line)
     return 0
@@ -234,7 +235,7 @@ def cmd_index(args) -> int:
     from swembed.runtime.searchfile import index_file
 
     summary = index_file(args.model, args.corpus, args.out, args.text_column, args.dtype, not args.no_texts,
-                         args.overwrite)
+                         args.overwrite, not args.dense_only)
     print(summary, file=sys.stderr)
     return 0
 
@@ -254,7 +255,8 @@ def cmd_dedup(args) -> int:
     config = DedupConfig(threshold=args.threshold, text_columns=tuple(args.text_column or ["text"]), keep=args.keep,
                          target_size=args.target_size, target_fraction=args.target_fraction, k=args.k,
                          method=args.search, batch_size=args.batch_size, progress=not args.quiet,
-                         clusters=args.clusters, pairs_floor=args.pairs_floor)
+                         clusters=args.clusters, pairs_floor=args.pairs_floor, encoding=args.encoding,
+                         errors=args.errors)
     if args.engine == "spark":
         from swembed._extras import require
 
@@ -275,9 +277,11 @@ def cmd_dedup(args) -> int:
 
 
 def _print_dedup_summary(summary: dict, out: str) -> None:
+    bad = sum(summary.get("undecodable_lines", {}).values())
+    note = f"\n{bad:,} lines did not decode: read with U+FFFD (--errors replace; by file in summary.json)" * bool(bad)
     print(f"{summary['records']:,} records: kept {summary['kept']:,}, exact duplicates "
           f"{summary['exact_duplicates']:,}, near duplicates {summary['near_duplicates']:,}, near a reference "
-          f"{summary.get('reference_duplicates', 0):,} -> {out}/\n{summary['guarantee']}", file=sys.stderr)
+          f"{summary.get('reference_duplicates', 0):,} -> {out}/\n{summary['guarantee']}{note}", file=sys.stderr)
 
 
 def cmd_dedup_rethreshold(args) -> int:
@@ -327,7 +331,8 @@ def cmd_eval(args) -> int:
         check_writable(Path(args.json), args.overwrite, read, folder=False)  # before any scoring
     kind, scores = evaluate(args.model, args.suite, data_dir(args.data, suite_data(args.suite)), device=args.device,
                             bucc=Path(args.bucc) if args.bucc else None, give_lang=args.give_lang,
-                            tasks=args.tasks.split(",") if args.tasks else None, split=args.split)
+                            tasks=args.tasks.split(",") if args.tasks else None, split=args.split,
+                            search=args.search, alpha=args.alpha)
     print(f"{args.model} ({kind})")
     for name, value in scores.items():
         print(f"  {name:<34}{value:7.2f}")
@@ -509,11 +514,13 @@ def _add_model_commands(sub) -> None:
     p.add_argument("model")
     p.add_argument("--input", required=True, help="text file, one text per line ('-' for stdin), or .jsonl/.csv/"
                    ".parquet records (one text each: --text-column)")
-    p.add_argument("--output", required=True, help=".npy file to write")
+    p.add_argument("--output", required=True, help=".npy file to write ('-': the .npy bytes to stdout)")
     p.add_argument("--text-column", metavar="COLUMN", help="the text field of .jsonl/.csv/.parquet records "
                    "(default text; a null is the empty text)")
     p.add_argument("--errors", choices=["replace", "skip", "strict"], default="replace",
-                   help="lines that are not UTF-8: decode with U+FFFD (default), leave out, or stop")
+                   help="lines that do not decode: decode with U+FFFD (default), leave out, or stop")
+    p.add_argument("--encoding", metavar="NAME", help="of the input, e.g. latin-1 or cp1251 (default: UTF-8, or "
+                   "what a byte-order mark says: UTF-8, UTF-16, UTF-32)")
     p.add_argument("--overwrite", action="store_true")
     p = sub.add_parser("export", help="write a model as npy (edge), st (sentence-transformers) or model2vec")
     p.add_argument("model")
@@ -575,6 +582,11 @@ def _add_dedup_commands(sub) -> None:
     p.add_argument("--target-fraction", type=float, help="as --target-size, as a fraction of the records")
     p.add_argument("--pairs-floor", type=float, help="the lowest cosine of the pairs stored in state/ for "
                    "dedup-rethreshold and dedup-explain (default: the threshold - 0.1)")
+    p.add_argument("--encoding", metavar="NAME", help="of the .txt/.jsonl inputs, e.g. latin-1 or cp1251 (default: "
+                   "UTF-8, or what a byte-order mark says: UTF-8, UTF-16, UTF-32)")
+    p.add_argument("--errors", choices=["strict", "replace"], default=DedupConfig.errors,
+                   help="a line that does not decode: stop, naming it (default), or read it with U+FFFD (counted in "
+                   "the summary; kept records keep their bytes)")
     p.add_argument("--k", type=int, default=DedupConfig.k, help="neighbours searched per distinct text")
     p.add_argument("--search", choices=SEARCHES, default=DedupConfig.method)
     p.add_argument("--batch-size", type=int, default=DedupConfig.batch_size)
@@ -620,6 +632,11 @@ def _add_lens_clusters_and_eval(sub) -> None:
     p.add_argument("--tasks", help="with mteb: comma-separated MTEB task names (default: all five)")
     p.add_argument("--split", choices=["test", "dev"], default="test",
                    help="with mteb: test (MTEB's score) or dev (held-out train rows, for choosing settings)")
+    p.add_argument("--search", choices=["dense", "lexical", "hybrid"],
+                   help="with mteb and a swembed table: rank retrieval tasks by swembed's own search in this mode "
+                   "(hybrid: cosine and BM25, docs/api.md); default: mteb's cosine of the encodings")
+    p.add_argument("--alpha", type=float, help="with --search hybrid: the cosine's weight, 0 to 1 (default "
+                   "swembed.runtime.lexical.ALPHA)")
     p.add_argument("--bucc", help="with xling: a folder of BUCC '<xx>-en.<split>.{xx,en,gold}' files to mine")
     p.add_argument("--give-lang", action="store_true", help="name each text's language (default: as users do, "
                    "no language given)")
@@ -652,7 +669,8 @@ def _add_search(sub) -> None:
     corpus_help = ("passages: a text file (one a line; .gz/.bz2/.xz read decompressed) or .jsonl/.csv/.parquet "
                    "records (--text-column); each passage's id is its line (a parquet file: its row)")
     column_help = "the text field of .jsonl/.csv/.parquet records (default text; a null is the empty text)"
-    p = sub.add_parser("search", help="the passages of a corpus (or a saved index) nearest each query, by cosine")
+    p = sub.add_parser("search", help="the passages of a corpus (or a saved index) nearest each query, by cosine, "
+                       "BM25 or both")
     p.add_argument("model", help="a swembed model folder")
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("--corpus", metavar="FILE", help=corpus_help)
@@ -663,9 +681,14 @@ def _add_search(sub) -> None:
     asked.add_argument("--queries", metavar="FILE", help="a text file of queries, one a line")
     p.add_argument("--top-k", type=int, default=10, help="hits per query (default 10; all passages when fewer)")
     p.add_argument("--json", action="store_true", help="one JSON object per query: its hits' rank, score, id, "
-                   "row and whole text")
-    p = sub.add_parser("index", help="a corpus's sentence vectors, ids and texts in a folder, for swembed search "
-                       "--index")
+                   "row and whole text (hybrid, lexical: and its cosine and BM25 score)")
+    p.add_argument("--mode", choices=["dense", "lexical", "hybrid"], default="dense",
+                   help="rank by cosine (default), by BM25 over the table's words, or by both (per query, each "
+                   "z-normalised, alpha * cosine + (1 - alpha) * BM25); hybrid and lexical hits show their cosine too")
+    p.add_argument("--alpha", type=float, help="with --mode hybrid: the cosine's weight, 0 to 1 (default "
+                   "swembed.runtime.lexical.ALPHA)")
+    p = sub.add_parser("index", help="a corpus's sentence vectors, BM25 postings, ids and texts in a folder, for "
+                       "swembed search --index")
     p.add_argument("model", help="a swembed model folder")
     p.add_argument("--corpus", required=True, metavar="FILE", help=corpus_help)
     p.add_argument("--text-column", metavar="COLUMN", help=column_help)
@@ -673,6 +696,8 @@ def _add_search(sub) -> None:
     p.add_argument("--dtype", choices=["float32", "int8"], default="float32",
                    help="int8: a quarter of the vectors' bytes, scores within about 0.01")
     p.add_argument("--no-texts", action="store_true", help="leave the passages' texts out (hits show ids only)")
+    p.add_argument("--dense-only", action="store_true", help="leave the BM25 postings out (the index then "
+                   "searches with --mode dense only)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out folder")
 
 

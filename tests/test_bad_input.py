@@ -29,7 +29,7 @@ BEGIN, END = "<!-- rows: generated from tests/test_bad_input.py -->", "<!-- end 
 HEADER = ("| input | what swembed does | the line on stderr (an error: after `swembed <command>: error: `) | test |"
           "\n|---|---|---|---|")
 # every module whose tests carry a row, in page order
-PROMISE_MODULES = ("test_bad_input", "test_checks", "test_fuzz", "test_hub_inputs")
+PROMISE_MODULES = ("test_bad_input", "test_checks", "test_fuzz", "test_hub_inputs", "test_untrusted_tables")
 
 
 @dataclass(frozen=True)
@@ -225,7 +225,8 @@ GOOD = {1: "the cat sat", 3: "the good mat\u00e9", 5: "on the mat"}  # line numb
          "out and counted; `strict`: stops at the first, naming it, and writes nothing",
          "<n> texts -> <output> (<n>, <dim>); <k> lines not UTF-8 (decoded with U+FFFD)",
          "<n> texts -> <output> (<n>, <dim>); <k> lines not UTF-8 (skipped)",
-         "<input>:<line>: not valid UTF-8 (<reason> at byte <offset>); use --errors replace or skip")
+         "<input>:<line>: not valid UTF-8 (<reason> at byte <offset>); give its encoding with --encoding NAME "
+         "(e.g. latin-1, cp1251) or use --errors replace")
 @pytest.mark.parametrize("errors", ["replace", "skip", "strict"])
 def test_encode_input_not_utf8(tmp_path, tiny_model, promised, errors):
     source, out = tmp_path / "in.txt", tmp_path / "out.npy"
@@ -235,8 +236,9 @@ def test_encode_input_not_utf8(tmp_path, tiny_model, promised, errors):
         out.write_bytes(b"an earlier result")
         result = run_cli(["encode", tiny_model, "--input", source, "--output", out, "--errors", "strict",
                           "--overwrite"])
-        assert error_line(result, "encode", promised) == \
-            f"{source}:2: not valid UTF-8 (invalid start byte at byte 2); use --errors replace or skip"
+        assert error_line(result, "encode", promised) == (
+            f"{source}:2: not valid UTF-8 (invalid start byte at byte 2); give its encoding with --encoding NAME "
+            "(e.g. latin-1, cp1251) or use --errors replace")
         assert out.read_bytes() == b"an earlier result"
         return
     result = run_cli(["encode", tiny_model, "--input", source, "--output", out, "--errors", errors])

@@ -74,7 +74,9 @@ def test_every_line_accounted_for_on_hostile_text(model_dir, tmp_path):
              b"Market prices rose sharply today.", b"Rain will fall tomorrow.", b"The cat sat on the mat today."]
     path = tmp_path / "in.txt"
     path.write_bytes(b"\n".join(lines) + b"\n")
-    summary = dedup([path], model_dir, tmp_path / "out", DedupConfig(threshold=0.8, progress=False))
+    summary = dedup([path], model_dir, tmp_path / "out", DedupConfig(threshold=0.8, progress=False,
+                                                                    errors="replace"))  # line 6 is not UTF-8
+    assert summary["undecodable_lines"] == {str(path): 1}
     rows = read_mapping(tmp_path / "out")
     assert [int(r["record"]) for r in rows] == list(range(len(lines)))
     assert [int(r["position"]) for r in rows] == list(range(1, len(lines) + 1))
@@ -469,8 +471,9 @@ def test_several_text_columns_keep_every_column(model_dir, tmp_path):
     (tmp_path / "joined.jsonl").write_text("".join(json.dumps(r) + "\n" for r in joined), encoding="utf-8")
     assert main(["dedup", str(tmp_path / "a.jsonl"), str(tmp_path / "b.parquet"), "--model", str(model_dir),
                  "--text-column", "title", "--text-column", "body", "--out", str(tmp_path / "two"), "--quiet"]) == 0
-    assert main(["dedup", str(tmp_path / "joined.jsonl"), str(tmp_path / "joined.jsonl"), "--model", str(model_dir),
-                 "--out", str(tmp_path / "one"), "--quiet"]) == 0
+    (tmp_path / "joined-again.jsonl").write_bytes((tmp_path / "joined.jsonl").read_bytes())  # one file twice: refused
+    assert main(["dedup", str(tmp_path / "joined.jsonl"), str(tmp_path / "joined-again.jsonl"), "--model",
+                 str(model_dir), "--out", str(tmp_path / "one"), "--quiet"]) == 0
     two, one = read_mapping(tmp_path / "two"), read_mapping(tmp_path / "one")
     assert [(r["representative"], r["reason"]) for r in two] == [(r["representative"], r["reason"]) for r in one]
     assert [r["reason"] for r in two[:5]] == ["kept", "kept", "exact", "kept", "kept"]  # title and body both count

@@ -35,7 +35,7 @@ def test_ensemble_rejects_bad_weights_and_export_formats(tmp_path, capsys):
     a = _table(tmp_path, "a", ["x", "y"], 3, 0)
     b = _table(tmp_path, "b", ["y", "z"], 3, 1)
     assert main(["ensemble", a, b, "--weights", "1,0", "--out", str(tmp_path / "e")]) == 2
-    assert "weights must be positive" in capsys.readouterr().err
+    assert "weights must be between 1e-06 and 1e+06, got [1.0, 0.0]" in capsys.readouterr().err
     assert main(["ensemble", a, b, "--weights", "1", "--out", str(tmp_path / "e")]) == 2
     assert "1 weights for 2 members" in capsys.readouterr().err
     assert not (tmp_path / "e").exists()

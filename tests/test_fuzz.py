@@ -166,7 +166,7 @@ RECORDS = ["the cat sat", "the cat sat", "a good dog", "the good dog", "on the m
          "each: refused in one line (rc 2, argparse's usage line before it for a value of the wrong type), or a "
          "result that maps every record (dedup) or loads and encodes (ensemble); nothing outside the output touched",
          "<flag> <problem>", "argument <flag>: invalid <type> value: <value>",
-         "weights must be positive and finite, got <list>",
+         "weights must be between 1e-06 and 1e+06, got <list>",
          "<n> weights for <m> members")
 @settings(FUZZ, max_examples=60)
 @given(flags=DEDUP_FLAGS, weights=st.lists(NUMBERS, min_size=1, max_size=3))

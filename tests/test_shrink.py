@@ -139,8 +139,8 @@ def test_cli_recipe_flags_and_bad_input(piece_model: Path, tmp_path: Path):
     assert bad.returncode == 2 and "wordz" in bad.stderr and str(recipe) in bad.stderr
     for flag, value, message in (("--gram-buckets", "-1", "shrink gram_buckets must be at least 0 (leave it out for "
                                   "the source's gram rows; 0 drops them), got -1"),
-                                 ("--oov-weight", "nan", "shrink oov_weight must be a finite number above 0 (leave it "
-                                  "out for the source's weight), got nan")):
+                                 ("--oov-weight", "nan", "shrink oov_weight must be a finite number between 1e-06 "
+                                  "and 1e+06 (leave it out for the source's weight), got nan")):
         bad = run_cli(["shrink", piece_model, "--out", tmp_path / "x", flag, value], same_process=True)
         assert bad.returncode == 2 and bad.stderr.strip().endswith(f"error: {message}"), bad.stderr
         assert not (tmp_path / "x").exists()

@@ -4,12 +4,17 @@
  */
 import { halfToFloat, parseNpy } from './npy.js';
 import { search, similarity } from './search.js';
-import { FormatError, WordTokenizer, tokenizationRules } from './tokenizer.js';
+import { FormatError, WEIGHTS, WordTokenizer, tokenizationRules } from './tokenizer.js';
 import { PADDED } from './unicode.js';
 import { WordPiece } from './wordpiece.js';
 
 export const FORMAT_NAME = 'swe-static';
 export const FORMAT_VERSION = 1;
+const MAGNITUDES = [1e-15, 1e15]; // a non-zero row's largest |value| (and every scale), as Python checks it
+const FLOAT32_TINY = 2 ** -126;
+
+/** What encode and encodeBatch throw for an argument that is not a text (a TypeError). */
+export class InputError extends TypeError {}
 
 export class StaticEmbedder {
   /**
@@ -74,6 +79,7 @@ export class StaticEmbedder {
     const rules = tokenizationRules(config.tokenization || {});
     const end = pieces ? pieces[0] : rows;
     checkWords(words, end);
+    checkValues(table, this.scales, words, this.codes !== null);
     const vocab = new Map();
     for (let i = 0; i < end; i++) vocab.set(words[i], i);
     const pieceRows = new Map();
@@ -83,15 +89,20 @@ export class StaticEmbedder {
     if (wordPiece) for (const token of pieceRows.keys()) if (!wordPiece.vocab.has(token)) pieceRows.delete(token);
     this.tokenizer = new WordTokenizer(vocab, rules, wordPiece, pieceRows, grams);
     const subspaces = config.ensemble && config.ensemble.subspaces;
-    if (subspaces && subspaces.length) {
-      const total = subspaces.reduce((a, s) => a + s.weight, 0);
+    if (subspaces && subspaces.length) { // weights over the largest, as Python: their sum cannot overflow
+      const top = Math.max(...subspaces.map((s) => s.weight));
+      const total = subspaces.reduce((a, s) => a + s.weight / top, 0);
       let at = 0;
-      this.blocks = subspaces.map((s) => [at, (at += s.dim), Math.sqrt(s.weight / total)]);
+      this.blocks = subspaces.map((s) => [at, (at += s.dim), Math.sqrt(s.weight / top / total)]);
     } else this.blocks = [[0, dim, 1]];
   }
 
   /** The sentence vector of one text. */
   encode(text) {
+    if (typeof text !== 'string') {
+      const hint = Array.isArray(text) ? ': give an array of texts to encodeBatch' : '';
+      throw new InputError(`encode takes a string, got ${describe(text)}${hint}`);
+    }
     const sum = new Float64Array(this.dim);
     const tokenizer = this.tokenizer;
     let total = 0;
@@ -111,9 +122,18 @@ export class StaticEmbedder {
     return this.normalize(sum, total);
   }
 
-  /** One vector per text. */
+  /** One vector per text (an array, or any iterable, of strings). */
   encodeBatch(texts) {
-    return texts.map((text) => this.encode(text));
+    if (typeof texts === 'string') {
+      throw new InputError('encodeBatch takes an array of strings, got a string: give [text], or call encode(text)');
+    }
+    if (texts === null || typeof texts !== 'object' || typeof texts[Symbol.iterator] !== 'function') {
+      throw new InputError(`encodeBatch takes an array of strings, got ${describe(texts)}`);
+    }
+    const list = Array.from(texts);
+    const bad = list.findIndex((text) => typeof text !== 'string');
+    if (bad >= 0) throw new InputError(`encodeBatch takes an array of strings; text ${bad} is ${describe(list[bad])}`);
+    return list.map((text) => this.encode(text));
   }
 
   /** Cosine similarities of texts (search.js, `similarity`): as model.similarity in Python. */
@@ -121,9 +141,9 @@ export class StaticEmbedder {
     return similarity(this, a, b);
   }
 
-  /** Each query's topK passages of corpus by cosine (search.js, `search`): as model.search in Python. */
-  search(queries, corpus, topK = 10) {
-    return search(this, queries, corpus, topK);
+  /** Each query's topK passages of corpus by cosine, BM25 or both (search.js, `search`): as model.search in Python. */
+  search(queries, corpus, topK = 10, options = {}) {
+    return search(this, queries, corpus, topK, options);
   }
 
   /** The weighted mean of table rows, normalised (what encode computes from a text's rows). */
@@ -156,12 +176,69 @@ export class StaticEmbedder {
     const out = new Float32Array(this.dim);
     if (!(total > 0)) return out;
     for (const [start, end, scale] of this.blocks) {
+      if (scale < FLOAT32_TINY) continue; // a weight too small beside the largest to count (Python: in float32)
       let norm = 0;
       for (let j = start; j < end; j++) norm += (sum[j] / total) ** 2;
       norm = Math.sqrt(norm) / scale;
       for (let j = start; j < end; j++) out[j] = norm > 0 ? sum[j] / total / norm : 0;
     }
     return out;
+  }
+}
+
+/** A value for a message: its type, and the value itself where it is short. */
+function describe(value) {
+  if (value === null || value === undefined) return String(value);
+  if (Array.isArray(value)) return 'an array';
+  const shown = typeof value === 'object' || typeof value === 'function' ? '' : ` (${String(value).slice(0, 60)})`;
+  return `${typeof value}${shown}`;
+}
+
+/** x as Python's '%.3g' writes it (the magnitude in a refusal, as Python's message has it). */
+function formatG3(x) {
+  const [mantissa, exponent] = x.toExponential(2).split('e');
+  const e = Number(exponent);
+  if (e < -4 || e >= 3) {
+    return `${mantissa.replace(/\.?0+$/, '')}e${e < 0 ? '-' : '+'}${String(Math.abs(e)).padStart(2, '0')}`;
+  }
+  return x.toFixed(Math.max(0, 2 - e)).replace(/(\.\d*?)0+$/, '$1').replace(/\.$/, '');
+}
+
+/** Whether a row's largest |value| (NaN for a row holding one) is zero or within MAGNITUDES. */
+const usable = (peak) => peak === 0 || (peak >= MAGNITUDES[0] && peak <= MAGNITUDES[1]);
+
+function problem(peak) {
+  if (!Number.isFinite(peak)) return 'holds NaN or infinite values';
+  return `holds values of magnitude ${formatG3(peak)}, outside 1e-15 to 1e+15 (its vectors would underflow or ` +
+    'overflow float32)';
+}
+
+/**
+ * The table's values as Python checks them at load (swembed/runtime/folder.py, first_bad_row): every scale, then
+ * every row of a float table (a codebook's shared rows), finite with a largest |value| of 0 or within MAGNITUDES;
+ * else the first bad row is refused, named as Python names it.
+ */
+function checkValues(table, scales, words, coded) {
+  const fail = (file, row, peak, label) => {
+    const named = label && row < words.length ? ` (${JSON.stringify(words[row])})` : '';
+    throw new FormatError(`${file}: row ${row}${named} ${problem(peak)} (the first such row); the table is damaged: ` +
+      'rebuild or re-export the model');
+  };
+  if (scales) {
+    const row = scales.findIndex((s) => !usable(Math.abs(s)));
+    if (row >= 0) fail('scales.npy', row, Math.abs(scales[row]), true);
+  }
+  if (table.dtype !== 'float32' && table.dtype !== 'float16') return;
+  const [rows, d] = table.shape;
+  const value = table.dtype === 'float16' ? ((h) => (v) => h[v])(halfToFloat()) : (v) => v;
+  for (let r = 0; r < rows; r++) {
+    let peak = 0;
+    for (let j = r * d; j < (r + 1) * d; j++) {
+      const v = Math.abs(value(table.data[j]));
+      if (!(v <= peak)) peak = v; // NaN sticks: no later comparison replaces it
+      if (Number.isNaN(peak)) break;
+    }
+    if (!usable(peak)) fail('embeddings.npy', r, peak, !coded);
   }
 }
 
@@ -226,4 +303,23 @@ function checkConfig(config) {
   if (config.languages && Object.keys(config.languages).length) {
     throw new FormatError('config.json: multilingual tables (languages) are not supported by swembed.js yet');
   }
+  checkEnsemble(config.ensemble);
+}
+
+/** An ensemble's sub-spaces as Python checks them (folder.py, _check_ensemble): dims >= 1, weights in WEIGHTS. */
+function checkEnsemble(ensemble) {
+  if (ensemble === undefined || ensemble === null) return;
+  const subspaces = typeof ensemble === 'object' ? ensemble.subspaces ?? [] : null;
+  const valid = (s) => s && typeof s === 'object' && Number.isInteger(s.dim) && s.dim >= 1 &&
+    typeof s.weight === 'number' && s.weight > 0 && s.weight < Infinity;
+  if (!Array.isArray(subspaces) || !subspaces.every(valid)) {
+    throw new FormatError('config.json: ensemble subspaces must be a list of {"dim": an integer >= 1, "weight": a ' +
+      `number above 0}, got ${JSON.stringify(subspaces)}`);
+  }
+  subspaces.forEach((s, i) => {
+    if (!(s.weight >= WEIGHTS[0] && s.weight <= WEIGHTS[1])) {
+      throw new FormatError(`config.json: ensemble subspace ${i} weight must be between 1e-06 and 1e+06 (weights ` +
+        `are relative: scale them all), got ${JSON.stringify(s.weight)}`);
+    }
+  });
 }

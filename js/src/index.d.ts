@@ -6,6 +6,8 @@ export declare class FormatError extends Error {}
 export declare class UnsupportedTokenizerError extends Error {}
 /** An unreadable or truncated .npy file. */
 export declare class NpyError extends Error {}
+/** An argument of encode or encodeBatch that is not a text (a string) or an array of texts. */
+export declare class InputError extends TypeError {}
 
 export declare const FORMAT_NAME: 'swe-static';
 export declare const FORMAT_VERSION: 1;
@@ -75,13 +77,14 @@ export declare class StaticEmbedder {
   readonly tokenizer: WordTokenizer;
   /** The L2-normalised sentence vector of a text (the zero vector when no word has a row). */
   encode(text: string): Float32Array;
-  encodeBatch(texts: string[]): Float32Array[];
+  /** One vector per text (an array, or any iterable, of strings); anything else throws an InputError. */
+  encodeBatch(texts: Iterable<string>): Float32Array[];
   /** Cosine similarities, as model.similarity in Python (see `similarity`). */
   similarity(a: string, b: string): number;
   similarity(a: string | string[], b: string | string[]): Float32Array | Float32Array[];
-  /** Each query's topK passages of corpus by cosine, best first, ties by lower index (see `search`). */
-  search(queries: string, corpus: string[], topK?: number): Hit[];
-  search(queries: string[], corpus: string[], topK?: number): Hit[][];
+  /** Each query's topK passages of corpus by cosine, BM25 or both, best first, ties by lower index (see `search`). */
+  search(queries: string, corpus: string[], topK?: number, options?: SearchOptions): Hit[];
+  search(queries: string[], corpus: string[], topK?: number, options?: SearchOptions): Hit[][];
   meanRows(ids: number[], weights: number[]): Float32Array;
 }
 
@@ -115,12 +118,29 @@ export interface ConformanceResult {
 export declare function compareConformance(model: StaticEmbedder, conformance: object,
   minCosine?: number): ConformanceResult;
 
-/** A passage found for a query: its row in the corpus, its cosine (float32), its id (the row). */
+/** A passage found for a query: its row in the corpus, its score (float32: the cosine; a lexical or hybrid search:
+ * that score), its id (the row), its cosine, and its BM25 score (lexical and hybrid searches). */
 export interface Hit {
   index: number;
   score: number;
   id: number;
+  dense: number;
+  lexical?: number;
 }
+/** How `search` ranks: by cosine ('dense', the default), BM25 ('lexical') or both ('hybrid', weighed by alpha). */
+export interface SearchOptions {
+  mode?: 'dense' | 'lexical' | 'hybrid';
+  alpha?: number;
+}
+/** swembed.runtime.lexical's defaults: BM25's k1 and b, the hybrid's weight of the cosine. */
+export declare const BM25_K1: number;
+export declare const BM25_B: number;
+export declare const HYBRID_ALPHA: number;
+/** BM25 of every passage of corpus for each query, over the table's words (as Python's lexical search). */
+export declare function bm25(model: StaticEmbedder, queries: string[], corpus: string[],
+  settings?: { k1?: number; b?: number }): Float32Array[];
+/** One query's hybrid scores: alpha * z(cosines) + (1 - alpha) * z(bm25), per passage. */
+export declare function hybrid(cosines: Float32Array, lexical: Float32Array, alpha?: number): Float32Array;
 /** The float32 dot product of two vectors: their cosine, for sentence vectors. */
 export declare function dot(a: Float32Array, b: Float32Array): number;
 /** The topK of `vectors` nearest `query` by cosine, best first, equal scores by lower index. */
@@ -130,6 +150,9 @@ export declare function rank(query: Float32Array, vectors: Float32Array[], topK?
 export declare function similarity(model: StaticEmbedder, a: string, b: string): number;
 export declare function similarity(model: StaticEmbedder, a: string | string[],
   b: string | string[]): Float32Array | Float32Array[];
-/** Each query's topK passages of corpus by cosine, best first, ties by lower index (as model.search in Python). */
-export declare function search(model: StaticEmbedder, queries: string, corpus: string[], topK?: number): Hit[];
-export declare function search(model: StaticEmbedder, queries: string[], corpus: string[], topK?: number): Hit[][];
+/** Each query's topK passages of corpus by cosine, BM25 or both, best first, ties by lower index (as model.search
+ * in Python, with its mode and alpha). */
+export declare function search(model: StaticEmbedder, queries: string, corpus: string[], topK?: number,
+  options?: SearchOptions): Hit[];
+export declare function search(model: StaticEmbedder, queries: string[], corpus: string[], topK?: number,
+  options?: SearchOptions): Hit[][];

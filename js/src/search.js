@@ -1,7 +1,15 @@
 /**
  * Ranking by cosine, as Python ranks (swembed/runtime/search.py): sentence vectors are unit vectors (or zero), so a
- * float32 dot product is their cosine; hits come best first, equal scores by lower index.
+ * float32 dot product is their cosine; hits come best first, equal scores by lower index. Lexical and hybrid
+ * ranking as Python's (swembed/runtime/lexical.py): BM25 over the table's words, and per query the z-scores of the
+ * cosines and of BM25 mixed by alpha.
  */
+
+/** swembed.runtime.lexical's defaults (chosen on dev data: reports/hybrid.md). */
+export const BM25_K1 = 1.5;
+export const BM25_B = 0.9;
+export const HYBRID_ALPHA = 0.5;
+const MODES = ['dense', 'hybrid', 'lexical'];
 
 /** The float32 dot product of two vectors (summed in float64, rounded to float32 once). */
 export function dot(a, b) {
@@ -14,13 +22,76 @@ function checkTopK(topK) {
   if (!Number.isInteger(topK) || topK < 1) throw new RangeError(`topK must be an integer of at least 1, got ${topK}`);
 }
 
-/** The topK rows of `vectors` (an array of Float32Array) nearest `query`: [{index, score, id}], id = index. */
+/** The rows of the topK highest `scores`, highest first, equal scores by lower row. */
+function best(scores, topK) {
+  const order = Uint32Array.from(scores.keys()).sort((a, b) => scores[b] - scores[a] || a - b);
+  return order.subarray(0, Math.min(topK, order.length));
+}
+
+/** The topK rows of `vectors` (an array of Float32Array) nearest `query`: [{index, score, id, dense}], id = index,
+ * dense = score (the cosine). */
 export function rank(query, vectors, topK = 10) {
   checkTopK(topK);
   if (!vectors.length) throw new RangeError('search needs a corpus of at least one passage; this one is empty');
   const scores = Float32Array.from(vectors, (v) => dot(query, v));
-  const order = Uint32Array.from(scores.keys()).sort((a, b) => scores[b] - scores[a] || a - b);
-  return Array.from(order.subarray(0, Math.min(topK, order.length)), (i) => ({ index: i, score: scores[i], id: i }));
+  return Array.from(best(scores, topK), (i) => ({ index: i, score: scores[i], id: i, dense: scores[i] }));
+}
+
+/**
+ * BM25 of every passage of `corpus` for each query (one Float32Array per query), over the words the model's
+ * tokenizer splits them into: Lucene's idf ln(1 + (N - df + 0.5) / (df + 0.5)) and saturation
+ * tf / (tf + k1 (1 - b + b length / average length)); a repeated query word counts each time.
+ */
+export function bm25(model, queries, corpus, { k1 = BM25_K1, b = BM25_B } = {}) {
+  const postings = new Map(); // word -> [passage, count, passage, count, ...], passages rising
+  const lengths = new Float64Array(corpus.length);
+  corpus.forEach((text, i) => {
+    const counts = new Map();
+    for (const word of model.tokenizer.words(text)) counts.set(word, (counts.get(word) || 0) + 1);
+    for (const [word, count] of counts) {
+      if (!postings.has(word)) postings.set(word, []);
+      postings.get(word).push(i, count);
+      lengths[i] += count;
+    }
+  });
+  const n = corpus.length;
+  const average = lengths.reduce((sum, x) => sum + x, 0) / Math.max(n, 1);
+  return queries.map((query) => {
+    const scores = new Float64Array(n);
+    for (const word of model.tokenizer.words(query)) {
+      const found = postings.get(word);
+      if (!found) continue;
+      const df = found.length / 2;
+      const idf = Math.log1p((n - df + 0.5) / (df + 0.5));
+      for (let j = 0; j < found.length; j += 2) {
+        const [row, tf] = [found[j], found[j + 1]];
+        scores[row] += Math.fround(idf * tf / (tf + k1 * (1 - b + (b * lengths[row]) / Math.max(average, 1e-12))));
+      }
+    }
+    return Float32Array.from(scores);
+  });
+}
+
+/** Each value minus the mean, times `weight` over the standard deviation (all 0 when every value is the same), in
+ * float32 as Python computes it (the mean and deviation summed in float64). */
+function standardised(scores, weight) {
+  const mean = scores.reduce((sum, x) => sum + x, 0) / scores.length;
+  const spread = Math.sqrt(scores.reduce((sum, x) => sum + (x - mean) ** 2, 0) / scores.length);
+  const [centre, scale] = [Math.fround(mean), Math.fround(spread > 0 ? weight / spread : 0)];
+  return Float32Array.from(scores, (x) => Math.fround(x - centre) * scale);
+}
+
+/** The hybrid score of one query: alpha * z(cosines) + (1 - alpha) * z(bm25), as float32. */
+export function hybrid(cosines, lexical, alpha = HYBRID_ALPHA) {
+  const words = standardised(lexical, 1 - alpha);
+  return standardised(cosines, alpha).map((z, i) => z + words[i]);
+}
+
+function checkOptions(mode, alpha) {
+  if (!MODES.includes(mode)) throw new RangeError(`mode must be one of ${MODES.join(', ')}, got ${mode}`);
+  if (typeof alpha !== 'number' || !(alpha >= 0 && alpha <= 1)) {
+    throw new RangeError(`alpha must be a number from 0 to 1, got ${alpha}`);
+  }
 }
 
 /**
@@ -36,11 +107,28 @@ export function similarity(model, a, b) {
   return typeof b === 'string' ? Float32Array.from(rows, (row) => row[0]) : rows;
 }
 
-/** Each query's topK passages of `corpus` by cosine, best first ({index, score, id}); one string query: its list. */
-export function search(model, queries, corpus, topK = 10) {
+/**
+ * Each query's topK passages of `corpus`, best first ({index, score, id, dense, lexical}); one string query: its
+ * list. `mode`: 'dense' (cosine, the default), 'lexical' (BM25) or 'hybrid' (both, weighed by `alpha`), as
+ * model.search(..., mode, alpha) in Python; `dense` is each hit's cosine, `lexical` its BM25 (lexical and hybrid).
+ */
+export function search(model, queries, corpus, topK = 10, { mode = 'dense', alpha = HYBRID_ALPHA } = {}) {
   checkTopK(topK);
+  checkOptions(mode, alpha);
   const vectors = model.encodeBatch(corpus);
-  const found = model.encodeBatch(typeof queries === 'string' ? [queries] : queries)
-    .map((q) => rank(q, vectors, topK));
+  const asked = typeof queries === 'string' ? [queries] : queries;
+  const encoded = model.encodeBatch(asked);
+  let found;
+  if (mode === 'dense') found = encoded.map((q) => rank(q, vectors, topK));
+  else {
+    if (!vectors.length) throw new RangeError('search needs a corpus of at least one passage; this one is empty');
+    const lexical = bm25(model, [...asked], corpus);
+    found = encoded.map((q, i) => {
+      const cosines = Float32Array.from(vectors, (v) => dot(q, v));
+      const scores = mode === 'lexical' ? lexical[i] : hybrid(cosines, lexical[i], alpha);
+      return Array.from(best(scores, topK), (j) => ({ index: j, score: scores[j], id: j, dense: cosines[j],
+        lexical: lexical[i][j] }));
+    });
+  }
   return typeof queries === 'string' ? found[0] : found;
 }

@@ -12,6 +12,12 @@ const GRAM_SIZES = [3, 4, 5];
 const OOV_CACHE_LIMIT = 1_000_000;
 const encoder = new TextEncoder();
 
+/**
+ * A weight of the mean (oov_weight, an ensemble member's weight) lies in [1e-6, 1e6], as Python checks it
+ * (swembed/runtime/tokenizer.py, WEIGHTS): no sum of rows overflows, no share of it underflows.
+ */
+export const WEIGHTS = [1e-6, 1e6];
+
 export class FormatError extends Error {}
 
 /** The tokenisation rules of config.json ("tokenization"), with the Python defaults for absent keys. */
@@ -37,7 +43,10 @@ export function tokenizationRules(spec = {}, where = 'config.json') {
   if (!['pieces', 'teacher_prefix', 'none'].includes(rules.oov_backoff)) {
     throw new FormatError(`${where}: unknown tokenization oov_backoff ${JSON.stringify(rules.oov_backoff)}`);
   }
-  if (!(rules.oov_weight > 0)) throw new FormatError(`${where}: tokenization oov_weight must be above 0`);
+  if (!(typeof rules.oov_weight === 'number' && rules.oov_weight >= WEIGHTS[0] && rules.oov_weight <= WEIGHTS[1])) {
+    throw new FormatError(`${where}: tokenization oov_weight must be between 1e-06 and 1e+06, got ` +
+      `${JSON.stringify(rules.oov_weight)}`);
+  }
   if (rules.unicode_normalization && !['NFC', 'NFD', 'NFKC', 'NFKD'].includes(rules.unicode_normalization)) {
     throw new FormatError(`${where}: unknown unicode_normalization ${JSON.stringify(rules.unicode_normalization)}`);
   }

@@ -4,6 +4,7 @@ also for a target size; or connected components) and representatives."""
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -38,9 +39,16 @@ class ExactKey:
         text = normalize_text(text, self.form)
         return _SPACES.sub(" ", text.lower() if self.lowercase else text).strip()
 
-    def hashes(self, texts: Sequence[str]) -> np.ndarray:
-        """64-bit BLAKE2b of each text's key (collision odds ~N^2 / 2^65: 3e-8 for 1M texts)."""
-        return np.fromiter((int.from_bytes(hashlib.blake2b(self.key(t).encode("utf-8", "replace"),
+    def record_key(self, record: str | Sequence[str]) -> str:
+        """A record's key: its text's, or for the values of several text columns the JSON list of their keys, so
+        that columns keep their boundaries (("what is", "love") and ("what", "is love") differ)."""
+        if isinstance(record, str):
+            return self.key(record)
+        return json.dumps([self.key(value) for value in record], ensure_ascii=False)
+
+    def hashes(self, texts: Sequence[str | Sequence[str]]) -> np.ndarray:
+        """64-bit BLAKE2b of each record's key (``record_key``; collision odds ~N^2 / 2^65: 3e-8 for 1M texts)."""
+        return np.fromiter((int.from_bytes(hashlib.blake2b(self.record_key(t).encode("utf-8", "replace"),
                                                            digest_size=8).digest(), "little") for t in texts),
                            dtype=np.uint64, count=len(texts))
 
@@ -297,9 +305,13 @@ def star_to_target(n: int, a: np.ndarray, b: np.ndarray, sims: np.ndarray, rank:
     """Stars (``star_representatives``) at the highest threshold among the pairs' similarities that keeps at most
     ``target`` of the ``n`` texts (a binary search over those similarities; the kept count falls as the threshold
     does, almost always monotonically). Every removed text has cosine >= the returned threshold to its keeper.
-    When even ``floor`` (all the pairs) keeps more than ``target``, that is the result. Returns (representatives,
-    threshold)."""
-    if n <= target or len(sims) == 0:
+    When even ``floor`` (all the pairs) keeps more than ``target``, that is the result. When the target needs no cut
+    (``n <= target``) the threshold is 1, the highest a cosine has (only pairs of equal vectors join). The threshold
+    returned is the one applied: a re-cut there gives the same stars. Returns (representatives, threshold)."""
+    if n <= target:
+        keep = sims >= 1.0
+        return star_representatives(n, a[keep], b[keep], sims[keep], rank), 1.0
+    if len(sims) == 0:
         return np.arange(n), floor
 
     def stars_at(value: float) -> np.ndarray:
@@ -323,7 +335,10 @@ def star_to_target(n: int, a: np.ndarray, b: np.ndarray, sims: np.ndarray, rank:
 def merge_to_target(n: int, a: np.ndarray, b: np.ndarray, sims: np.ndarray, target: int
                     ) -> tuple[np.ndarray, float]:
     """Single-linkage: merge the most similar pairs first until ``target`` clusters remain (or pairs run out).
-    Returns the roots and the similarity of the last merge (the threshold that yields this many clusters)."""
+    Returns the roots and the similarity of the last merge (the threshold that yields this many clusters; 1 when
+    none was needed, with the pairs of equal vectors merged as a cut at 1 merges them)."""
+    if n <= target:
+        return connected_roots(n, a[sims >= 1.0], b[sims >= 1.0]), 1.0
     order = np.argsort(-sims, kind="stable")
     parent, clusters, last = np.arange(n), n, 1.0
 

@@ -38,7 +38,8 @@ from swembed.dedup.clusters import (
     star_representatives,
     star_to_target,
 )
-from swembed.dedup.records import KeptWriter, check_inputs, read_batches
+from swembed.dedup.records import KeptWriter, Reading, RecordError, check_inputs, read_batches
+from swembed.runtime.decoding import display_path
 from swembed.runtime.folder import atomic_directory
 from swembed.runtime.ranges import Range, check_ranges
 from swembed.runtime.testpoints import reached
@@ -68,6 +69,8 @@ class DedupConfig:
     progress: bool = True
     clusters: str = "star"  # star: each removed text is a near duplicate of its keeper; components: transitive
     pairs_floor: float | None = None  # lowest cosine of the pairs stored for a re-cut; default threshold - 0.1
+    encoding: str | None = None  # of .txt/.jsonl inputs; None: a byte-order mark's, else UTF-8
+    errors: str = "strict"  # a line that does not decode: refused (strict) or decoded with U+FFFD and counted
 
     def validate(self) -> None:
         if self.keep not in KEEPS:
@@ -83,9 +86,14 @@ class DedupConfig:
         if not columns or not all(isinstance(c, str) and c for c in columns) or len(set(columns)) < len(columns):
             raise ValueError(f"--text-column takes distinct non-empty column names, got {columns}")
         self.text_columns = tuple(columns)
+        self.encoding = self.reading().encoding  # an unknown encoding or policy fails here
         if self.pairs_floor is not None and self.pairs_floor > self.threshold_value():
             raise ValueError(f"--pairs-floor ({self.pairs_floor:g}) must be at most the threshold "
                              f"({self.threshold_value():g})")
+
+    def reading(self, digests: bool = False) -> Reading:
+        """How the inputs' lines are decoded (``records.Reading``); ``digests``: their SHA-256 hashed on the way."""
+        return Reading(self.encoding, self.errors, digests)
 
     def has_target(self) -> bool:
         return self.target_size is not None or self.target_fraction is not None
@@ -145,9 +153,10 @@ def first_pass(files: list[Path], model, config: DedupConfig, vectors_path: Path
     first_record, longest_record, longest_length = [], [], []
     record, per_file = 0, [0] * len(files)
     bar = _bar(sum(p.stat().st_size for p in files), config.progress, "dedup pass 1 (hash, encode)")
+    reading = config.reading(digests=True)
     with open(vectors_path, "wb") as vector_file:
-        for batch in read_batches(files, config.text_columns, config.batch_size):
-            hashes = key.hashes(batch.texts).tolist()
+        for batch in read_batches(files, config.text_columns, config.batch_size, reading=reading):
+            hashes = key.hashes(batch.values or batch.texts).tolist()
             uniques = np.empty(len(hashes), dtype=np.int64)
             new_texts = []
             for offset, (digest, text) in enumerate(zip(hashes, batch.texts)):
@@ -175,7 +184,16 @@ def first_pass(files: list[Path], model, config: DedupConfig, vectors_path: Path
     return FirstPass(np.concatenate(unique_of_record) if unique_of_record else np.zeros(0, np.int64),
                      np.asarray(first_record, np.int64), np.asarray(longest_record, np.int64),
                      np.asarray(longest_length, np.int64), vectors, np.fromiter(seen, np.uint64, len(seen)),
-                     time.perf_counter() - start, {"records_per_file": per_file})
+                     time.perf_counter() - start, {"records_per_file": per_file, **read_summary(files, reading)})
+
+
+def read_summary(files: list[Path], reading: Reading) -> dict:
+    """What reading the files found: each one's SHA-256 (a re-cut checks the inputs by it), the encoding of each
+    text file, and the lines that did not decode (``--errors replace``) by file."""
+    return {"sha256": [reading.sha256.get(i) for i in range(len(files))],
+            "encodings": [reading.decoded[i].encoding if i in reading.decoded else None for i in range(len(files))],
+            "undecodable_lines": {str(files[i]): len(d.bad_lines or []) for i, d in reading.decoded.items()
+                                  if d.bad_lines}}
 
 
 def cosine_to(vectors: np.ndarray, rep: np.ndarray) -> np.ndarray:
@@ -266,15 +284,20 @@ def per_record(first: FirstPass, result: dict, keep: str) -> dict:
     return {**result, "rep_record": rep_record, "similarity": result["similarity"][record_unique], "reason": reason}
 
 
-def write_outputs(files: list[Path], config: DedupConfig, result: dict, tmp: Path) -> float:
+def write_outputs(files: list[Path], config: DedupConfig, result: dict, tmp: Path,
+                  sha256: list | None = None) -> float:
+    """Pass 3: the kept records and ``mapping.tsv`` into ``tmp`` (a file name that is not UTF-8 as its bytes);
+    returns its seconds. ``sha256``: what each input's bytes hashed to when the run read them (a re-cut); an input
+    whose bytes now differ is refused once read (the temp folder then removed, nothing written)."""
     start = time.perf_counter()
     rep, sim, reason = result["rep_record"], result["similarity"], result["reason"]
     writer = KeptWriter(files, tmp)
     record = 0
+    reading = config.reading(digests=sha256 is not None)
     bar = _bar(sum(p.stat().st_size for p in files), config.progress, "dedup pass 3 (write)")
-    with open(tmp / "mapping.tsv", "w", encoding="utf-8") as mapping:
+    with open(tmp / "mapping.tsv", "w", encoding="utf-8", errors="surrogateescape") as mapping:
         mapping.write(MAPPING_HEADER)
-        for batch in read_batches(files, config.text_columns, config.batch_size, full_rows=True):
+        for batch in read_batches(files, config.text_columns, config.batch_size, full_rows=True, reading=reading):
             ids = range(record, record + len(batch.texts))
             writer.write(batch, [reason[i] == 0 for i in ids])
             source = str(files[batch.file])
@@ -284,6 +307,10 @@ def write_outputs(files: list[Path], config: DedupConfig, result: dict, tmp: Pat
             bar.update(batch.progress_bytes)
     bar.close()
     writer.close()
+    for index, expected in enumerate(sha256 or []):
+        if expected is not None and reading.sha256.get(index) != expected:
+            raise RecordError(f"{display_path(files[index])}: its content changed since the run (SHA-256 differs, "
+                              "though size and time may not); run swembed dedup again")
     return time.perf_counter() - start
 
 
@@ -328,8 +355,8 @@ def dedup(inputs: list[str | Path], model_path: str | Path, out: str | Path, con
     require("dedup", "scipy", *(["faiss"] if config.method == "ann" else []))
     read = [*map(str, inputs), *map(str, against), str(model_path)]
     check_writable(Path(out), overwrite, read)
-    files = check_inputs(inputs, config.text_columns)
-    reference_files = check_inputs(against, config.text_columns) if against else []
+    files = check_inputs(inputs, config.text_columns, config.encoding)
+    reference_files = check_inputs(against, config.text_columns, config.encoding) if against else []
     model = load(model_path)
     key = ExactKey.of_model(model)
     with atomic_directory(Path(out), overwrite, "dedup", read) as tmp:
@@ -357,6 +384,8 @@ def dedup(inputs: list[str | Path], model_path: str | Path, out: str | Path, con
             "pass3_write": round(write_seconds, 2), "grouping_cpu": round(result["grouping_cpu_s"], 3)})
         if match is not None:
             summary["references"] = reference_summary(reference_files, refs, n_records)
+            summary["against_sha256"] = refs.extra["sha256"]
+            summary["undecodable_lines"].update(refs.extra["undecodable_lines"])
         save_state(tmp / "state", first, result, found, match)
         (tmp / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     return summary
@@ -391,6 +420,8 @@ def run_summary(files: list[Path], reference_files: list[Path], model_path, dim:
     promise = guarantee(result["threshold"], lowest, config.clusters, bool(reference_files))
     return {
         "inputs": [str(p) for p in files], "input_stats": file_stats(files),
+        "input_sha256": first.extra.get("sha256", []), "input_encodings": first.extra.get("encodings", []),
+        "undecodable_lines": first.extra.get("undecodable_lines", {}),
         "records_per_input": first.extra.get("records_per_file", []),
         "against": [str(p) for p in reference_files], "against_stats": file_stats(reference_files),
         "model": str(model_path), "dim": dim, "records": int(len(result["reason"])),

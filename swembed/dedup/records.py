@@ -10,11 +10,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from swembed.runtime import records
+from swembed.runtime.decoding import display_path
 from swembed.runtime.records import (  # noqa: F401 - re-exported: dedup's modules read records through here
     Batch,
+    Reading,
     RecordError,
-    decode_line,
-    jsonl_text,
+    jsonl_values,
     read_batches,
 )
 
@@ -25,13 +26,20 @@ def input_format(path: Path) -> str:
     return records.input_format(path, FORMATS)
 
 
-def check_inputs(paths: Sequence[str | Path], text_columns: Sequence[str]) -> list[Path]:
-    """``records.check_inputs`` over dedup's formats, after refusing file names ``mapping.tsv`` cannot hold."""
+def check_inputs(paths: Sequence[str | Path], text_columns: Sequence[str], encoding: str | None = None) -> list[Path]:
+    """``records.check_inputs`` over dedup's formats, after refusing file names ``mapping.tsv`` cannot hold and a
+    file given twice (``a.txt ./a.txt``: its records would be mapped twice under one name)."""
+    seen: dict[Path, str] = {}
     for path in paths:
         if any(ch in str(path) for ch in "\t\n\r"):
             raise RecordError(f"{str(path)!r}: a tab or line break in a file name would break mapping.tsv's lines; "
                               "rename the file")
-    return records.check_inputs(paths, text_columns, FORMATS)
+        resolved = Path(path).resolve()
+        if resolved in seen:
+            raise RecordError(f"{display_path(path)}: given twice (also as {display_path(seen[resolved])}); give each "
+                              "input once")
+        seen[resolved] = str(path)
+    return records.check_inputs(paths, text_columns, FORMATS, encoding)
 
 
 def kept_names(files: list[Path]) -> list[str]:
@@ -88,6 +96,17 @@ class KeptWriter:
         writer.write_batch(batch.rows.filter(pa.array(keep)))
 
     def close(self) -> None:
+        """Close every kept file; an input none of whose records were written (none kept, or none there) gets an
+        empty one: no bytes, or a parquet file of no rows with the input's schema."""
+        for index, path in enumerate(self.files):
+            if index in self._handles or index in self._parquet:
+                continue
+            if records.input_format(path, FORMATS) != "parquet":
+                self._handles[index] = open(self._name(index), "wb")
+            else:
+                import pyarrow.parquet as pq
+
+                self._parquet[index] = pq.ParquetWriter(self._name(index), pq.read_schema(path))
         for handle in self._handles.values():
             handle.close()
         for writer in self._parquet.values():

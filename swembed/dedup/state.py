@@ -34,6 +34,7 @@ from swembed.dedup.job import (
 )
 from swembed.dedup.records import RecordError, input_format, read_batches
 from swembed.runtime.folder import atomic_directory
+from swembed.runtime.records import file_sha256
 
 
 class RunError(RecordError):
@@ -60,21 +61,51 @@ class Run:
             self.inputs = [Path(p) for p in self.summary["inputs"]]
             self.references = [Path(p) for p in self.summary.get("against", [])]
             n_unique, dim = len(self.arrays["first_record"]), int(self.summary["dim"])
-        except (ValueError, KeyError, TypeError, OSError, zipfile.BadZipFile) as exc:
-            raise RunError(f"{self.folder}: a damaged dedup run folder ({type(exc).__name__}: {exc})") from None
+            n_inputs = sum(int(n) for n in self.summary["records_per_input"])
+            n_refs = sum(int(r["records"]) for r in self.summary.get("references", []))
+        except (ValueError, KeyError, TypeError, OSError, zipfile.BadZipFile, RecursionError) as exc:
+            why = str(exc).splitlines()[0][:200] if str(exc) else ""
+            raise RunError(f"{self.folder}: a damaged dedup run folder ({type(exc).__name__}: {why})") from None
+        self._check_arrays(arrays_path, n_unique, n_inputs, n_refs)
         vectors = self.folder / "state" / VECTORS_FILE
         if vectors.stat().st_size != n_unique * dim * 4:
             raise RunError(f"{vectors}: {vectors.stat().st_size} bytes, not {n_unique} x {dim} float32")
         self.vectors = (np.memmap(vectors, dtype=np.float32, mode="r", shape=(n_unique, dim)) if n_unique
                         else np.zeros((0, dim), np.float32))
 
+    def _check_arrays(self, path: Path, n_unique: int, n_inputs: int, n_refs: int) -> None:
+        """Refuse ``state/arrays.npz`` arrays of another length or kind, or whose record, text or pair numbers fall
+        outside the run (an edited or damaged file would otherwise index past its arrays)."""
+        n_all = n_inputs + n_refs
+        limits: dict[str, tuple[int | None, int | None]] = {
+            "unique_of_record": (n_inputs, n_unique), "first_record": (n_unique, n_inputs),
+            "longest_record": (n_unique, n_inputs), "longest_length": (n_unique, None), "rep_record": (n_inputs, n_all),
+            "similarity": (n_inputs, None), "reason": (n_inputs, 4)}
+        if "pairs_a" in self.arrays:
+            pairs = len(self.arrays.get("pairs_similarity", ()))
+            limits.update(pairs_a=(pairs, n_unique), pairs_b=(pairs, n_unique), pairs_similarity=(pairs, None))
+        if "best_reference" in self.arrays:
+            references = len(self.arrays.get("reference_record", ()))
+            limits.update(best_reference=(n_unique, references), reference_similarity=(n_unique, None),
+                          reference_record=(None, n_all))
+        for name, (length, bound) in limits.items():
+            why = _array_problem(self.arrays.get(name), length, bound, name == "best_reference")
+            if why:
+                raise RunError(f"{path}: {name} {why}; the run folder is damaged (run swembed dedup again)")
+
     def check_inputs_unchanged(self) -> None:
-        """Refuse inputs (or references) that are gone or changed (size, modification time) since the run."""
+        """Refuse inputs (or references) that are gone or changed (size, modification time) since the run, and
+        references whose bytes differ from what the run read (SHA-256; the inputs' are checked as pass 3 reads
+        them: ``write_outputs``)."""
         for paths, stats in ((self.inputs, self.summary["input_stats"]),
                              (self.references, self.summary.get("against_stats", []))):
             for path, stat in zip(paths, stats):
                 if not path.is_file() or file_stats([path])[0] != list(stat):
                     raise RunError(f"{path}: changed or gone since the run in {self.folder}; run swembed dedup again")
+        for path, digest in zip(self.references, self.summary.get("against_sha256", [])):
+            if digest is not None and file_sha256(path) != digest:
+                raise RunError(f"{path}: its content changed since the run in {self.folder} (SHA-256 differs, though "
+                               "size and time may not); run swembed dedup again")
 
     def _files(self) -> tuple[list[Path], np.ndarray]:
         """Inputs then references, and the record number each starts at."""
@@ -109,7 +140,10 @@ class Run:
         a = self.arrays
         return FirstPass(a["unique_of_record"], a["first_record"], a["longest_record"], a["longest_length"],
                          self.vectors, np.zeros(0, np.uint64),
-                         extra={"records_per_file": self.summary.get("records_per_input", [])})
+                         extra={"records_per_file": self.summary.get("records_per_input", []),
+                                "sha256": self.summary.get("input_sha256", []),
+                                "encodings": self.summary.get("input_encodings", []),
+                                "undecodable_lines": self.summary.get("undecodable_lines", {})})
 
     def pairs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         a = self.arrays
@@ -132,6 +166,23 @@ class Run:
         return per_record(first, result, config.keep)
 
 
+def _array_problem(array: np.ndarray | None, length: int | None, bound: int | None, negatives: bool = False
+                   ) -> str | None:
+    """What is wrong with a state array (None: nothing): missing, of another length, not numbers, or holding an
+    index outside [0, ``bound``) (``negatives``: -1 allowed, no reference found; ``bound`` None: any finite)."""
+    if array is None:
+        return "is missing"
+    if array.ndim != 1 or (length is not None and len(array) != length):
+        return f"has shape {array.shape}, not ({length},)"
+    if array.dtype.kind not in "iuf" or (bound is not None and array.dtype.kind == "f"):
+        return f"holds {array.dtype}, not {'indices' if bound is not None else 'numbers'}"
+    if bound is None:
+        return None if np.isfinite(array).all() else "holds values that are not finite"
+    if len(array) and (array.min() < (-1 if negatives else 0) or array.max() >= bound):
+        return f"holds an index outside 0..{bound - 1}"
+    return None
+
+
 def rethreshold(run_folder: str | Path, threshold: float, out: str | Path, overwrite: bool = False,
                 progress: bool = True) -> dict:
     """Re-cut a finished run at ``threshold`` (at least its ``pairs_floor``) into a new run folder ``out``: the same
@@ -151,12 +202,13 @@ def rethreshold(run_folder: str | Path, threshold: float, out: str | Path, overw
         start = time.perf_counter()
         result = run.cut(threshold, config)
         cut_seconds = time.perf_counter() - start
-        write_seconds = write_outputs(run.inputs, config, result, tmp)
+        write_seconds = write_outputs(run.inputs, config, result, tmp, run.summary.get("input_sha256"))
         first = run.first_pass()
         summary = run_summary(run.inputs, run.references, run.summary["model"], int(run.summary["dim"]), config,
                               first, result, {"recut": round(cut_seconds, 2), "pass3_write": round(write_seconds, 2)})
-        if "references" in run.summary:
-            summary["references"] = run.summary["references"]
+        for name in ("references", "against_sha256"):
+            if name in run.summary:
+                summary[name] = run.summary[name]
         summary["recut_from"] = str(run.folder)
         (tmp / "state").mkdir()
         _link_or_copy(run.folder / "state" / VECTORS_FILE, tmp / "state" / VECTORS_FILE)

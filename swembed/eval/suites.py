@@ -39,23 +39,37 @@ def suite_data(suite: str) -> str:
     return "eval-mteb" if suite == "mteb" else "eval"
 
 
+def _check_search(suite: str, search: str | None, alpha: float | None) -> None:
+    """``--search`` and ``--alpha`` apply to the mteb suite, and ``--alpha`` to ``--search hybrid``."""
+    if (search is not None or alpha is not None) and suite != "mteb":
+        raise ValueError("--search and --alpha rank retrieval tasks: they apply to --suite mteb only")
+    if alpha is not None and search != "hybrid":
+        raise ValueError("--alpha weighs the hybrid search: give --search hybrid with it")
+
+
 def evaluate(spec: str, suite: str, data: Path, *, device: str = "auto", bucc: Path | None = None,
              give_lang: bool = False, tasks: list[str] | None = None,
-             split: str = "test") -> tuple[str, dict[str, float]]:
-    """(kind of model, scores) for one suite; ``tasks`` and ``split`` (test or dev) apply to ``mteb``."""
+             split: str = "test", search: str | None = None,
+             alpha: float | None = None) -> tuple[str, dict[str, float]]:
+    """(kind of model, scores) for one suite; ``tasks``, ``split`` (test or dev), ``search`` and ``alpha`` (how
+    retrieval tasks rank: ``swembed.integrations.mteb.mteb_encoder``) apply to ``mteb``."""
     from swembed._extras import require
     from swembed.eval.xling import evaluate_xling
 
     require("eval", "scipy")
     if suite not in SUITES:
         raise ValueError(f"--suite must be one of {SUITES}, got {suite!r}")
+    _check_search(suite, search, alpha)
     kind, encode, languages = load_encoder(spec, device=device)
     scores: dict[str, float] = {}
     if suite == "mteb":
         require("mteb", "mteb", "datasets")
         from swembed.eval.mteb_tasks import TASKS, evaluate_mteb
 
-        return kind, evaluate_mteb(encode, data, tasks or TASKS, split)
+        if search is not None and kind != "swembed":
+            raise ValueError(f"--search ranks with a swembed table's own search; {spec} is a {kind} model")
+        searcher = getattr(encode, "__self__", None) if search is not None else None  # the table of table.encode
+        return kind, evaluate_mteb(encode, data, tasks or TASKS, split, search=search, alpha=alpha, searcher=searcher)
     if suite in ("en", "all"):
         english = (lambda texts: encode(texts, lang="en")) if give_lang and languages else encode
         scores.update(evaluate_sts(english, data, EN_SETS))

@@ -22,7 +22,6 @@ the same number of buckets, else zero (an unknown word then weighs half as much 
 """
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +32,7 @@ import numpy as np
 from swembed.runtime.embedder import StaticEmbedder
 from swembed.runtime.folder import write_model_folder
 from swembed.runtime.outputs import check_writable
-from swembed.runtime.tokenizer import TokenIds, TokenizationRules
+from swembed.runtime.tokenizer import WEIGHTS, TokenIds, TokenizationRules
 
 
 @dataclass
@@ -185,8 +184,8 @@ def build_ensemble(specs: list[str], out: str | Path, weights: list[float] | Non
     weights = [1.0] * len(specs) if weights is None else [float(w) for w in weights]
     if len(weights) != len(specs):
         raise ValueError(f"{len(weights)} weights for {len(specs)} members")
-    if any(not 0 < w < math.inf for w in weights):
-        raise ValueError(f"weights must be positive and finite, got {weights}")
+    if not all(WEIGHTS.holds(w) for w in weights):  # as load checks them (config.json's ensemble weights)
+        raise ValueError(WEIGHTS.refusal("weights", weights))
     members = [load_member(s, TokenizationRules()) for s in specs]
     first_swe = next((m for m in members if m.rules is not None), None)
     rules = first_swe.rules if first_swe else TokenizationRules(oov_backoff="none")

@@ -54,7 +54,7 @@ def export_npy(model: StaticEmbedder, out: Path, dtype: str, overwrite: bool = F
         table, extra["scales"] = quantize_int8(table)
     else:
         table = table.astype(dtype)
-    config = {k: v for k, v in model.config.items() if k not in ("format", "format_version", "dtype")}
+    config = {k: v for k, v in model.config.items() if k not in ("format", "format_version", "dtype", "storage")}
     config["dtype"] = dtype
     config["tokenization"] = model.tokenizer.rules.to_dict()
     teacher_tokenizer = model.tokenizer.teacher_tokenizer

@@ -8,6 +8,10 @@ encoder, for any mteb task:
     result = mteb.evaluate(mteb_encoder(swembed.load("models/minilm-256")), mteb.get_tasks(["Banking77Classification"]))
 
 Tasks read from local files instead of the hub (``swembed eval --suite mteb``): ``swembed.eval.mteb_tasks``.
+
+``mteb_encoder(model, search="hybrid")`` (a swembed model) also ranks retrieval tasks with swembed's own search: it
+indexes the task's corpus (``SearchIndex``, with the lexical postings) and ranks each query by ``search`` (dense,
+lexical or hybrid: ``swembed.runtime.lexical``), mteb's ``SearchProtocol``; other tasks still only encode.
 """
 from __future__ import annotations
 
@@ -21,9 +25,15 @@ def require_mteb():
     return mteb
 
 
-def mteb_encoder(model, name: str = "swembed/static-embeddings", revision: str = "local"):
-    """An mteb ``AbsEncoder`` around ``model.encode`` (cosine similarity)."""
+def mteb_encoder(model, name: str = "swembed/static-embeddings", revision: str = "local", search: str | None = None,
+                 alpha: float | None = None):
+    """An mteb ``AbsEncoder`` around ``model.encode`` (cosine similarity); with ``search`` (``dense``, ``lexical`` or
+    ``hybrid``, a swembed model), retrieval tasks rank through ``SearchIndex.search`` with that mode and ``alpha``."""
     require_mteb()
+    if search is not None:
+        from swembed.runtime.lexical import check_alpha, check_mode
+
+        search, alpha = check_mode(search), check_alpha(alpha)
     from mteb.models.abs_encoder import AbsEncoder
     from mteb.models.model_meta import ModelMeta, ScoringFunction
 
@@ -36,6 +46,26 @@ def mteb_encoder(model, name: str = "swembed/static-embeddings", revision: str =
             texts = [text for batch in inputs for text in batch["text"]]
             return self.model.encode(texts)
 
+    class SweMtebSearch(SweMtebEncoder):
+        def index(self, corpus, *, task_metadata, hf_split, hf_subset, encode_kwargs, num_proc=None, **kwargs):
+            from mteb._create_dataloaders import _corpus_to_dict
+
+            from swembed.runtime.index import SearchIndex
+
+            rows = [_corpus_to_dict(row) for row in corpus]  # title + " " + text, as mteb encodes a document
+            self.corpus_ids = [row["id"] for row in rows]
+            self.search_index = SearchIndex.build(self.model, [row["text"] for row in rows], keep_texts=False,
+                                                  lexical=search != "dense")
+
+        def search(self, queries, *, task_metadata, hf_split, hf_subset, top_k, encode_kwargs, top_ranked=None,
+                   num_proc=None, **kwargs):
+            from mteb._create_dataloaders import _combine_queries_with_instruction_text
+
+            texts = list(_combine_queries_with_instruction_text(queries)["text"])
+            found = self.search_index.search(texts, top_k, mode=search, alpha=alpha)
+            return {query: {self.corpus_ids[hit.index]: hit.score for hit in hits}
+                    for query, hits in zip(queries["id"], found)}
+
     dim = getattr(model, "dim", None)
     meta = ModelMeta(
         loader=None, name=name, revision=revision, release_date=None, languages=None, n_parameters=None,
@@ -43,4 +73,4 @@ def mteb_encoder(model, name: str = "swembed/static-embeddings", revision: str =
         public_training_code=None, public_training_data=None, framework=["NumPy"],
         similarity_fn_name=ScoringFunction.COSINE, use_instructions=False, training_datasets=None,
     )
-    return SweMtebEncoder(model, meta)
+    return (SweMtebEncoder if search is None else SweMtebSearch)(model, meta)

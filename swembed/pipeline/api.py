@@ -1,14 +1,18 @@
 """``swembed.build``: the Python face of ``swembed build``. It makes the same ``BuildConfig`` the CLI makes (from a
-recipe, then the arguments on top), runs the same pipeline and returns the model."""
+recipe, then the arguments on top), runs the same pipeline and returns the model. Arguments of the wrong type are
+refused as ``BuildError`` (a ``ValueError``) in one line, as the CLI refuses its flags; SIGTERM unwinds a build as
+it does the CLI's (``terminate_raises``), so its temporary folder is removed, and one a killed process left is swept
+by the next run (``outputs.scratch_folder``)."""
 from __future__ import annotations
 
 import shutil
-import tempfile
 from dataclasses import fields
 from pathlib import Path
 
 from swembed.pipeline.config import SECTIONS, BuildConfig, BuildError, make_build_config
 from swembed.runtime import StaticEmbedder
+from swembed.runtime.outputs import scratch_folder, terminate_raises
+from swembed.runtime.testpoints import reached
 
 SOURCE = "swembed.build()"
 
@@ -47,11 +51,26 @@ def settings_from(overrides: dict) -> dict:
     return settings
 
 
+def _check_types(**given: tuple) -> None:
+    """Refuse an argument (value, allowed types) of another type in one line (None is always allowed)."""
+    for name, (value, kinds) in given.items():
+        kinds = kinds if isinstance(kinds, tuple) else (kinds,)
+        if value is not None and (not isinstance(value, kinds) or isinstance(value, bool)):
+            wanted = " or ".join("a path" if k is Path else "a BuildConfig" if k is BuildConfig else k.__name__
+                                 for k in kinds)
+            raise BuildError(f"{SOURCE}: {name} takes {wanted}, got {type(value).__name__} {value!r:.60}")
+
+
 def make_config(teacher: str | None = None, corpus: str | Path | list | dict | None = None, dim: int | None = None,
                 out: str | Path | None = None, recipe: str | Path | BuildConfig | None = None,
                 **overrides) -> BuildConfig:
     """The ``BuildConfig`` that ``build`` runs: the recipe's (or the defaults), then the arguments on top, every
     value checked as the CLI checks it (``make_build_config``)."""
+    _check_types(teacher=(teacher, str), out=(out, (str, Path)), recipe=(recipe, (str, Path, BuildConfig)),
+                 corpus=(corpus, (str, Path, list, tuple, dict)), dim=(dim, int))
+    if isinstance(corpus, (list, tuple)) and not all(isinstance(source, (str, Path)) for source in corpus):
+        raise BuildError(f"{SOURCE}: corpus takes paths (str or Path), got a list holding "
+                         f"{next(type(x).__name__ for x in corpus if not isinstance(x, (str, Path)))}")
     given = {"teacher": teacher, "out": None if out is None else str(out)}
     settings = {key: value for key, value in given.items() if value is not None}
     if isinstance(corpus, dict):  # the [corpus] section itself
@@ -79,13 +98,16 @@ def build(teacher: str | None = None, corpus: str | Path | list | dict | None = 
 
     if out is not None:
         config.check_inputs(overwrite)
-        run_build(config, force=force, quiet=quiet, overwrite=overwrite, checked=True)
+        with terminate_raises():
+            run_build(config, force=force, quiet=quiet, overwrite=overwrite, checked=True)
         return StaticEmbedder.load(config.out)
-    scratch = Path(tempfile.mkdtemp(prefix="swembed-build-"))
-    try:
-        config.out = str(scratch / "model")
-        config.check_inputs()
-        run_build(config, force=force, quiet=quiet, checked=True)
-        return StaticEmbedder.load(config.out, mmap=False)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    with terminate_raises():  # SIGTERM unwinds (the CLI's main does the same): the finally below runs
+        scratch = scratch_folder("swembed-build")
+        try:
+            reached("build: scratch folder made")
+            config.out = str(scratch / "model")
+            config.check_inputs()
+            run_build(config, force=force, quiet=quiet, checked=True)
+            return StaticEmbedder.load(config.out, mmap=False)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)

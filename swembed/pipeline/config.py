@@ -12,6 +12,7 @@ The CLI (flags, ``--recipe``) and ``swembed.build`` both make a ``BuildConfig`` 
 from __future__ import annotations
 
 import logging
+import re
 from copy import deepcopy
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
@@ -20,7 +21,7 @@ from swembed._extras import require
 from swembed.pipeline.splits import SplitsConfig, make_splits
 from swembed.runtime.compat import tomllib
 from swembed.runtime.ranges import Range
-from swembed.runtime.tokenizer import BACKOFFS, TokenizationRules
+from swembed.runtime.tokenizer import BACKOFFS, WEIGHTS, TokenizationRules
 from swembed.teachers.base import TEACHER_DTYPES, TEACHER_RUNTIMES, onnx_runtime_available
 
 SPACELESS = ("zh", "ja")
@@ -307,6 +308,8 @@ class BuildConfig:
         for key, allowed in CHOICES.items():
             if self.get(key) not in allowed:
                 raise BuildError(f"{key_label(key)} must be one of {', '.join(allowed)}, got {self.get(key)!r}")
+        if self.device not in DEVICES and not re.fullmatch(r"cuda:\d+", str(self.device)):
+            raise BuildError(f"device must be one of {', '.join(DEVICES)} or cuda:N, got {self.device!r}")
         self._check_paths()
         self._check_together()
 
@@ -373,6 +376,9 @@ class BuildConfig:
         for flag, paths in named.items():
             if any(not str(path).strip() for path in paths):
                 raise BuildError(f"{flag}: an empty path would read the current folder; give a file or folder")
+        if self.work_path.expanduser().exists() and not self.work_path.expanduser().is_dir():
+            raise BuildError(f"--work-dir {self.work_path}: a file, not a folder; the stage cache is a folder (give "
+                             "another path)")
         out, work = Path(self.out).expanduser().resolve(), self.work_path.expanduser().resolve()
         if Path(self.out).name not in ("", ".", "..") and (work == out or out in work.parents):  # else: check_writable
             raise BuildError(f"--work-dir {self.work_path} is inside --out {self.out}, which the finished model "
@@ -450,7 +456,7 @@ RANGES = {
     "corpus.min_words": Range(1),
     "corpus.max_words": Range(1),
     "corpus.max_sentences": Range(1, unset="no limit"),
-    "tokenization.oov_weight": Range(0, above=True),
+    "tokenization.oov_weight": WEIGHTS,
     "vocab.max_size": Range(1),
     "vocab.min_count": Range(1),
     "vocab.teacher_vocab_size": Range(1),

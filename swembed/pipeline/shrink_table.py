@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from swembed.runtime.ranges import Range, check_ranges
+from swembed.runtime.tokenizer import WEIGHTS
 
 STORAGES = ("float32", "float16", "int8", "int4", "codebook")
 GRAM_TARGETS = ("word", "residual")
@@ -64,7 +65,7 @@ SHRINK_RANGES = {
     "pieces": Range(1, unset="the source's pieces"),
     "dim": Range(1, unset="the source's dim"),
     "gram_buckets": Range(0, unset="the source's gram rows; 0 drops them"),
-    "oov_weight": Range(0, above=True, unset="the source's weight"),
+    "oov_weight": Range(WEIGHTS.low, WEIGHTS.high, unset="the source's weight"),
     "centroids": Range(1),
 }
 

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from swembed.pipeline import public_data
+from swembed.runtime.records import is_text_type
 from swembed.runtime.textfile import COMPRESSED, SNIFF_BYTES, check_text
 from swembed.runtime.tokenizer import WORD_PATTERN
 
@@ -210,10 +211,14 @@ def _parquet_records(path: Path, text_column: str) -> Iterator[str]:
     if text_column not in table.schema_arrow.names:
         raise CorpusError(f"{path}: no column {text_column!r}; columns are {table.schema_arrow.names}")
     kind = table.schema_arrow.field(text_column).type
-    if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
+    if not is_text_type(kind):  # strings, or strings dictionary-encoded (a pandas Categorical)
         raise CorpusError(f"{path}: column {text_column!r} holds {kind}, not text")
-    for batch in table.iter_batches(columns=[text_column]):
-        yield from (str(v) for v in batch.column(0).to_pylist() if v is not None)
+    try:
+        for batch in table.iter_batches(columns=[text_column]):
+            yield from (str(v) for v in batch.column(0).to_pylist() if v is not None)
+    except (OSError, pa.ArrowException) as exc:  # a damaged page: pyarrow names neither the file nor the row
+        raise CorpusError(f"{path}: not a readable parquet file ({str(exc).splitlines()[0]}); the file is "
+                          "damaged") from None
 
 
 def _zip_members(path: Path, limit: int = -1) -> Iterator[tuple[str, bytes]]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +19,7 @@ from swembed.runtime.folder import (
 from swembed.runtime.hub import local_or_hub, push_table
 from swembed.runtime.index import SearchIndex
 from swembed.runtime.langid import LanguageIdentifier
+from swembed.runtime.lexical import check_mode
 from swembed.runtime.search import Hit, dense_scores, rank
 from swembed.runtime.tokenizer import TokenIds, TokenizationRules, WordTokenizer
 
@@ -219,20 +220,26 @@ class StaticEmbedder:
             return float(scores[0, 0])
         return scores[0] if isinstance(a, str) else scores[:, 0] if isinstance(b, str) else scores
 
-    def search(self, queries: Iterable[str] | str, corpus: Iterable[str],
-               top_k: int = 10) -> list[list[Hit]] | list[Hit]:
-        """Each query's ``top_k`` passages of ``corpus`` by cosine, best first, as ``Hit(index, score, id)`` (id =
-        index); ties go to the lower index; a ``top_k`` above the corpus gives them all; one ``str`` query gives its
-        list alone. To search one corpus many times, ``index`` it."""
+    def search(self, queries: Iterable[str] | str, corpus: Iterable[str], top_k: int = 10, mode: str = "dense",
+               alpha: float | None = None) -> list[list[Hit]] | list[Hit]:
+        """Each query's ``top_k`` passages of ``corpus`` by cosine, best first, as ``Hit(index, score, id, dense,
+        lexical)`` (id = index); ties go to the lower index; a ``top_k`` above the corpus gives them all; one ``str``
+        query gives its list alone. ``mode`` ``lexical`` ranks by BM25, ``hybrid`` by both (``SearchIndex.search``).
+        To search one corpus many times, ``index`` it."""
+        if check_mode(mode) != "dense":
+            passages = _text_list(corpus)
+            if not passages:
+                raise ValueError("search needs a corpus of at least one passage; this one is empty")
+            return SearchIndex.build(self, passages, keep_texts=False).search(queries, top_k, mode, alpha)
         vectors = self.encode(corpus)
         hits = rank(lambda batch: dense_scores(batch, vectors), self.encode(queries), len(vectors), top_k)
         return hits[0] if isinstance(queries, str) else hits
 
     def index(self, corpus: Iterable[str], ids: Iterable[int | str] | None = None, dtype: str = "float32",
-              keep_texts: bool = True) -> SearchIndex:
-        """A ``SearchIndex`` of ``corpus`` (see ``SearchIndex.build``): ``index.search(queries, top_k)``,
-        ``index.save(folder)``."""
-        return SearchIndex.build(self, corpus, ids, dtype, keep_texts)
+              keep_texts: bool = True, lexical: bool = True) -> SearchIndex:
+        """A ``SearchIndex`` of ``corpus`` (see ``SearchIndex.build``): ``index.search(queries, top_k, mode)``,
+        ``index.save(folder)``; ``lexical=False`` leaves the BM25 postings out (dense search only)."""
+        return SearchIndex.build(self, corpus, ids, dtype, keep_texts, lexical)
 
     def mean_rows(self, batch: TokenIds, normalize: bool = True) -> np.ndarray:
         """Weighted mean of consecutive runs of table rows: ``batch.lengths[i]`` rows of ``batch.ids`` per text.
@@ -287,12 +294,13 @@ class StaticEmbedder:
         sums = rows.sum(axis=1, dtype=accumulate)
         if weights is None:
             return sums, 0.0, False
-        # Only texts with a weighted row (pieces of an unknown word) pay for the weights: their sums are
-        # corrected by (w - 1) * row, so no weighted copy of the whole gather is made.
+        # Only texts with a weighted row (the back-off rows of an unknown word) pay for the weights: their sums are
+        # made again from weight * row (a correction of the plain sum by (w - 1) * row cancelled: a long unknown
+        # word's many gram rows of weight w << 1 lost 4 of float32's 7 digits).
         w = weights[positions]
         odd = np.flatnonzero((w != 1).any(axis=1))
         if len(odd):
-            sums[odd] += ((w[odd] - 1)[..., None] * rows[odd]).sum(axis=1, dtype=accumulate)
+            sums[odd] = (w[odd][..., None] * rows[odd]).sum(axis=1, dtype=accumulate)
         return sums, w.sum(axis=1, dtype=np.float64), bool(len(odd))
 
     def _normalize(self, out: np.ndarray) -> None:
@@ -376,6 +384,9 @@ def _text_list(texts: object) -> list[str] | Sequence[str]:
     if texts is None or isinstance(texts, (bytes, bytearray, memoryview)):
         hint = ": decode them first, e.g. data.decode('utf-8')" if texts is not None else ""
         raise TypeError(f"encode takes a str or an iterable of str, got {type(texts).__name__}{hint}")
+    refusal = _not_texts(texts)
+    if refusal:
+        raise TypeError(f"encode takes a str or an iterable of str, not {refusal}")
     if not isinstance(texts, Sequence):
         if not isinstance(texts, Iterable):
             raise TypeError(f"encode takes a str or an iterable of str, got {type(texts).__name__}")
@@ -385,6 +396,21 @@ def _text_list(texts: object) -> list[str] | Sequence[str]:
             if not isinstance(t, str):
                 raise TypeError(f"encode takes texts of type str; text {i} is {type(t).__name__}: {t!r:.60}")
     return texts
+
+
+def _not_texts(texts: object) -> str | None:
+    """Why an iterable is not a list of texts although iterating it gives strings (a DataFrame its column names, a
+    dict its keys, a set an arbitrary order, a 2-D array rows), or None."""
+    kind = type(texts).__name__
+    if any(cls.__name__ == "DataFrame" for cls in type(texts).__mro__):  # pandas, polars, ...
+        return f"a {kind} (it would encode its column names): pass one column, e.g. df['text']"
+    if isinstance(texts, Mapping):
+        return f"a {kind} (it would encode its keys): pass list(d.values()) for its values, or list(d) for its keys"
+    if isinstance(texts, (set, frozenset)):
+        return f"a {kind} (its order is arbitrary: the vectors would not line up with it): pass a list, e.g. sorted(s)"
+    if isinstance(texts, np.ndarray) and texts.ndim > 1:
+        return f"a {texts.ndim}-D array of shape {texts.shape}: pass a 1-D array of texts, e.g. a.ravel()"
+    return None
 
 
 def load(path: str | Path, mmap: bool = True, revision: str | None = None) -> StaticEmbedder:

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +26,7 @@ from swembed.runtime.outputs import (
     atomic_directory,
     atomic_file,
     read_marker,
+    special_kind,
 )
 from swembed.runtime.storage import CODES_FILE, STORAGE_KINDS, storage_kind, unpack_int4
 
@@ -48,6 +51,32 @@ class ModelFolderError(ValueError):
     """A model folder is missing or malformed."""
 
 
+# The most bytes a table folder's JSON file may hold (they are read whole); vocab.txt may hold VOCAB_BYTES_PER_ROW
+# a table row on average (its labels are words and pieces), plus VOCAB_BYTES_SLACK.
+JSON_BYTES = {"config.json": 16 << 20, "tokenizer.json": 256 << 20}
+VOCAB_BYTES_PER_ROW, VOCAB_BYTES_SLACK = 1024, 1 << 20
+NPY_MAGIC = b"\x93NUMPY"
+
+
+def has_file(path: Path, limit: int | None = None) -> bool:
+    """Whether the table folder has the file ``path`` (False when nothing is there). A link to a regular file counts
+    (a Hub cache's snapshot is links); a FIFO, a device, a socket or a folder is refused (reading a FIFO would wait
+    forever), and so is a file of more than ``limit`` bytes."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        raise ModelFolderError(f"{path}: unreadable ({exc.strerror})") from None
+    if not stat.S_ISREG(info.st_mode):
+        what = "a folder" if stat.S_ISDIR(info.st_mode) else special_kind(path, follow_links=True) or "not a file"
+        raise ModelFolderError(f"{path}: not a regular file ({what}); a table folder holds plain files")
+    if limit is not None and info.st_size > limit:
+        raise ModelFolderError(f"{path}: {info.st_size:,} bytes, more than the {limit:,} such a file may hold; "
+                               "not a table's file")
+    return True
+
+
 def read_vocab(path: Path) -> list[str]:
     with open(path, encoding="utf-8") as handle:
         return handle.read().split("\n")[:-1]
@@ -66,12 +95,13 @@ FOREIGN_FOLDERS = (  # (a file that marks it, what it is and what to do with it)
 
 def read_config(folder: Path) -> dict:
     path = folder / CONFIG_FILE
-    config = _read_json(path) if path.is_file() else None
+    present = has_file(path, JSON_BYTES[CONFIG_FILE])
+    config = _read_json(path) if present else None
     if not isinstance(config, dict) or "format" not in config:
         for marker, what in FOREIGN_FOLDERS:
             if (folder / marker).is_file():
                 raise ModelFolderError(f"{folder} is {what.format(folder=folder)}")
-    if not path.is_file():
+    if not present:
         raise ModelFolderError(f"{folder} is not a swembed model folder: {CONFIG_FILE} is missing")
     if not isinstance(config, dict) or config.get("format") != FORMAT_NAME:
         found = config.get("format") if isinstance(config, dict) else type(config).__name__
@@ -170,6 +200,12 @@ def _check_ensemble(fail: Fail, ensemble: object) -> None:
 
     if not isinstance(subspaces, list) or not all(valid(s) for s in subspaces):
         fail("ensemble subspaces", 'a list of {"dim": an integer >= 1, "weight": a number above 0}', subspaces)
+    from swembed.runtime.tokenizer import WEIGHTS
+
+    for i, subspace in enumerate(subspaces):
+        if not WEIGHTS.holds(subspace["weight"]):
+            fail(f"ensemble subspace {i} weight", f"{WEIGHTS} (weights are relative: scale them all)",
+                 subspace["weight"])
 
 
 def _check_row_ranges(path: Path, config: dict, rows: int) -> None:
@@ -296,10 +332,23 @@ class ModelFolder:
 
 
 def _load_array(path: Path, mmap: bool) -> np.ndarray:
+    """A ``.npy`` file of the folder (a regular file: ``has_file``), memory-mapped (or read whole, not ``mmap``);
+    never a pickle. Its size must be what its header declares, so no read goes past what it holds."""
+    has_file(path)
     try:
-        return np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
+        with open(path, "rb") as handle:
+            magic = handle.read(len(NPY_MAGIC))
+        array = np.load(path, mmap_mode="r", allow_pickle=False) if magic == NPY_MAGIC else None
     except (ValueError, OSError, EOFError) as exc:
         raise ModelFolderError(f"{path}: unreadable or truncated .npy file ({exc})") from None
+    if array is None:
+        raise ModelFolderError(f"{path}: not a .npy array file (it does not start with NumPy's magic bytes "
+                               "\\x93NUMPY)")
+    size = path.stat().st_size
+    if array.offset + array.nbytes != size:
+        raise ModelFolderError(f"{path}: {size:,} bytes, but its header declares {array.offset + array.nbytes:,}; "
+                               "a damaged .npy file")
+    return array if mmap else np.array(array)
 
 
 def read_model_folder(folder: Path, mmap: bool = True, scan_values: bool | None = None) -> ModelFolder:
@@ -313,17 +362,20 @@ def read_model_folder(folder: Path, mmap: bool = True, scan_values: bool | None 
     loaded model has the same model files byte for byte."""
     folder = Path(folder)
     if not folder.is_dir():
+        if folder.exists():
+            raise ModelFolderError(f"{folder}: a file, not a table folder; give the folder that holds {CONFIG_FILE}, "
+                                   f"{VOCAB_FILE} and {EMBEDDINGS_FILE}")
         raise ModelFolderError(f"model folder not found: {folder}")
     config = read_config(folder)
-    table = _load_array(folder / EMBEDDINGS_FILE, mmap) if (folder / EMBEDDINGS_FILE).is_file() else None
+    table = _load_array(folder / EMBEDDINGS_FILE, mmap) if has_file(folder / EMBEDDINGS_FILE) else None
     if table is None:
         raise ModelFolderError(f"{folder}: {EMBEDDINGS_FILE} is missing")
     table, codes = _decode_storage(folder, config, table, mmap)
     if table.shape[1] == 0 or config.get("dim", table.shape[1]) != table.shape[1]:
         raise ModelFolderError(f"{folder}: {EMBEDDINGS_FILE} has {table.shape[1]} columns and config.json says dim "
                                f"{json.dumps(config.get('dim'))}; a table needs dim >= 1 columns, as declared")
-    words = _read_words(folder)
     rows = len(codes) if codes is not None else table.shape[0]
+    words = _read_words(folder, rows)
     if len(words) != rows:
         raise ModelFolderError(f"{folder}: {len(words)} words in {VOCAB_FILE} but {rows} table rows")
     subspaces = (config.get("ensemble") or {}).get("subspaces")
@@ -350,9 +402,10 @@ def read_model_folder(folder: Path, mmap: bool = True, scan_values: bool | None 
     return ModelFolder(config, table, words, subword, scales, arrays, codes)
 
 
-def _read_words(folder: Path) -> list[str]:
-    """``vocab.txt``'s labels; a missing or non-UTF-8 file is refused."""
-    if not (folder / VOCAB_FILE).is_file():
+def _read_words(folder: Path, rows: int) -> list[str]:
+    """``vocab.txt``'s labels; a missing or non-UTF-8 file is refused, and so is one far larger than ``rows``
+    labels can be (``VOCAB_BYTES_PER_ROW``)."""
+    if not has_file(folder / VOCAB_FILE, rows * VOCAB_BYTES_PER_ROW + VOCAB_BYTES_SLACK):
         raise ModelFolderError(f"{folder}: {VOCAB_FILE} is missing")
     try:
         return read_vocab(folder / VOCAB_FILE)
@@ -362,7 +415,7 @@ def _read_words(folder: Path) -> list[str]:
 
 def _read_scales(folder: Path, table: np.ndarray, codes: np.ndarray | None, rows: int) -> np.ndarray | None:
     """``scales.npy``: present, with one scale per row, exactly when the table is int8, int4 or a codebook."""
-    scales = _load_array(folder / SCALES_FILE, False) if (folder / SCALES_FILE).is_file() else None
+    scales = _load_array(folder / SCALES_FILE, False) if has_file(folder / SCALES_FILE) else None
     scaled = table.dtype == np.int8 or codes is not None
     if scaled != (scales is not None) or (scales is not None and scales.shape != (rows,)):
         raise ModelFolderError(f"{folder}: an int8, int4 or codebook table needs {SCALES_FILE} with one scale per "
@@ -375,7 +428,7 @@ def _read_tokenizer(folder: Path, config: dict) -> Tokenizer | None:
     ``"tokenizer": null``; a missing or unreadable one is refused."""
     if config.get("tokenizer", TOKENIZER_FILE) is None:
         return None
-    if not (folder / TOKENIZER_FILE).is_file():
+    if not has_file(folder / TOKENIZER_FILE, JSON_BYTES[TOKENIZER_FILE]):
         raise ModelFolderError(f"{folder}: {TOKENIZER_FILE} is missing; the table's tokenisation needs it for the "
                                "sub-word back-off (restore it, or declare \"tokenizer\": null in config.json)")
     from tokenizers import Tokenizer
@@ -409,7 +462,7 @@ def _decode_storage(folder: Path, config: dict, table: np.ndarray, mmap: bool) -
                                f"got shape {table.shape} {table.dtype}")
     if kind == "dense":
         return table, None
-    if not (folder / CODES_FILE).is_file():
+    if not has_file(folder / CODES_FILE):
         raise ModelFolderError(f"{folder}: a codebook table needs {CODES_FILE}")
     codes = _load_array(folder / CODES_FILE, mmap)
     if codes.ndim != 1 or codes.dtype.kind not in "iu" or (len(codes) and not 0 <= codes.min() <= codes.max() <
@@ -457,7 +510,18 @@ def write_model_folder(
         full.setdefault("vocab_size", len(words))
         full.setdefault("dtype", str(table.dtype))
         (tmp / CONFIG_FILE).write_text(json.dumps(full, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        check_loads(tmp, Path(out))
     return Path(out)
+
+
+def check_loads(tmp: Path, out: Path) -> None:
+    """The round-trip check of every table folder swembed writes: the folder just written in ``tmp`` loads through
+    the real loader (``read_model_folder``: its values were scanned before writing), or ``out`` is not written."""
+    try:
+        read_model_folder(tmp, mmap=True, scan_values=False)
+    except ModelFolderError as exc:
+        problem = str(exc).replace(str(tmp), str(out))
+        raise ModelFolderError(f"{out} not written: the table folder would not load ({problem})") from None
 
 
 def atomic_save_npy(path: Path, array: np.ndarray) -> None:

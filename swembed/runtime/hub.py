@@ -25,6 +25,7 @@ from swembed.runtime.folder import (
     SCALES_FILE,
     TOKENIZER_FILE,
     VOCAB_FILE,
+    ModelFolderError,
     read_model_folder,
 )
 from swembed.runtime.storage import CODES_FILE
@@ -47,7 +48,11 @@ def looks_like_repo_id(text: str) -> bool:
 
 def local_or_hub(path: str | Path, revision: str | None = None) -> Path:
     """The local folder of a model: ``path`` itself when it exists, is a ``Path`` or is not spelled like a repo
-    id; otherwise the repo's table from the Hub (``download_table``). ``revision`` is for repo ids only."""
+    id; otherwise the repo's table from the Hub (``download_table``). ``revision`` is for repo ids only. An empty
+    path (which would read the current folder) is refused."""
+    if not isinstance(path, Path) and not str(path).strip():
+        raise ModelFolderError(f"{path!r}: an empty path names no table (it would read the current folder); give a "
+                               "table folder or a Hub repo id (org/name)")
     if isinstance(path, Path) or Path(path).exists() or not looks_like_repo_id(str(path)):
         if revision is not None:
             raise HubError(f"{path}: revision={revision!r} names a Hub revision, and {path} is a local path, not a "

@@ -6,12 +6,17 @@ index.json         format, passages, dim, dtype, the table's digest and path, wh
 vectors.npy        (passages, dim) float32, or int8 with scales.npy (passages,) float32: row = int8 row * scale
 ids.npy            (passages,) int64 ids, or the UTF-8 bytes of string ids with id_offsets.npy (passages + 1,) int64
 texts.npy          the UTF-8 bytes of the passages, with text_offsets.npy (passages + 1,) int64
+terms.npy          the lexical channel (``swembed.runtime.lexical``; absent from a dense-only index): the UTF-8 bytes
+                   of the corpus's words, with term_offsets.npy (terms + 1,) int64; term_postings.npy (terms + 1,)
+                   int64, posting_docs.npy and posting_counts.npy (postings,) int32, lengths.npy (passages,) int32
 ```
 
 A loaded folder is untrusted input: every file must be a regular file, every array loads without pickles and has
 the shape and dtype ``index.json`` declares, vectors are finite, and anything else is refused in one line naming
-the file. An index searches only with the table it was built with (``StaticEmbedder.digest``). Scores come from
-one method, ``SearchIndex.scores``: a second scorer (a lexical one) is added there.
+the file; postings must point at passages in rising order, count each word at least once, and sum to each
+passage's length. An index searches only with the table it was built with (``StaticEmbedder.digest``). Scores come
+from one method, ``SearchIndex.scores``: the cosine, BM25 or their hybrid. An index saved without postings (before
+they existed, or with ``lexical=False``) loads and searches by cosine.
 """
 from __future__ import annotations
 
@@ -24,14 +29,16 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from swembed.runtime.lexical import Lexical, Splitter, check_alpha, check_mode, hybrid
 from swembed.runtime.outputs import atomic_directory
-from swembed.runtime.search import Hit, dense_scores, rank
+from swembed.runtime.search import Hit, Scored, dense_scores, rank
 
 INDEX_FORMAT = "swembed-index"
 INDEX_VERSION = 1
 INDEX_FILE = "index.json"
 VECTORS_FILE = "vectors.npy"
 SCALES_FILE = "scales.npy"
+POSTINGS_FILES = ("term_postings.npy", "posting_docs.npy", "posting_counts.npy", "lengths.npy")
 DTYPES = ("float32", "int8")
 _MAX_INDEX_JSON = 1 << 20
 
@@ -40,7 +47,7 @@ class SearchIndexError(ValueError):
     """An index folder that cannot be read, or an index searched with another table."""
 
 
-class Encoder(Protocol):  # what an index needs of a model (StaticEmbedder)
+class Encoder(Splitter, Protocol):  # what an index needs of a model (StaticEmbedder)
     path: Path | None
 
     def encode(self, texts: Iterable[str] | str) -> np.ndarray: ...
@@ -63,6 +70,15 @@ class Strings(Sequence[str]):
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
+
+    def tolist(self) -> list[str]:
+        """Every string, decoded (one pass over the bytes)."""
+        raw, bounds = bytes(self.data), self.offsets.tolist()
+        try:
+            return [raw[a:b].decode("utf-8", errors="surrogatepass") for a, b in zip(bounds, bounds[1:])]
+        except UnicodeDecodeError as exc:
+            reason = exc.reason
+        raise SearchIndexError(f"{self.where}: a string is not UTF-8 ({reason}); the index is damaged")
 
     def __getitem__(self, i):  # type: ignore[override]  # an int only, no slices
         if not isinstance(i, (int, np.integer)):
@@ -171,6 +187,58 @@ def _load_strings(folder: Path, name: str, passages: int, mmap: bool) -> Strings
     return Strings(data, offsets, folder / f"{name}.npy")
 
 
+def _is_size(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _check_postings(folder: Path, lexical: Lexical) -> None:
+    """Postings that BM25 can trust: each term's run of passages non-empty and rising, every passage one of the
+    index's, every count at least 1, and each passage's counts summing to its length."""
+    offsets, docs, counts, lengths = lexical.offsets, lexical.docs, lexical.counts, lexical.lengths
+    if offsets[0] != 0 or offsets[-1] != len(docs) or (np.diff(offsets) < 1).any():
+        raise SearchIndexError(f"{folder / POSTINGS_FILES[0]}: offsets must rise from 0 to the {len(docs)} postings, "
+                               "each term holding one at least; the index is damaged")
+    if len(docs) and (int(docs.min()) < 0 or int(docs.max()) >= len(lengths)):
+        raise SearchIndexError(f"{folder / POSTINGS_FILES[1]}: a posting names a passage outside the "
+                               f"{len(lengths)} of the index; the index is damaged")
+    falls = np.diff(np.asarray(docs, dtype=np.int64)) <= 0
+    falls[offsets[1:-1] - 1] = False  # a new term starts its run again
+    if falls.any():
+        raise SearchIndexError(f"{folder / POSTINGS_FILES[1]}: posting {int(np.argmax(falls)) + 1} does not rise "
+                               "within its term's run; the index is damaged")
+    if len(counts) and int(counts.min()) < 1:
+        raise SearchIndexError(f"{folder / POSTINGS_FILES[2]}: a count below 1; the index is damaged")
+    summed = np.bincount(docs, weights=counts, minlength=len(lengths)) if len(docs) else np.zeros(len(lengths))
+    if (summed != lengths).any():
+        raise SearchIndexError(f"{folder / POSTINGS_FILES[3]}: passage {int(np.argmax(summed != lengths))}'s length "
+                               "is not the sum of its postings' counts; the index is damaged")
+
+
+def _load_lexical(folder: Path, info: dict, mmap: bool) -> Lexical | None:
+    """The postings ``info["lexical"]`` declares (``{"terms": T, "postings": P}``), checked; None when absent."""
+    sizes = info.get("lexical")
+    if sizes is None:
+        return None
+    if not (isinstance(sizes, dict) and _is_size(sizes.get("terms")) and _is_size(sizes.get("postings"))):
+        raise SearchIndexError(f"{folder / INDEX_FILE}: lexical must be null or an object with the numbers of "
+                               f'"terms" and "postings", got {json.dumps(sizes)[:60]}')
+    terms, postings = sizes["terms"], sizes["postings"]
+    lexical = Lexical(_load_strings(folder, "terms", terms, mmap),
+                      _load_array(folder, POSTINGS_FILES[0], (terms + 1,), "int64", False),
+                      _load_array(folder, POSTINGS_FILES[1], (postings,), "int32", mmap),
+                      _load_array(folder, POSTINGS_FILES[2], (postings,), "int32", mmap),
+                      _load_array(folder, POSTINGS_FILES[3], (info["passages"],), "int32", False),
+                      where=folder / "terms.npy")
+    _check_postings(folder, lexical)
+    return lexical
+
+
+def _save_lexical(folder: Path, lexical: Lexical) -> None:
+    _save_strings(folder, "terms", lexical.terms)
+    for name, array in zip(POSTINGS_FILES, (lexical.offsets, lexical.docs, lexical.counts, lexical.lengths)):
+        np.save(folder / name, np.ascontiguousarray(array))
+
+
 def _save_strings(folder: Path, name: str, values: Sequence[object]) -> None:
     strings = values if isinstance(values, Strings) else Strings.of(values)
     np.save(folder / f"{name}.npy", np.asarray(strings.data))
@@ -203,25 +271,27 @@ def quantise(vectors: np.ndarray, dtype: str) -> tuple[np.ndarray, np.ndarray | 
 class SearchIndex:
     """A corpus's sentence vectors for search, their ids and texts, and the digest of the table that encoded them.
 
-    ``SearchIndex.build(model, corpus)`` (or ``model.index(corpus)``) encodes; ``search(queries, top_k)`` ranks by
-    cosine (``swembed.runtime.search.rank``); ``save(folder)`` / ``SearchIndex.load(folder, model)`` keep it.
+    ``SearchIndex.build(model, corpus)`` (or ``model.index(corpus)``) encodes and makes the BM25 postings;
+    ``search(queries, top_k, mode)`` ranks by cosine, BM25 or their hybrid (``swembed.runtime.search.rank``);
+    ``save(folder)`` / ``SearchIndex.load(folder, model)`` keep it.
     """
 
     def __init__(self, vectors: np.ndarray, table: dict, ids: Sequence[int | str] | None = None,
                  texts: Sequence[str] | None = None, scales: np.ndarray | None = None, model: Encoder | None = None,
-                 where: Path | str = "<index>") -> None:
+                 where: Path | str = "<index>", lexical: Lexical | None = None) -> None:
         self.vectors, self.scales, self.table = vectors, scales, dict(table)
-        self.ids, self.texts, self.where = ids, texts, where
+        self.ids, self.texts, self.where, self.lexical = ids, texts, where, lexical
         self.model: Encoder | None = None
         if model is not None:
             self.attach(model)
 
     @classmethod
     def build(cls, model: Encoder, corpus: Iterable[str], ids: Iterable[int | str] | None = None,
-              dtype: str = "float32", keep_texts: bool = True) -> SearchIndex:
+              dtype: str = "float32", keep_texts: bool = True, lexical: bool = True) -> SearchIndex:
         """Encode ``corpus`` (passages) with ``model``. ``ids``: one per passage, all integers or all strings
         (default: hits name their row); ``dtype`` int8 stores a quarter of the bytes (scores within about 0.01);
-        ``keep_texts``: store the passages' texts (what ``swembed search`` prints)."""
+        ``keep_texts``: store the passages' texts (what ``swembed search`` prints); ``lexical``: make the BM25
+        postings (``mode="lexical"`` and ``"hybrid"`` need them)."""
         passages = [corpus] if isinstance(corpus, str) else list(corpus)
         if not passages:
             raise ValueError("an index needs a corpus of at least one passage; this one is empty")
@@ -231,7 +301,8 @@ class SearchIndex:
             raise ValueError(f"ids: {len(id_list)} ids for {len(passages)} passages; give one id a passage")
         vectors, scales = quantise(model.encode(passages), dtype)
         table = {"digest": model.digest(), "path": None if model.path is None else str(model.path)}
-        return cls(vectors, table, id_list, passages if keep_texts else None, scales, model)
+        postings = Lexical.build(model, passages) if lexical else None
+        return cls(vectors, table, id_list, passages if keep_texts else None, scales, model, lexical=postings)
 
     def __len__(self) -> int:
         return int(self.vectors.shape[0])
@@ -252,17 +323,42 @@ class SearchIndex:
                                    "build the index again with this table (swembed index)")
         self.model = model
 
-    def scores(self, query_vectors: np.ndarray) -> np.ndarray:
-        """(queries, passages) scores of query vectors: each query's cosine with each passage. The one place an
-        index scores (``rank`` asks it batch by batch)."""
-        return dense_scores(query_vectors, self.vectors, self.scales)
+    def scores(self, query_vectors: np.ndarray, query_terms: Sequence[np.ndarray] | None = None,
+               mode: str = "dense", alpha: float | None = None) -> Scored:
+        """The scores of a batch of queries against every passage, (queries, passages) each: ``mode`` dense, the
+        cosines of the query vectors; lexical or hybrid, (BM25 or the hybrid score, the cosines, BM25) with
+        ``query_terms`` (``Lexical.query_terms``). The one place an index scores (``rank`` asks it batch by
+        batch)."""
+        cosines = dense_scores(query_vectors, self.vectors, self.scales)
+        if mode == "dense":
+            return cosines
+        bm25 = self.postings().scores(query_terms or [])
+        return (bm25 if mode == "lexical" else hybrid(cosines, bm25, check_alpha(alpha))), cosines, bm25
 
-    def search(self, queries: Iterable[str] | str, top_k: int = 10) -> list[list[Hit]] | list[Hit]:
-        """Each query's ``top_k`` passages, best first (ties: lower row); one ``str`` query gives its list alone."""
+    def postings(self) -> Lexical:
+        """The lexical postings; refused in one line for an index saved without them."""
+        if self.lexical is None:
+            raise SearchIndexError(f"{self.where}: holds no lexical postings (saved before they existed, or without "
+                                   "them); search it with mode dense, or index the corpus again (swembed index)")
+        return self.lexical
+
+    def search(self, queries: Iterable[str] | str, top_k: int = 10, mode: str = "dense",
+               alpha: float | None = None) -> list[list[Hit]] | list[Hit]:
+        """Each query's ``top_k`` passages, best first (ties: lower row); one ``str`` query gives its list alone.
+        ``mode``: ``dense`` (cosine), ``lexical`` (BM25) or ``hybrid`` (``alpha`` times the cosine's z-score plus
+        ``1 - alpha`` times BM25's, per query; ``swembed.runtime.lexical``); each hit carries its cosine beside."""
+        mode, alpha = check_mode(mode), check_alpha(alpha)
         if self.model is None:
             raise SearchIndexError(f"{self.where}: no table to encode queries with; load it with "
                                    "SearchIndex.load(folder, model)")
-        hits = self.search_vectors(self.model.encode(queries), top_k)
+        texts = [queries] if isinstance(queries, str) else list(queries)
+        vectors = self.model.encode(texts)
+        if mode == "dense":
+            hits = self.search_vectors(vectors, top_k)
+        else:
+            terms = self.postings().query_terms(self.model, texts)
+            hits = rank(lambda rows: self.scores(vectors[rows], [terms[r] for r in rows], mode, alpha),
+                        np.arange(len(texts)), len(self), top_k, self.ids)
         return hits[0] if isinstance(queries, str) else hits
 
     def search_vectors(self, query_vectors: np.ndarray, top_k: int = 10) -> list[list[Hit]]:
@@ -275,7 +371,9 @@ class SearchIndex:
     def save(self, folder: str | Path, overwrite: bool = False) -> Path:
         """Write the index folder atomically (an existing one only with ``overwrite`` and when swembed wrote it)."""
         info = {"format": INDEX_FORMAT, "format_version": INDEX_VERSION, "passages": len(self), "dim": self.dim,
-                "dtype": self.dtype, "ids": _ids_kind(self.ids), "texts": self.texts is not None, "table": self.table}
+                "dtype": self.dtype, "ids": _ids_kind(self.ids), "texts": self.texts is not None, "table": self.table,
+                "lexical": None if self.lexical is None else {"terms": len(self.lexical.terms),
+                                                               "postings": len(self.lexical.docs)}}
         inputs = [self.model.path] if self.model is not None and self.model.path is not None else []
         with atomic_directory(folder, overwrite, "search-index", inputs) as tmp:
             np.save(tmp / VECTORS_FILE, np.ascontiguousarray(self.vectors))
@@ -287,6 +385,8 @@ class SearchIndex:
                 _save_strings(tmp, "ids", self.ids or [])
             if self.texts is not None:
                 _save_strings(tmp, "texts", self.texts)
+            if self.lexical is not None:
+                _save_lexical(tmp, self.lexical)
             (tmp / INDEX_FILE).write_text(json.dumps(info, indent=1) + "\n", encoding="utf-8")
         return Path(folder)
 
@@ -308,4 +408,4 @@ class SearchIndex:
         elif info["ids"] == "str":
             ids = _load_strings(folder, "ids", passages, mmap)
         texts = _load_strings(folder, "texts", passages, mmap) if info["texts"] else None
-        return cls(vectors, info["table"], ids, texts, scales, model, folder)
+        return cls(vectors, info["table"], ids, texts, scales, model, folder, _load_lexical(folder, info, mmap))

@@ -10,8 +10,9 @@ every byte left.
 Writes are atomic: a hidden temp folder beside the output (``.NAME.swembed-HOST-PID-...``, holding the file
 of a file output) is renamed onto it when complete. The temp is removed on failure, on Ctrl-C and on SIGTERM
 (``terminate_raises``); one left by a process that died anyway (SIGKILL, power loss) is removed by the next
-run that writes beside it, and only when it carries swembed's temp marker (``.swembed-temp``, naming the
-folder) or a complete ownership marker: a folder that merely matches the name pattern is left alone.
+run that writes beside it (whatever its output) or in the system temp folder, and only when its process is dead
+and it carries swembed's temp marker (``.swembed-temp``, naming the folder) or a complete ownership marker: a
+folder that merely matches the name pattern is left alone.
 """
 from __future__ import annotations
 
@@ -83,10 +84,11 @@ def _as_written(path: Path) -> Path:
     return path.parent.resolve() / path.name
 
 
-def _special_kind(path: Path) -> str | None:
-    """What ``path`` is when it is neither a regular file, a folder nor a link (FIFO, device, socket), else None."""
+def special_kind(path: Path, follow_links: bool = False) -> str | None:
+    """What ``path`` is when it is neither a regular file, a folder nor a link (FIFO, device, socket), else None;
+    ``follow_links``: what a link leads to."""
     try:
-        mode = os.lstat(path).st_mode
+        mode = (os.stat if follow_links else os.lstat)(path).st_mode
     except OSError:
         return None
     kinds = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
@@ -139,7 +141,7 @@ def check_writable(out: str | Path, overwrite: bool, inputs: Iterable[str | Path
     if out.name in ("", ".", ".."):
         raise OutputExistsError(f"{out}: an output needs a name of its own (not . or ..); give a folder or file name")
     reason = _input_relation(out, inputs)
-    special = _special_kind(out)
+    special = special_kind(out)
     if reason or special:
         raise OutputExistsError(f"{out} cannot be an output: {reason or f'it is {special}, not a regular file'}. "
                                 "Nothing was changed; choose another output")
@@ -168,11 +170,27 @@ def temp_name(out: Path, suffix: str = "") -> Path:
 
 
 def _make_temp_folder(out: Path) -> Path:
-    """A new temp folder beside ``out``, carrying ``TEMP_MARKER`` (so that a sweep knows swembed made it)."""
+    """A new temp folder beside ``out``, carrying ``TEMP_MARKER`` (its own name's bytes, whatever their encoding:
+    so that a sweep knows swembed made it); removed again if the marker cannot be written."""
     tmp = temp_name(out)
     tmp.mkdir()
-    (tmp / TEMP_MARKER).write_text(tmp.name, encoding="utf-8")
+    try:
+        (tmp / TEMP_MARKER).write_bytes(os.fsencode(tmp.name))
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     return tmp
+
+
+def scratch_folder(name: str) -> Path:
+    """A temp folder of this process in the system temp folder (``tempfile.gettempdir()``), named and marked as
+    the temps beside outputs are, so that the next swembed run sweeps it if this process dies (SIGKILL) before
+    removing it. The caller removes it."""
+    import tempfile
+
+    folder = Path(tempfile.gettempdir())
+    _sweep_folder(folder)
+    return _make_temp_folder(folder / name)
 
 
 def _give_normal_modes(tmp: Path, *paths: Path) -> None:
@@ -195,32 +213,62 @@ def _swembed_made(path: Path) -> bool:
     if path.is_symlink() or not path.is_dir():
         return False
     try:
-        if (path / TEMP_MARKER).read_text(encoding="utf-8") == path.name:
+        if (path / TEMP_MARKER).read_bytes() == os.fsencode(path.name):
             return True
-    except (OSError, UnicodeDecodeError):
+    except OSError:
         pass
     listed = _marker_entries(path)
     return listed is not None and not _entries(path) - listed - {MARKER_FILE}
 
 
-def sweep_stale_temps(out: Path) -> list[Path]:
-    """Remove the temps that a dead process of this host left beside ``out`` (only folders swembed made); an
-    older output moved aside (``-old``) whose replacement never landed is put back. Returns what was removed."""
+_swept: set[Path] = set()  # folders this process has swept already
+
+
+def _dead_temp(name: str) -> tuple[str, int] | None:
+    """(output name, pid) of a temp name of this host (``.<output>.swembed-<host>-<pid>-<random>[suffix]``) whose
+    process is dead, else None."""
+    tag = f"{_TEMP_TAG}{_HOST}-"
+    if not name.startswith(".") or tag not in name:
+        return None
+    out_name, _, rest = name[1:].rpartition(tag)
+    pid = rest.split("-", 1)[0]
+    if not pid.isdigit() or int(pid) == os.getpid() or _pid_alive(int(pid)):
+        return None
+    return out_name, int(pid)
+
+
+def _sweep_folder(folder: Path) -> list[Path]:
+    """Remove the temps that dead processes of this host left in ``folder``, whatever output they were for (only
+    folders swembed made: ``_swembed_made``); an older output moved aside (``-old``) whose replacement never landed
+    is put back. Returns what was removed."""
     removed: list[Path] = []
-    prefix = f".{out.name}{_TEMP_TAG}{_HOST}-"
     try:
-        candidates = sorted(p for p in out.parent.iterdir() if p.name.startswith(prefix))
+        candidates = sorted(p for p in folder.iterdir() if _dead_temp(p.name) is not None)
     except OSError:
         return removed
     for path in candidates:
-        pid = path.name[len(prefix):].split("-", 1)[0]
-        if not pid.isdigit() or int(pid) == os.getpid() or _pid_alive(int(pid)) or not _swembed_made(path):
+        if not _swembed_made(path):
             continue
+        out = folder / (_dead_temp(path.name) or ("", 0))[0]
         if path.name.endswith("-old") and not out.exists() and not out.is_symlink():
             os.replace(path, out)  # killed between its two renames: the older output is the one to keep
             continue
         shutil.rmtree(path, ignore_errors=True)
         removed.append(path)
+    return removed
+
+
+def sweep_stale_temps(out: Path) -> list[Path]:
+    """Remove the temps that dead processes of this host left beside ``out`` (for any output there, not only
+    ``out``) and, once a process, in the system temp folder (``scratch_folder``'s); only folders swembed made.
+    Returns what was removed."""
+    import tempfile
+
+    removed = _sweep_folder(out.parent)
+    system = Path(tempfile.gettempdir())
+    if system not in _swept:
+        _swept.add(system)
+        removed += _sweep_folder(system)
     return removed
 
 

@@ -14,12 +14,15 @@ _DEQUANTISED_ROWS = 1 << 15  # int8 passage rows turned into float32 at once
 
 
 class Hit(NamedTuple):
-    """One passage found for a query: its row (position in the corpus), its cosine, its id (the row, unless the
-    index was given ids)."""
+    """One passage found for a query: its row (position in the corpus), its score (the cosine; a hybrid or lexical
+    search: that score), its id (the row, unless the index was given ids), its cosine (always) and its BM25 score
+    (a hybrid or lexical search; else None)."""
 
     index: int  # type: ignore[assignment]  # the field shadows tuple.index, which a hit has no use for
     score: float
     id: int | str
+    dense: float | None = None
+    lexical: float | None = None
 
 
 def check_top_k(top_k: object) -> int:
@@ -61,18 +64,26 @@ def top_hits(scores: np.ndarray, top_k: int) -> tuple[np.ndarray, np.ndarray]:
     return np.take_along_axis(picked, order, axis=1), np.take_along_axis(values, order, axis=1)
 
 
-def rank(score: Callable[[np.ndarray], np.ndarray], queries: np.ndarray, passages: int, top_k: int,
+Scored = np.ndarray | tuple[np.ndarray, np.ndarray, np.ndarray]  # cosines, or (ranking score, cosine, BM25)
+
+
+def rank(score: Callable[[np.ndarray], Scored], queries: np.ndarray, passages: int, top_k: int,
          ids: Sequence[int | str] | None = None) -> list[list[Hit]]:
-    """Each query vector's ``top_k`` passages as ``Hit``s, best first. ``score(batch)`` gives a batch of query
-    vectors' (batch, passages) scores: the one scoring function of the caller; batches hold ``SCORE_CELLS``
-    scores at most."""
+    """Each query's ``top_k`` passages as ``Hit``s, best first. ``score(batch)`` gives a batch of queries' (batch,
+    passages) cosines, or (the scores ranked by, the cosines, the BM25 scores): the one scoring function of the
+    caller; batches hold ``SCORE_CELLS`` scores at most."""
     top_k = check_top_k(top_k)
     if passages < 1:
         raise ValueError("search needs a corpus of at least one passage; this one is empty")
     batch = max(1, SCORE_CELLS // passages)
     found: list[list[Hit]] = []
     for start in range(0, len(queries), batch):
-        indices, values = top_hits(score(queries[start : start + batch]), top_k)
-        for row_indices, row_values in zip(indices.tolist(), values.tolist()):
-            found.append([Hit(i, s, i if ids is None else ids[i]) for i, s in zip(row_indices, row_values)])
+        scored = score(queries[start : start + batch])
+        ranked, dense, lexical = scored if isinstance(scored, tuple) else (scored, scored, None)
+        indices, values = top_hits(ranked, top_k)
+        cosines = np.take_along_axis(dense, indices, axis=1).tolist()
+        bm25 = np.take_along_axis(lexical, indices, axis=1).tolist() if lexical is not None else None
+        for row, (row_indices, row_values) in enumerate(zip(indices.tolist(), values.tolist())):
+            found.append([Hit(i, s, i if ids is None else ids[i], cosines[row][j], bm25[row][j] if bm25 else None)
+                          for j, (i, s) in enumerate(zip(row_indices, row_values))])
     return found

@@ -34,6 +34,8 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 import numpy as np
 
+from swembed.runtime.ranges import Range
+
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
@@ -45,6 +47,14 @@ NormalForm = Literal["NFC", "NFD", "NFKC", "NFKD"]
 _HAS_WORD_CHAR = re.compile(r"[^\W_]")
 _OOV_CACHE_LIMIT = 1_000_000
 GRAM_SIZES = (3, 4, 5)  # character n-gram lengths of the gram rows, over the word marked as "<word>"
+# A weight of the mean (oov_weight, an ensemble member's weight): within this range no float32 sum of rows (each
+# value at most 1e15 in magnitude: swembed.runtime.folder.MAGNITUDES) overflows, and no share of it underflows.
+WEIGHTS = Range(1e-6, 1e6)
+# A word pattern is one or more alternatives (``|``), each a run (``+``) of one character class: ``[...]`` or a
+# class escape (``\w``, ``\d``, ...). The regex then never backtracks: a greedy run followed by nothing always
+# succeeds, so matching a text is linear in its length (a pattern such as ``(?:a+)+b`` is exponential).
+_CLASS_RUN = r"(?:\[(?:\\.|[^\\\]\[])+\]|\\[wWdDsS])\+"
+_VETTED_PATTERN = re.compile(f"{_CLASS_RUN}(?:\\|{_CLASS_RUN})*")
 
 
 def char_gram_buckets(word: str, buckets: int) -> list[int]:
@@ -80,6 +90,9 @@ class TokenizationRules:
         if pattern.groups or pattern.fullmatch(""):  # findall would give tuples or empty words
             raise ValueError(f"tokenization word_pattern must match words: no capturing group (write (?:...)) and "
                              f"not the empty text, got {self.word_pattern!r}")
+        if not _VETTED_PATTERN.fullmatch(self.word_pattern):
+            raise ValueError("tokenization word_pattern must be runs of one character class, [...]+ or \\w+ (several "
+                             f"joined by |), which match in linear time; got {self.word_pattern!r}")
         if not isinstance(self.lowercase, bool):
             raise ValueError(f"tokenization lowercase must be true or false, got {self.lowercase!r}")  # noqa: TRY004
         if self.unicode_normalization not in NORMALIZATION_FORMS:
@@ -90,8 +103,8 @@ class TokenizationRules:
         if self.oov_backoff not in BACKOFFS:
             raise ValueError(f"tokenization oov_backoff must be one of {BACKOFFS}, got {self.oov_backoff!r}")
         if (not isinstance(self.oov_weight, (int, float)) or isinstance(self.oov_weight, bool)
-                or not 0 < self.oov_weight < float("inf")):
-            raise ValueError(f"tokenization oov_weight must be above 0 and finite, got {self.oov_weight!r}")
+                or not WEIGHTS.holds(self.oov_weight)):
+            raise ValueError(WEIGHTS.refusal("tokenization oov_weight", self.oov_weight))
 
     def to_dict(self) -> dict:
         data = asdict(self)

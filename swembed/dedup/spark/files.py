@@ -2,9 +2,10 @@
 
 Inputs are read by Spark (.txt and .jsonl split on ``\\n`` only, as ``swembed dedup`` does, a trailing ``\\r``
 dropped from the text but kept in the kept output; .parquet with all columns; several text columns joined by a
-newline). Records are numbered in input order without gathering them: each file's
-partitions are counted and a record's number is the count before its partition plus its place in it. Texts are
-taken from lines with ``swembed dedup``'s own rules (``records.decode_line`` / ``records.jsonl_text``).
+newline, their values kept apart for the exact key). Records are numbered in input order without gathering them: each
+file's partitions are counted and a record's number is the count before its partition plus its place in it. Texts
+are taken from lines with ``swembed dedup``'s own rules (``decoding.decode_line`` in the file's encoding, strict;
+``records.jsonl_values``); UTF-16/32 files, whose lines are not split on the byte ``\\n``, are refused.
 
 The output folder holds the same things as the single-machine command, written by the executors as folders
 of part files (in record order): ``mapping/`` (parquet: record, file, position, representative, similarity,
@@ -28,11 +29,13 @@ from pathlib import Path
 import numpy as np
 
 from swembed.dedup.job import DedupConfig, guarantee
-from swembed.dedup.records import RecordError, check_inputs, decode_line, input_format, jsonl_text, kept_names
+from swembed.dedup.records import RecordError, check_inputs, input_format, jsonl_values, kept_names
 from swembed.dedup.spark.job import REASONS, run, threshold_of
 from swembed.dedup.spark.search import CellSearch
+from swembed.runtime.decoding import Decoded, decode_line, display_path, file_encoding, label, splits_on_newline_byte
 from swembed.runtime.folder import atomic_directory, read_model_folder
 from swembed.runtime.outputs import check_writable
+from swembed.runtime.records import joined_text
 
 _RECORD_ERROR = re.compile(r"RecordError: (.+)")
 
@@ -74,37 +77,59 @@ def numbered(frame):
 
 
 def read_input(spark, path: Path, text_columns: tuple[str, ...]):
-    """One input as (frame with _position and _line or the parquet columns, record count, text function)."""
+    """One input as (frame with _position and _line or the parquet columns, record count, text function). With
+    several text columns a parquet record's text is the JSON list of its values (``record_texts`` splits it)."""
     from pyspark.sql import functions as F
 
     if input_format(path) == "parquet":
         frame, total = numbered(spark.read.parquet(str(path)))
-        return frame, total, F.concat_ws("\n", *(F.coalesce(F.col(f"`{c}`").cast("string"), F.lit(""))
-                                                 for c in text_columns))
+        values = [F.coalesce(F.col(f"`{c}`").cast("string"), F.lit("")) for c in text_columns]
+        return frame, total, F.to_json(F.array(*values)) if len(values) > 1 else values[0]
     lines = spark.read.option("lineSep", "\n").text(str(path)).select(F.col("value").cast("binary").alias("_line"))
     frame, total = numbered(lines)
     return frame, total, None
 
 
-def line_texts(frame, path: Path, text_columns: tuple[str, ...]):
-    """(_position, _text) of a .txt or .jsonl input, decoded by ``swembed dedup``'s rules."""
-    is_jsonl = input_format(path) == "jsonl"
+def line_encoding(path: Path, encoding: str | None) -> tuple[str, int]:
+    """The encoding of a .txt/.jsonl input and the bytes of its mark, as ``swembed dedup`` reads it; a file whose
+    encoding does not write a line break as the byte ``\\n`` (UTF-16/32) is refused."""
+    with open(path, "rb") as handle:
+        name, skip = file_encoding(handle.read(4), encoding)
+    if not splits_on_newline_byte(name):
+        raise RecordError(f"{display_path(path)}: {label(name)} text; --engine spark splits lines on the byte \\n, so "
+                          "convert it to UTF-8 first (iconv -f UTF-16 -t UTF-8) or run without --engine spark")
+    return name, skip
+
+
+def line_texts(frame, path: Path, text_columns: tuple[str, ...], encoding: str | None = None):
+    """(_position, _text) of a .txt or .jsonl input, decoded by ``swembed dedup``'s rules (with several text
+    columns a JSON record's text is the JSON list of its values, as ``read_input`` gives a parquet record's)."""
+    is_jsonl, several = input_format(path) == "jsonl", len(text_columns) > 1
+    name, skip = line_encoding(path, encoding)
+
+    def text_of(raw: bytes, position: int) -> str:
+        try:
+            line = decode_line(raw[skip:] if position == 0 else raw, path, position + 1, Decoded(name))
+        except ValueError as exc:  # reported from the executor as a RecordError line (dedup_files)
+            raise RecordError(str(exc)) from None
+        if not is_jsonl:
+            return line
+        values = jsonl_values(line, path, position + 1, text_columns)
+        return json.dumps(values) if several else joined_text(values)
 
     def texts(frames):
         import pandas as pd
 
         for chunk in frames:
             raw = [bytes(r)[:-1] if bytes(r).endswith(b"\r") else bytes(r) for r in chunk["_line"].tolist()]
-            numbers = (chunk["_position"] + 1).tolist()
-            text = ([jsonl_text(r, path, n, text_columns) for r, n in zip(raw, numbers)] if is_jsonl
-                    else [decode_line(r) for r in raw])
+            text = [text_of(r, p) for r, p in zip(raw, chunk["_position"].tolist())]
             yield pd.DataFrame({"_position": chunk["_position"], "_text": text})
 
     return frame.select("_position", "_line").mapInPandas(texts, "_position long, _text string")
 
 
-def read_inputs(spark, files: list[Path], text_columns: tuple[str, ...], first_record: int = 0
-                ) -> tuple[list, object, object, list[int]]:
+def read_inputs(spark, files: list[Path], text_columns: tuple[str, ...], first_record: int = 0,
+                encoding: str | None = None) -> tuple[list, object, object, list[int]]:
     """Per input its numbered frame; all records as (_id, _text), numbered from ``first_record``; (record, file,
     position) of each; and each input's record count."""
     from pyspark.sql import functions as F
@@ -115,7 +140,7 @@ def read_inputs(spark, files: list[Path], text_columns: tuple[str, ...], first_r
         frame = frame.withColumn("_record", F.col("_position") + F.lit(first_record))
         base = 0 if input_format(path) == "parquet" else 1  # lines are numbered from 1, rows from 0
         mine = (frame.select("_position", text.alias("_text")) if text is not None
-                else line_texts(frame, path, text_columns))
+                else line_texts(frame, path, text_columns, encoding))
         mine = mine.select((F.col("_position") + F.lit(first_record)).alias("_id"), "_text")
         where = frame.select(F.col("_record").alias("record"), F.lit(str(path)).alias("file"),
                              (F.col("_position") + F.lit(base)).alias("position"))
@@ -139,13 +164,13 @@ def write_kept(frames: list, files: list[Path], kept_ids, folder: Path) -> None:
             kept.select(F.col("_line").cast("string").alias("value")).write.text(target)
 
 
-def read_references(spark, reference_files: list[Path], text_columns: tuple[str, ...], first_record: int
-                    ) -> tuple[object, list[dict]]:
+def read_references(spark, reference_files: list[Path], text_columns: tuple[str, ...], first_record: int,
+                    encoding: str | None = None) -> tuple[object, list[dict]]:
     """The reference records as (_id, _text), numbered from ``first_record`` (None without references), and per
     reference file its first record and record count, for the summary."""
     if not reference_files:
         return None, []
-    _, references, _, counts = read_inputs(spark, reference_files, text_columns, first_record)
+    _, references, _, counts = read_inputs(spark, reference_files, text_columns, first_record, encoding)
     start_of = first_record + np.r_[0, np.cumsum(counts)[:-1]].astype(int)
     return references, [{"file": str(p), "first_record": int(s), "records": int(c)}
                         for p, s, c in zip(reference_files, start_of, counts)]
@@ -176,20 +201,26 @@ def dedup_files(inputs: list[str | Path], model_path: str | Path, out: str | Pat
     config.validate()
     search.validate()
     threshold_of(config)  # --target-* is refused before any work
+    if config.errors != "strict":
+        raise ValueError("--errors replace is for swembed dedup on one machine; --engine spark refuses a line that "
+                         "does not decode (give the files' --encoding)")
     out = Path(out)
     against = list(against or [])
     read = [*map(str, inputs), *map(str, against), str(model_path)]
     check_writable(out, overwrite, read)
-    files = check_inputs(inputs, config.text_columns)
-    reference_files = check_inputs(against, config.text_columns) if against else []
+    files = check_inputs(inputs, config.text_columns, config.encoding)
+    reference_files = check_inputs(against, config.text_columns, config.encoding) if against else []
+    for path in [*files, *reference_files]:
+        if input_format(path) != "parquet":
+            line_encoding(path, config.encoding)  # UTF-16/32 refused before Spark starts
     read_model_folder(Path(model_path))  # a bad model folder fails here in one line, not on an executor
     spark, owned = spark_session(master, conf or {}, config.progress)
     try:
         with atomic_directory(out, overwrite, "dedup-spark", read) as tmp:
             start = time.perf_counter()
-            frames, texts, index, counts_per_input = read_inputs(spark, files, config.text_columns)
+            frames, texts, index, counts_per_input = read_inputs(spark, files, config.text_columns, 0, config.encoding)
             references, references_summary = read_references(spark, reference_files, config.text_columns,
-                                                             sum(counts_per_input))
+                                                             sum(counts_per_input), config.encoding)
             result = run(texts, model_path, config, search, references)
             mapping = result.mapping.withColumnRenamed("_id", "record").persist(StorageLevel.DISK_ONLY)
             counts = dict(mapping.groupBy("reason").count().collect())

@@ -20,6 +20,7 @@ The driver holds the k-means sample, one number per cell and a few counts.
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -36,6 +37,7 @@ from swembed.dedup.spark.model import (
     worker_model,
 )
 from swembed.dedup.spark.search import CellSearch, candidate_pairs
+from swembed.runtime.records import joined_text
 
 
 @dataclass
@@ -69,9 +71,10 @@ def check_ids(df, id_col: str) -> None:
         raise ValueError(f"id column {id_col!r} is not unique: {bad[0][id_col]} occurs {bad[0]['count']} times")
 
 
-def distinct_texts(texts, model_path, spark, key: ExactKey):
+def distinct_texts(texts, model_path, spark, key: ExactKey, several: bool = False):
     """Per record (_id, _first, _longest, _longest_length, _hash, _vector): its text's first and longest record
-    (ties: the first), its key's hash and, on first records only, the text's float32 vector. Persisted on disk."""
+    (ties: the first), its key's hash and, on first records only, the text's float32 vector. Persisted on disk.
+    ``several``: each _text is the JSON list of a record's text columns (hashed apart, encoded joined)."""
     from pyspark import StorageLevel
     from pyspark.sql import Window
     from pyspark.sql import functions as F
@@ -83,7 +86,9 @@ def distinct_texts(texts, model_path, spark, key: ExactKey):
 
         for frame in frames:
             text = frame["_text"].fillna("").astype(str).tolist()
-            yield pd.DataFrame({"_id": frame["_id"].astype(np.int64), "_hash": key.hashes(text).view(np.int64),
+            records = [tuple(json.loads(t)) for t in text] if several else text
+            text = [joined_text(values) for values in records] if several else text
+            yield pd.DataFrame({"_id": frame["_id"].astype(np.int64), "_hash": key.hashes(records).view(np.int64),
                                 "_length": [len(t) for t in text], "_text": text})
 
     def encode_firsts(frames):
@@ -189,7 +194,8 @@ def against_references(table, references, model_path, dim: int, key: ExactKey, t
     from pyspark.sql import functions as F
 
     spark = table.sparkSession
-    refs = distinct_texts(references, model_path, spark, key).filter(F.col("_vector").isNotNull())
+    refs = distinct_texts(references, model_path, spark, key, len(config.text_columns) > 1)
+    refs = refs.filter(F.col("_vector").isNotNull())
     rows = refs.select("_first", "_hash", "_vector").orderBy("_first").collect()  # the reference set fits
     ref_first = np.array([r["_first"] for r in rows], np.int64)
     ref_hash = {int(r["_hash"]): i for i, r in enumerate(rows)}
@@ -235,7 +241,7 @@ def run(texts, model_path, config: DedupConfig | None = None, search: CellSearch
     spark = texts.sparkSession
     model = load(model_path)
     dim, key = model.dim, ExactKey.of_model(model)
-    table = distinct_texts(texts, model_path, spark, key)
+    table = distinct_texts(texts, model_path, spark, key, len(config.text_columns) > 1)
     if references is not None:
         mapping = against_references(table, references, model_path, dim, key, threshold, config)
         pairs = spark.createDataFrame([], "a long, b long, similarity float")
