@@ -546,8 +546,8 @@ def build_flags(config_type: type = BuildConfig) -> list[tuple[str, str, dict]]:
 
 def older_flags(config_type: type = BuildConfig) -> dict[str, str]:
     """Each earlier name of a flag (declared ``older_flags``) -> the flag to write instead."""
-    return {older: flag_name(item) for _, item in walk(config_type) if (meta := declaration(item))
-            for older in meta.older_flags if flag_name(item)}  # type: ignore[misc]
+    return {older: str(flag_name(item)) for _, item in walk(config_type) if (meta := declaration(item))
+            for older in meta.older_flags}
 
 
 class OptionError(BuildError):

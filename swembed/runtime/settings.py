@@ -29,7 +29,7 @@ class Setting:
     key: Key
     within: Range | None = None
     choices: tuple[str, ...] = ()
-    flag: str | None = None  # its ``swembed build`` flag: the field's name (``--min-words``) or a documented alias
+    flag: str | bool | None = None  # its ``swembed build`` flag: True, the field's name (``--min-words``), or an alias
     help: str = ""
     metavar: str | None = None
     key_name: str | None = None  # the name it has in its stage's key, where that differs (what older caches hold)
@@ -54,7 +54,7 @@ def declaration(item: Field) -> Setting | None:
 
 def default_of(item: Field) -> Any:
     """A field's default value (a fresh one from its factory)."""
-    return item.default_factory() if item.default is MISSING else item.default  # type: ignore[misc]
+    return item.default_factory() if item.default is MISSING else item.default  # type: ignore[misc,operator]
 
 
 def flag_name(item: Field) -> str | None:
