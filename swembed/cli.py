@@ -11,87 +11,20 @@ import traceback
 from pathlib import Path
 
 from swembed._version import __version__
-from swembed.pipeline.config import CHOICES, DEVICES
+from swembed.pipeline.config import build_flags, older_flags
 
 EXIT_BUG = 1
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130
 
-# `swembed build` flags: (flag, where in BuildConfig, argparse options). One table serves every build, one
-# language or several, so every flag works on every path (or BuildConfig.validate rejects it there). Help texts
-# name no default: `_add_build` appends BuildConfig's own (`flag_default`).
-BUILD_FLAGS = [
-    ("--teacher", "teacher", {"metavar": "NAME", "help": "short name (minilm, mpnet, gte-base, me5-small, ...), "
-                                                         "folder or hub id"}),
-    ("--out", "out", {"metavar": "DIR", "help": "model folder to write"}),
-    ("--dim", "pca.dim", {"type": int, "help": "output dimension d'"}),
-    ("--text-column", "corpus.text_column", {"metavar": "COLUMN", "help": "text field of .jsonl/.parquet/hf: "
-                                                                         "corpora"}),
-    ("--min-words", "corpus.min_words", {"type": int, "help": "shortest sentence kept, in words"}),
-    ("--max-words", "corpus.max_words", {"type": int, "help": "longest sentence kept, in words"}),
-    ("--max-sentences", "corpus.max_sentences", {"type": int, "help": "stop reading the corpus after this many"}),
-    ("--cased", "tokenization.lowercase", {"action": "store_const", "const": False,
-                                           "help": "case-sensitive words (default: lower-cased)"}),
-    ("--backoff", "tokenization.oov_backoff", {"choices": CHOICES["tokenization.oov_backoff"],
-                                               "help": "unknown words: the teacher's pieces, the longest known "
-                                                       "prefix, or skipped"}),
-    ("--vocab-size", "vocab.max_size", {"type": int, "help": "vocabulary cap"}),
-    ("--min-count", "vocab.min_count", {"type": int, "help": "keep words seen at least this often"}),
-    ("--no-teacher-words", "vocab.teacher_words", {"action": "store_const", "const": False,
-                                                   "help": "do not add the teacher's whole-word tokens"}),
-    ("--word-lists", "vocab.word_lists", {"nargs": "+", "metavar": "FILE",
-                                          "help": "word-list files (one word per line): their words the corpus "
-                                                  "lacks join the vocabulary"}),
-    ("--sentences", "extract.sentences", {"choices": CHOICES["extract.sentences"],
-                                          "help": "encode every corpus sentence, a quota per word (rarest first), "
-                                                  "or the quota's sentences with every word in them credited"}),
-    ("--sentences-per-word", "extract.sentences_per_word", {"type": int, "help": "the quota N"}),
-    ("--encode-sentences", "extract.max_sentences", {"type": int, "help": "sentences the teacher encodes: a sample "
-                                                     "of all, or the cover cut or filled at random to this many"}),
-    ("--batch-tokens", "extract.batch_tokens", {"type": int, "help": "padded tokens per teacher batch"}),
-    ("--unit-sentences", "extract.unit_sentences", {"type": int, "help": "extract checkpoint unit"}),
-    ("--min-contexts", "compose.min_contexts", {"type": int, "help": "words seen in fewer sentences go through "
-                                                                     "their pieces"}),
-    ("--piece-prior", "compose.piece_prior", {"type": float, "metavar": "K",
-                                              "help": "k of (n v_ctx + k v_pieces)/(n + k) before training"}),
-    ("--no-pieces", "compose.pieces", {"action": "store_const", "const": False, "help": "no piece rows"}),
-    ("--pca-sentences", "pca.sentences", {"type": int, "help": "sentences M for the PCA"}),
-    ("--abtt-drop", "pca.drop", {"type": int, "help": "top components dropped (ABTT)"}),
-    ("--pca-level", "pca.level", {"choices": CHOICES["pca.level"],
-                                  "help": "fit PCA on sentences or words; none keeps the table"}),
-    ("--no-distill", "distill_enabled", {"action": "store_const", "const": False, "help": "stop after PCA"}),
-    ("--distill-steps", "distill.max_steps", {"type": int, "help": "maximum training steps"}),
-    ("--eval-every", "distill.eval_every", {"type": int, "help": "steps between validation rounds"}),
-    ("--distill-batch-size", "distill.batch_size", {"type": int, "help": "sentences per KD batch"}),
-    ("--kd-sentences", "distill.max_sentences", {"type": int, "help": "distil on at most this many sentences"}),
-    ("--kd-weight", "distill.kd_weight", {"type": float, "help": "weight of the distillation loss"}),
-    ("--contrastive-weight", "distill.contrastive_weight", {"type": float, "help": "weight of the contrastive loss "
-                                                                                 "on parallel pairs"}),
-    ("--lexicon-top-k", "lexicon_top_k", {"type": int, "metavar": "K",
-                                          "help": "keep each word's k largest dims (LENS tables)"}),
-    ("--checkpoint-seconds", "checkpoint_seconds", {"type": float, "metavar": "SECONDS",
-                                                    "help": "least time between checkpoints"}),
-    ("--dtype", "dtype", {"choices": CHOICES["dtype"], "help": "table dtype"}),
-    ("--device", "device", {"choices": DEVICES, "help": "where the teacher and training run"}),
-    ("--teacher-dtype", "extract.teacher_dtype", {"choices": CHOICES["extract.teacher_dtype"],
-                                                  "help": "teacher weights (auto: bfloat16 on CUDA and on CPUs "
-                                                          "with AVX512-BF16 or AMX, else float32; "
-                                                          "SWEMBED_NATIVE_BF16=0 or 1 overrides the CPU flags; "
-                                                          "int8: ONNX Runtime's dynamic quantisation on a CPU)"}),
-    ("--teacher-runtime", "extract.teacher_runtime", {"choices": CHOICES["extract.teacher_runtime"],
-                                                      "help": "what runs the teacher (auto: ONNX Runtime for a float32 "
-                                                              "teacher on a CPU where it is installed, else torch)"}),
-    ("--work-dir", "work_dir", {"metavar": "DIR", "help": "stage cache"}),
-    ("--seed", "seed", {"type": int, "help": "seed for every sampling step"}),
-    ("--parallel", "parallel", {"nargs": "+", "metavar": "FILE",
-                                "help": "english<TAB>other pair files for the contrastive loss"}),
-    ("--exclude", "exclude", {"nargs": "+", "metavar": "PATH",
-                              "help": "held-out files or folders (eval sets): no corpus sentence or training pair "
-                                      "repeats their lines (case, spaces and punctuation ignored)"}),
-]
+# `swembed build` flags: (flag, where in BuildConfig, argparse options), read from the settings' declarations
+# (`swembed.pipeline.config`: `setting(..., flag=...)`). One table serves every build, one language or several, so
+# every flag works on every path (or BuildConfig.validate rejects it there). Help texts name no default:
+# `_add_build` appends BuildConfig's own (`flag_default`).
+BUILD_FLAGS = build_flags()
 # what leaving out a setting whose default is None means, where no range says it (RANGES' unset texts do)
 UNSET = {"work_dir": "<out>.work"}
-OLDER_FLAGS = {"--shrinkage": "--piece-prior"}  # still accepted, with a one-line warning
+OLDER_FLAGS = older_flags()  # earlier flag names, still accepted with a one-line warning (declared `older_flags`)
 
 
 class _OlderFlag(argparse.Action):

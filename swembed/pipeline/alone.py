@@ -15,6 +15,7 @@ from swembed.pipeline import files
 from swembed.pipeline.compose import blend_by_contexts
 from swembed.pipeline.config import AloneConfig
 from swembed.pipeline.stage import PostTraining, Prepared, PrepareSources, StageContext, StageResult, StageRun, Trained
+from swembed.runtime.settings import stage_key
 
 FIT_CONTEXTS = 20  # the map is fitted on the words seen in at least this many sentences
 RIDGE = 1.0
@@ -69,5 +70,5 @@ def _plan(config: AloneConfig, words: int) -> list[str]:
 
 
 ALONE = PostTraining("alone", enabled=lambda config: bool(config.k), prepare=_prepare,
-                     identity=lambda config: {"alone_shrinkage": config.k},  # its [distill] key before the section
+                     identity=stage_key,  # {"alone_shrinkage": k}: its [distill] key before the section
                      refine=_refine, plan=_plan)

@@ -19,7 +19,7 @@ the manifest's stats.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +29,7 @@ from swembed.pipeline.config import ComposeConfig
 from swembed.pipeline.extract import Extracted
 from swembed.pipeline.stage import StageContext, StageResult, StageRun
 from swembed.pipeline.vocab import read_vocab_stage
+from swembed.runtime.settings import stage_key
 from swembed.runtime.tokenizer import TokenizationRules, WordTokenizer
 
 LAYOUT = "layout.json"
@@ -142,9 +143,8 @@ def run_compose(ctx: StageContext, config: ComposeConfig,
                 languages: dict[str, tuple[TokenizationRules, StageResult, StageResult]], tokenizer_json: str
                 ) -> StageResult:
     """``languages``: language -> (its rules, its vocab stage, its extract stage)."""
-    settings = asdict(config)
-    settings["shrinkage"] = settings.pop("piece_prior")  # the key this stage's cache has always had
-    identity = {**settings, "rules": {lang: r.to_dict() for lang, (r, _, _) in languages.items()}}
+    # piece_prior is "shrinkage" in the key, the name this stage's cache has always had (its key_name)
+    identity = {**stage_key(config), "rules": {lang: r.to_dict() for lang, (r, _, _) in languages.items()}}
     inputs = [stage for _, vocab, extract in languages.values() for stage in (vocab, extract)]
 
     def compute(run: StageRun) -> dict:

@@ -21,7 +21,8 @@ from swembed._extras import require
 from swembed.pipeline.splits import SplitsConfig, make_splits
 from swembed.runtime.compat import tomllib
 from swembed.runtime.ranges import Range
-from swembed.runtime.tokenizer import BACKOFFS, WEIGHTS, TokenizationRules
+from swembed.runtime.settings import Key, declaration, default_of, flag_name, setting, walk
+from swembed.runtime.tokenizer import TokenizationRules
 from swembed.teachers.base import TEACHER_DTYPES, TEACHER_RUNTIMES, onnx_runtime_available
 
 SPACELESS = ("zh", "ja")
@@ -34,25 +35,34 @@ class BuildError(ValueError):
     """The build cannot run as configured."""
 
 
+S = Key.ALWAYS  # a short name for the common case: the value enters its stage's cache key as it is
+
+
 @dataclass
 class CorpusConfig:
-    sources: list[str] = field(default_factory=lambda: ["builtin:wikitext2"])
-    text_column: str = "text"
-    min_words: int = 3
-    max_words: int = 40
-    max_sentences: int | None = None
-    split_sentences: bool = True
+    sources: list[str] = setting(key=Key.BY_STAGE, factory=lambda: ["builtin:wikitext2"])  # keyed by their contents
+    text_column: str = setting("text", key=S, flag=True, metavar="COLUMN",
+                               help="text field of .jsonl/.parquet/hf: corpora")
+    min_words: int = setting(3, key=S, within=Range(1), flag=True, help="shortest sentence kept, in words")
+    max_words: int = setting(40, key=S, within=Range(1), flag=True, help="longest sentence kept, in words")
+    max_sentences: int | None = setting(None, key=S, within=Range(1, unset="no limit"), flag=True,
+                                        help="stop reading the corpus after this many")
+    split_sentences: bool = setting(True, key=S)
 
 
 @dataclass
 class VocabConfig:
-    max_size: int = 150_000
-    min_count: int = 1
-    teacher_words: bool = True  # add the teacher's whole-word tokens missing from the corpus
+    max_size: int = setting(150_000, key=S, within=Range(1), flag="--vocab-size", help="vocabulary cap")
+    min_count: int = setting(1, key=S, within=Range(1), flag=True, help="keep words seen at least this often")
+    # add the teacher's whole-word tokens missing from the corpus
+    teacher_words: bool = setting(True, key=S, flag=True, help="do not add the teacher's whole-word tokens")
     # word-list files (one word per line, .gz too) whose words the corpus lacks are added, in file order, up to
-    # max_size; like teacher words they are encoded alone (see [distill] alone_shrinkage)
-    word_lists: list[str] = field(default_factory=list)
-    teacher_vocab_size: int = 30_000  # zh/ja (teacher tokens or segmenter words): the most frequent ones
+    # max_size; like teacher words they are encoded alone (see [distill] alone_shrinkage); keyed by their contents
+    word_lists: list[str] = setting(key=Key.BY_STAGE, factory=list, flag=True, metavar="FILE",
+                                    help="word-list files (one word per line): their words the corpus lacks join the "
+                                         "vocabulary")
+    # zh/ja (teacher tokens or segmenter words): the most frequent ones
+    teacher_vocab_size: int = setting(30_000, key=S, within=Range(1))
 
 
 EXTRACT_SENTENCES = ("all", "quota", "cover")
@@ -65,39 +75,67 @@ LR_DECAYS = ("none", "linear", "cosine")
 
 @dataclass
 class ExtractConfig:
-    sentences: str = "all"  # "all": every corpus sentence; "quota": rarest words first, N contexts each;
-    # "cover": the quota's sentences, every word in them credited (swembed.pipeline.extract)
-    sentences_per_word: int = 30  # N, the quota of "quota" mode
-    max_sentences: int | None = None  # sentences encoded: "all" samples this many, "cover" is cut or filled to it
-    fill_max_words: int | None = None  # "cover" filled to max_sentences: only with sentences of at most this many words
-    fill_sources: list[str] = field(default_factory=list)  # ... and only with sentences of these corpus sources
-    batch_tokens: int | None = None  # padded tokens per teacher batch (sentences sorted by length); unset: by
-    # device, 1,024 on a CPU and 8,192 on a GPU (swembed.teachers.base.pick_batch_tokens)
-    unit_sentences: int = 8192  # checkpoint unit
-    teacher_dtype: str = "auto"  # auto: bfloat16 on CUDA or a CPU with native bfloat16, else float32 (pick_dtype);
-    # int8: the teacher's linear layers quantised by ONNX Runtime on a CPU (swembed.teachers.onnx_runtime)
-    teacher_runtime: str = "auto"  # auto: ONNX Runtime for a float32 teacher on a CPU where installed (pick_runtime)
+    # "all": every corpus sentence; "quota": rarest words first, N contexts each; "cover": the quota's sentences,
+    # every word in them credited (swembed.pipeline.extract)
+    sentences: str = setting("all", key=S, choices=EXTRACT_SENTENCES, flag=True,
+                             help="encode every corpus sentence, a quota per word (rarest first), or the quota's "
+                                  "sentences with every word in them credited")
+    sentences_per_word: int = setting(30, key=S, within=Range(1), flag=True, help="the quota N")
+    # sentences encoded: "all" samples this many, "cover" is cut or filled to it
+    max_sentences: int | None = setting(None, key=S, within=Range(1, unset="every sentence"),
+                                        flag="--encode-sentences",
+                                        help="sentences the teacher encodes: a sample of all, or the cover cut or "
+                                             "filled at random to this many")
+    # "cover" filled to max_sentences: only with sentences of at most this many words
+    fill_max_words: int | None = setting(None, key=Key.UNLESS_DEFAULT, within=Range(1, unset="any length"))
+    # ... and only with sentences of these corpus sources
+    fill_sources: list[str] = setting(key=Key.UNLESS_DEFAULT, factory=list)
+    # padded tokens per teacher batch (sentences sorted by length); unset: by device, 1,024 on a CPU and 8,192 on a
+    # GPU (swembed.teachers.base.pick_batch_tokens); the key holds the number that ran
+    batch_tokens: int | None = setting(None, key=Key.BY_STAGE, within=Range(1, unset="1024 on a CPU, 8192 on a GPU"),
+                                       flag=True, help="padded tokens per teacher batch")
+    unit_sentences: int = setting(8192, key=Key.NEVER, within=Range(1), flag=True, help="extract checkpoint unit")
+    # auto: bfloat16 on CUDA or a CPU with native bfloat16, else float32 (pick_dtype); int8: the teacher's linear
+    # layers quantised by ONNX Runtime on a CPU (swembed.teachers.onnx_runtime)
+    teacher_dtype: str = setting("auto", key=S, choices=TEACHER_DTYPES, flag=True,
+                                 help="teacher weights (auto: bfloat16 on CUDA and on CPUs with AVX512-BF16 or AMX, "
+                                      "else float32; SWEMBED_NATIVE_BF16=0 or 1 overrides the CPU flags; int8: ONNX "
+                                      "Runtime's dynamic quantisation on a CPU)")
+    # auto: ONNX Runtime for a float32 teacher on a CPU where installed (pick_runtime)
+    teacher_runtime: str = setting("auto", key=S, choices=TEACHER_RUNTIMES, flag=True,
+                                   help="what runs the teacher (auto: ONNX Runtime for a float32 teacher on a CPU "
+                                        "where it is installed, else torch)")
 
 
 @dataclass
 class ComposeConfig:
-    min_contexts: int = 1  # words seen in fewer sentences have no row of their own: their pieces stand in
+    # words seen in fewer sentences have no row of their own: their pieces stand in
+    min_contexts: int = setting(1, key=S, within=Range(1), flag=True,
+                                help="words seen in fewer sentences go through their pieces")
     # k: a word seen in n sentences gets (n v_ctx + k v_pieces) / (n + k), before training (the [shrinkage] stage
-    # does the same after training, with the trained pieces)
-    piece_prior: float = 0.0
-    pieces: bool = True  # keep the teacher's pieces as rows (used by oov_backoff = "pieces" only)
-    merge_languages: bool = False  # languages with the same rules share one vocabulary (no language needed)
+    # does the same after training, with the trained pieces); "shrinkage" in the key, as it has always been
+    piece_prior: float = setting(0.0, key=S, key_name="shrinkage", within=Range(0), flag=True, metavar="K",
+                                 older_flags=("--shrinkage",),
+                                 help="k of (n v_ctx + k v_pieces)/(n + k) before training")
+    # keep the teacher's pieces as rows (used by oov_backoff = "pieces" only)
+    pieces: bool = setting(True, key=S, flag=True, help="no piece rows")
+    merge_languages: bool = setting(False, key=S)  # languages with the same rules share one vocabulary
 
 
 @dataclass
 class PCAConfig:
-    dim: int = 256
-    drop: int | None = None  # None: floor(H / 100), the paper's rule; 0 disables ABTT
-    sentences: int = 100_000  # per language
-    level: str = "sentence"  # "sentence", "word", or "none" (the extracted table as it is: an ablation)
+    dim: int = setting(256, key=S, within=Range(1), flag=True, help="output dimension d'")
+    # None: floor(H / 100), the paper's rule; 0 disables ABTT
+    drop: int | None = setting(None, key=S, within=Range(0, unset="floor(teacher dim / 100)"), flag="--abtt-drop",
+                               help="top components dropped (ABTT)")
+    sentences: int = setting(100_000, key=S, within=Range(1), flag="--pca-sentences",
+                             help="sentences M for the PCA")  # per language
+    # "sentence", "word", or "none" (the extracted table as it is: an ablation)
+    level: str = setting("sentence", key=S, choices=PCA_LEVELS, flag="--pca-level",
+                         help="fit PCA on sentences or words; none keeps the table")
     # fit on the encoded sentences of these corpus sources only (files, folders or globs, as [corpus] sources names
     # them): e.g. the general text, while the words' contexts also come from a special domain's; []: all of them
-    sources: list[str] = field(default_factory=list)
+    sources: list[str] = setting(key=Key.UNLESS_DEFAULT, factory=list)
 
 
 @dataclass
@@ -105,44 +143,50 @@ class DistillConfig:
     """The refine stage: knowledge distillation on each language's sentences, plus (multilingual) the
     contrastive loss on parallel pairs, in one loop with one early stopping rule."""
 
-    batch_size: int = 128
-    tau: float = 0.05
-    lr: float = 1e-3
-    max_steps: int = 100_000
+    batch_size: int = setting(128, key=S, within=Range(1), flag="--distill-batch-size", help="sentences per KD batch")
+    tau: float = setting(0.05, key=S, within=Range(0, above=True))
+    lr: float = setting(1e-3, key=S, within=Range(0, above=True))
+    max_steps: int = setting(100_000, key=S, within=Range(1), flag="--distill-steps", help="maximum training steps")
     # the step size over max_steps: "none" keeps lr; "linear" and "cosine" take it to zero at max_steps, for a
     # recipe whose build budget stops training before early stopping would
-    lr_decay: str = "none"
-    eval_every: int = 250
-    patience: int = 10  # rounds; sparse updates make the validation loss noisy
-    val_sentences: int = 5_000  # per language
-    max_sentences: int | None = None  # KD on at most this many sentences per language (None: all encoded)
-    kd_weight: float = 1.0
-    contrastive_weight: float = 1.0
-    held_out_pairs: int = 2_000  # per language pair
-    max_pairs: int | None = None
-    min_teacher_similarity: float | None = None  # drop parallel pairs the teacher scores below this
-    cell_size: int = 0  # KD batches from k-means cells of about this many sentences; 0: random (the paper)
+    lr_decay: str = setting("none", key=Key.UNLESS_DEFAULT, choices=LR_DECAYS)
+    eval_every: int = setting(250, key=S, within=Range(1), flag=True, help="steps between validation rounds")
+    patience: int = setting(10, key=S, within=Range(1))  # rounds; sparse updates make the validation loss noisy
+    val_sentences: int = setting(5_000, key=S, within=Range(2))  # per language; a held-out loss needs two sentences
+    # KD on at most this many sentences per language (None: all encoded)
+    max_sentences: int | None = setting(None, key=S, within=Range(1, unset="every encoded sentence"),
+                                        flag="--kd-sentences", help="distil on at most this many sentences")
+    kd_weight: float = setting(1.0, key=S, within=Range(0), flag=True, help="weight of the distillation loss")
+    contrastive_weight: float = setting(1.0, key=S, within=Range(0), flag=True,
+                                        help="weight of the contrastive loss on parallel pairs")
+    held_out_pairs: int = setting(2_000, key=S, within=Range(1))  # per language pair
+    max_pairs: int | None = setting(None, key=S, within=Range(1, unset="every pair"))
+    # drop parallel pairs the teacher scores below this
+    min_teacher_similarity: float | None = setting(None, key=S, within=Range(-1, 1, unset="no filter"))
+    # KD batches from k-means cells of about this many sentences; 0: random (the paper)
+    cell_size: int = setting(0, key=S, within=Range(0))
     # KD towards the teacher's vectors minus their mean, re-normalised: for anisotropic teachers (e5: random
     # sentence pairs score ~0.8), whose flat in-batch softmax otherwise pulls the table apart
-    center_targets: bool = False
+    center_targets: bool = setting(False, key=Key.UNLESS_DEFAULT)
     # KD also sees each sentence holding a word of at most this many contexts with that word written through its
     # pieces (the inference back-off), so piece rows learn to compose; 0: off (then piece rows keep their means)
-    rare_word_pieces: int = 0
+    rare_word_pieces: int = setting(0, key=Key.UNLESS_DEFAULT, within=Range(0))
     # with cell_size: each KD objective also takes a random batch every step at this weight (neighbour batches teach
     # the fine ranking, random ones keep the global layout; held out on the neighbour batches); 0: off
-    random_batch_weight: float = 0.0
+    random_batch_weight: float = setting(0.0, key=Key.UNLESS_DEFAULT, within=Range(0))
     # KD on the encoded sentences of these corpus sources only (as [pca] sources); []: all of them
-    sources: list[str] = field(default_factory=list)
+    sources: list[str] = setting(key=Key.UNLESS_DEFAULT, factory=list)
 
 
-# The post-training stages, one section each (``swembed.pipeline.post`` registers what each one runs).
+# The post-training stages, one section each (``swembed.pipeline.post`` registers what each one runs); the names
+# their settings have in the distill stage's key are the [distill] keys they had before they had sections.
 @dataclass
 class CoTeacherConfig:
     """Other teachers whose sentence similarities KD also aims at, each at its weight in standard units (a name or
     a list of names, and a weight or one per name; ``swembed.pipeline.coteacher``); "": off."""
 
-    teachers: str | list[str] = ""
-    weights: float | list[float] = 0.5
+    teachers: str | list[str] = setting("", key=S, key_name="co_teacher")
+    weights: float | list[float] = setting(0.5, key=S, key_name="co_teacher_weight")  # BuildConfig.validate
 
     def pairs(self) -> list[tuple[str, float]]:
         """(name, weight) of each co-teacher."""
@@ -169,11 +213,11 @@ class ParagraphsConfig:
     passage), the paragraphs are ``count`` documents drawn from them instead (evaluation text excluded): the
     document-level targets of tokenlearn. Early stopping reads the sentence objectives only. count = 0: off."""
 
-    count: int = 0
-    sentences: int = 4
-    files: list[str] = field(default_factory=list)
-    weight: float = 0.5
-    query_weight: float = 0.0
+    count: int = setting(0, key=S, key_name="paragraphs", within=Range(0))
+    sentences: int = setting(4, key=S, key_name="paragraph_sentences", within=Range(1))
+    files: list[str] = setting(key=Key.BY_STAGE, factory=list)  # keyed by how many, the prepared stage by contents
+    weight: float = setting(0.5, key=S, key_name="paragraph_weight", within=Range(0))
+    query_weight: float = setting(0.0, key=Key.UNLESS_DEFAULT, key_name="paragraph_query_weight", within=Range(0))
 
 
 @dataclass
@@ -186,10 +230,11 @@ class RetrievalConfig:
     label (in-batch InfoNCE, both directions). ``max_pairs`` caps the pairs. Early stopping reads the sentence
     objectives only. No files: off."""
 
-    files: list[str] = field(default_factory=list)
-    weight: float = 1.0
-    loss: str = "kd"
-    max_pairs: int | None = None
+    files: list[str] = setting(key=Key.BY_STAGE, factory=list)  # keyed by the prepared stage's contents
+    weight: float = setting(1.0, key=S, key_name="retrieval_weight", within=Range(0))
+    loss: str = setting("kd", key=S, key_name="retrieval_loss", choices=RETRIEVAL_LOSSES)
+    max_pairs: int | None = setting(None, key=Key.UNLESS_DEFAULT, key_name="retrieval_max_pairs",
+                                    within=Range(1, unset="every pair"))
 
     def needs_teacher(self) -> bool:
         """Whether the pairs need the teacher's vectors: ``kd`` distils them; ``contrastive``'s labels are the pairs."""
@@ -201,7 +246,7 @@ class ShrinkageConfig:
     """After training, a word seen in n sentences becomes (n v + k u) / (n + k), u its trained piece composition
     (what the tokeniser gives it were it unknown; ``swembed.pipeline.shrinkage``); k = 0: off."""
 
-    k: float = 0.0
+    k: float = setting(0.0, key=S, key_name="shrinkage", within=Range(0))
 
 
 @dataclass
@@ -210,7 +255,7 @@ class AloneConfig:
     vector of the word encoded alone, mapped into the table by a ridge fit on frequent words
     (``swembed.pipeline.alone``); k = 0: off."""
 
-    k: float = 0.0
+    k: float = setting(0.0, key=S, key_name="alone_shrinkage", within=Range(0))
 
 
 @dataclass
@@ -218,31 +263,42 @@ class GramsConfig:
     """After training, this many gram rows (character 3-5-grams hashed into buckets) fitted to the word rows, so an
     unknown word backs off to the mean of its pieces and its grams (``swembed.pipeline.grams``); 0: pieces only."""
 
-    buckets: int = 0
+    buckets: int = setting(0, key=S, within=Range(0))
 
 
 @dataclass
 class BuildConfig:
-    teacher: str = "minilm"
-    out: str = "models/minilm-256"
-    work_dir: str | None = None  # default: <out>.work
-    device: str = "auto"
-    dtype: str = "float32"
-    seed: int = 0
-    langs: list[str] = field(default_factory=lambda: ["en"])
-    corpora: dict[str, list[str]] = field(default_factory=dict)  # multilingual: language -> sources
-    segmenters: dict[str, str] = field(default_factory=dict)  # e.g. {zh = "jieba", ja = "fugashi"}
+    # keyed as the teacher describes itself
+    teacher: str = setting("minilm", key=Key.BY_STAGE, flag=True, metavar="NAME",
+                           help="short name (minilm, mpnet, gte-base, me5-small, ...), folder or hub id")
+    out: str = setting("models/minilm-256", key=Key.NEVER, flag=True, metavar="DIR", help="model folder to write")
+    work_dir: str | None = setting(None, key=Key.NEVER, flag=True, metavar="DIR", help="stage cache")  # <out>.work
+    device: str = setting("auto", key=Key.NEVER, flag=True, flag_choices=DEVICES,  # also cuda:N in a recipe
+                          help="where the teacher and training run")
+    dtype: str = setting("float32", key=Key.NEVER, choices=TABLE_DTYPES, flag=True, help="table dtype")  # at export
+    seed: int = setting(0, key=Key.BY_STAGE, within=Range(0), flag=True,  # numpy's generators take no negative seed
+                        help="seed for every sampling step")
+    langs: list[str] = setting(key=Key.BY_STAGE, factory=lambda: ["en"])  # a stage (and key) per language
+    # multilingual: language -> sources
+    corpora: dict[str, list[str]] = setting(key=Key.BY_STAGE, factory=dict)
+    segmenters: dict[str, str] = setting(key=Key.BY_STAGE, factory=dict)  # e.g. {zh = "jieba", ja = "fugashi"}
     # language -> conversion: rows for the words of another script, copied from the corpus's spelling after
     # distillation (swembed.pipeline.variants); zh tables read traditional characters unless set to {}
-    script_variants: dict[str, str] = field(default_factory=lambda: {"zh": "t2s"})
+    script_variants: dict[str, str] = setting(key=Key.BY_STAGE, factory=lambda: {"zh": "t2s"})
     # english<TAB>other files: a list pairs langs[0] with langs[1]; a table {lang: [files]} pairs langs[0] with each
-    parallel: list[str] | dict[str, list[str]] = field(default_factory=list)
+    parallel: list[str] | dict[str, list[str]] = setting(key=Key.BY_STAGE, factory=list, flag=True, metavar="FILE",
+                                                          help="english<TAB>other pair files for the contrastive loss")
     # held-out text (files, folders; e.g. the evaluation sets): no corpus sentence or training pair repeats a line
     # or tab-separated field of it (compared without case, spaces and punctuation)
-    exclude: list[str] = field(default_factory=list)
-    distill_enabled: bool = True
-    lexicon_top_k: int | None = None  # keep each word's k largest dims (lexicon tables, e.g. from LENS)
-    checkpoint_seconds: float = 60.0
+    exclude: list[str] = setting(key=Key.BY_STAGE, factory=list, flag=True, metavar="PATH",
+                                 help="held-out files or folders (eval sets): no corpus sentence or training pair "
+                                      "repeats their lines (case, spaces and punctuation ignored)")
+    distill_enabled: bool = setting(True, key=Key.NEVER, flag="--no-distill", help="stop after PCA")
+    # keep each word's k largest dims (lexicon tables, e.g. from LENS); at most dim: BuildConfig.validate; at export
+    lexicon_top_k: int | None = setting(None, key=Key.NEVER, within=Range(1, unset="every dimension"), flag=True,
+                                        metavar="K", help="keep each word's k largest dims (LENS tables)")
+    checkpoint_seconds: float = setting(60.0, key=Key.NEVER, within=Range(0), flag=True, metavar="SECONDS",
+                                        help="least time between checkpoints")
     corpus: CorpusConfig = field(default_factory=CorpusConfig)
     tokenization: TokenizationRules = field(default_factory=lambda: TokenizationRules(oov_backoff="pieces"))
     vocab: VocabConfig = field(default_factory=VocabConfig)
@@ -302,10 +358,12 @@ class BuildConfig:
     def validate(self) -> None:
         """Every setting in its range (``RANGES``) and consistent with the others; raises ``BuildError`` (an
         ``OptionError`` naming the setting for a value out of its range) before any work."""
-        for key in RANGES:
-            check_option(key, self.get(key))
+        checked = self.__dict__.get("_checked", {})  # what apply_settings checked as it set it, naming its source
+        for key in ranges_of(type(self)):
+            if key not in checked or checked[key] is not self.get(key):
+                check_option(key, self.get(key), config_type=type(self))
         self._check_languages()
-        for key, allowed in CHOICES.items():
+        for key, allowed in choices_of(type(self)).items():
             if self.get(key) not in allowed:
                 raise BuildError(f"{key_label(key)} must be one of {', '.join(allowed)}, got {self.get(key)!r}")
         if self.device not in DEVICES and not re.fullmatch(r"cuda:\d+", str(self.device)):
@@ -447,83 +505,69 @@ OLDER_KEYS = {**{("distill", old): new for old, new in LEGACY_DISTILL_KEYS.items
               ("compose", "shrinkage"): ("compose", "piece_prior")}
 
 
-# Every numeric build setting and its range: the one place they are checked (recipes, flags and swembed.build
-# alike). A value out of range is refused before any work, naming the setting and its range.
-RANGES = {
-    "seed": Range(0),  # numpy's generators take no negative seed
-    "checkpoint_seconds": Range(0),
-    "lexicon_top_k": Range(1, unset="every dimension"),  # and at most dim: BuildConfig.validate
-    "corpus.min_words": Range(1),
-    "corpus.max_words": Range(1),
-    "corpus.max_sentences": Range(1, unset="no limit"),
-    "tokenization.oov_weight": WEIGHTS,
-    "vocab.max_size": Range(1),
-    "vocab.min_count": Range(1),
-    "vocab.teacher_vocab_size": Range(1),
-    "extract.sentences_per_word": Range(1),
-    "extract.max_sentences": Range(1, unset="every sentence"),
-    "extract.fill_max_words": Range(1, unset="any length"),
-    "extract.batch_tokens": Range(1, unset="1024 on a CPU, 8192 on a GPU"),
-    "extract.unit_sentences": Range(1),
-    "compose.min_contexts": Range(1),
-    "compose.piece_prior": Range(0),
-    "pca.dim": Range(1),
-    "pca.drop": Range(0, unset="floor(teacher dim / 100)"),
-    "pca.sentences": Range(1),
-    "distill.batch_size": Range(1),
-    "distill.tau": Range(0, above=True),
-    "distill.lr": Range(0, above=True),
-    "distill.max_steps": Range(1),
-    "distill.eval_every": Range(1),
-    "distill.patience": Range(1),
-    "distill.val_sentences": Range(2),  # a held-out loss needs two sentences
-    "distill.max_sentences": Range(1, unset="every encoded sentence"),
-    "distill.kd_weight": Range(0),
-    "distill.contrastive_weight": Range(0),
-    "distill.held_out_pairs": Range(1),
-    "distill.max_pairs": Range(1, unset="every pair"),
-    "distill.min_teacher_similarity": Range(-1, 1, unset="no filter"),
-    "distill.cell_size": Range(0),
-    "distill.rare_word_pieces": Range(0),
-    "distill.random_batch_weight": Range(0),
-    "splits.max_words": Range(1),
-    "paragraphs.count": Range(0),
-    "paragraphs.sentences": Range(1),
-    "paragraphs.weight": Range(0),
-    "paragraphs.query_weight": Range(0),
-    "retrieval.weight": Range(0),
-    "retrieval.max_pairs": Range(1, unset="every pair"),
-    "shrinkage.k": Range(0),
-    "alone.k": Range(0),
-    "grams.buckets": Range(0),
-}
+def ranges_of(config_type: type) -> dict[str, Range]:
+    """Every numeric setting of a config dataclass (and of its sections) with its declared range, by key
+    (``"pca.dim"``)."""
+    return {key: meta.within for key, item in walk(config_type) if (meta := declaration(item)) and meta.within}
 
 
+def choices_of(config_type: type) -> dict[str, tuple[str, ...]]:
+    """Every setting of a config dataclass (and of its sections) with a fixed set of values, its declared tuple."""
+    return {key: meta.choices for key, item in walk(config_type) if (meta := declaration(item)) and meta.choices}
+
+
+# Every numeric build setting and its range, read from the declarations (``setting(..., within=Range(...))``): the
+# one place they are checked (recipes, flags and swembed.build alike). A value out of range is refused before any
+# work, naming the setting and its range.
+RANGES = ranges_of(BuildConfig)
 # Every build setting with a fixed set of values and its one tuple of them, which argparse's choices, validate and
-# the docs read. (``device`` also takes ``cuda:N``, so only the CLI restricts it, to DEVICES.)
-CHOICES = {
-    "dtype": TABLE_DTYPES,
-    "tokenization.oov_backoff": BACKOFFS,
-    "extract.sentences": EXTRACT_SENTENCES,
-    "extract.teacher_dtype": TEACHER_DTYPES,
-    "extract.teacher_runtime": TEACHER_RUNTIMES,
-    "pca.level": PCA_LEVELS,
-    "retrieval.loss": RETRIEVAL_LOSSES,
-    "distill.lr_decay": LR_DECAYS,
-}
+# the docs read. (``device`` also takes ``cuda:N``, so only its flag restricts it, to DEVICES.)
+CHOICES = choices_of(BuildConfig)
+
+
+def build_flags(config_type: type = BuildConfig) -> list[tuple[str, str, dict]]:
+    """``swembed build``'s flags, from the declarations: (flag, key, argparse options) for each setting that declares
+    one. An on/off setting's flag sets the opposite of its default; a list takes one or more values; a number's
+    type, a setting's choices and its help text are its declaration's (help names no default: the CLI adds it)."""
+    flags = []
+    for key, item in walk(config_type):
+        meta, flag = declaration(item), flag_name(item)
+        if meta is None or flag is None:
+            continue
+        options: dict = {"help": meta.help}
+        annotation = {part.strip() for part in str(item.type).split("|")}
+        if isinstance(default_of(item), bool):
+            options.update(action="store_const", const=not default_of(item))
+        elif annotation & {"int", "float"}:
+            options["type"] = float if "float" in annotation else int
+        elif any(part.startswith("list") for part in annotation):
+            options["nargs"] = "+"
+        if meta.choices or meta.flag_choices:
+            options["choices"] = meta.flag_choices or meta.choices
+        if meta.metavar:
+            options["metavar"] = meta.metavar
+        flags.append((flag, key, options))
+    return flags
+
+
+def older_flags(config_type: type = BuildConfig) -> dict[str, str]:
+    """Each earlier name of a flag (declared ``older_flags``) -> the flag to write instead."""
+    return {older: str(flag_name(item)) for _, item in walk(config_type) if (meta := declaration(item))
+            for older in meta.older_flags}
 
 
 class OptionError(BuildError):
     """A setting outside its range; ``key`` names it (``"pca.dim"``), so the CLI can name its flag instead."""
 
-    def __init__(self, key: str, value: object, source: str = "", name: str | None = None) -> None:
-        self.key, self.value, self.source = key, value, source
+    def __init__(self, key: str, value: object, source: str = "", name: str | None = None,
+                 allowed: Range | None = None) -> None:
+        self.key, self.value, self.source, self.allowed = key, value, source, allowed or RANGES[key]
         where = f"{source}: " if source else ""
-        super().__init__(where + RANGES[key].refusal(name or key_label(key), value))
+        super().__init__(where + self.allowed.refusal(name or key_label(key), value))
 
     def named(self, name: str) -> OptionError:
         """The same refusal naming the setting ``name`` (a flag)."""
-        return OptionError(self.key, self.value, self.source, name)
+        return OptionError(self.key, self.value, self.source, name, self.allowed)
 
 
 def key_label(key: str) -> str:
@@ -532,11 +576,14 @@ def key_label(key: str) -> str:
     return f"[{section}] {name}" if section else name
 
 
-def check_option(key: str, value: object, source: str = "", name: str | None = None) -> None:
-    """Refuse ``value`` for setting ``key`` (written ``name`` where it was given) unless it lies in ``RANGES[key]``
-    (a key without a range is free)."""
-    if key in RANGES and not RANGES[key].holds(value):
-        raise OptionError(key, value, source, name)
+def check_option(key: str, value: object, source: str = "", name: str | None = None,
+                 config_type: type | None = None) -> None:
+    """Refuse ``value`` for setting ``key`` (written ``name`` where it was given) unless it lies in its declared
+    range (``RANGES[key]``, or that of ``config_type``'s declaration; a key without a range is free). The one check
+    of a setting's range."""
+    ranges = RANGES if config_type in (None, BuildConfig) else ranges_of(config_type)  # type: ignore[arg-type]
+    if key in ranges and not ranges[key].holds(value):
+        raise OptionError(key, value, source, name, ranges[key])
 
 
 _TYPES = {"str": str, "int": int, "float": (int, float), "bool": bool, "None": type(None), "list": list, "dict": dict}
@@ -578,31 +625,41 @@ def _check_recipe_types(source: str, where: str, annotations: dict[str, str], va
             raise BuildError(f"{source}: {where}{key} must be {annotations[key]}, got {value!r}")
 
 
-def _with_sections(settings: dict, source: str) -> dict:
+def _with_sections(settings: dict, source: str) -> tuple[dict, dict[str, str]]:
     """``settings`` with the older keys (``OLDER_KEYS``) moved to the keys that replace them, each with a one-line
-    warning naming ``source`` and the key to write instead."""
+    warning naming ``source`` and the key to write instead; and how each moved one was written, by its key."""
     older = [(section, key) for section, key in OLDER_KEYS
              if isinstance(settings.get(section), dict) and key in settings[section]]
     if not older:
-        return settings
+        return settings, {}
     settings = {name: dict(value) if isinstance(value, dict) else value for name, value in settings.items()}
+    written = {}
     for old_section, old in older:
         section, name = OLDER_KEYS[(old_section, old)]
         table = settings.setdefault(section, {})
         if not isinstance(table, dict) or name in table:
             raise BuildError(f"{source}: [{old_section}] {old} and [{section}] {name} are the same setting; give one")
-        check_option(f"{section}.{name}", settings[old_section][old], source, f"[{old_section}] {old}")
         logger.warning("%s: [%s] %s is an older key; write [%s] %s", source, old_section, old, section, name)
         table[name] = settings[old_section].pop(old)
-    return settings
+        written[f"{section}.{name}"] = f"[{old_section}] {old}"
+    return settings, written
+
+
+def _checked(config: BuildConfig, key: str, value: object, source: str, name: str | None) -> object:
+    """``value`` once checked against the range of setting ``key`` (``check_option``), recorded as checked so that
+    ``validate`` does not check it again."""
+    check_option(key, value, source, name, type(config))
+    config.__dict__.setdefault("_checked", {})[key] = value
+    return value
 
 
 def apply_settings(config: BuildConfig, settings: dict, source: str) -> BuildConfig:
     """Set ``config``'s fields from a recipe-shaped dict (top-level keys and section tables), each value checked
     for its type and range, naming ``source`` and the key."""
     top = {f.name: f.type for f in fields(config)}
-    for key, value in _with_sections(settings, source).items():
-        if key in SECTIONS:
+    settings, written = _with_sections(settings, source)
+    for key, value in settings.items():
+        if is_dataclass(getattr(config, key, None)):
             if not isinstance(value, dict):
                 raise BuildError(f"{source}: [{key}] must be a table")
             section = getattr(config, key)
@@ -612,15 +669,14 @@ def apply_settings(config: BuildConfig, settings: dict, source: str) -> BuildCon
                                  f"{', '.join(sorted(unknown))}")
             _check_recipe_types(source, f"[{key}] ", {f.name: f.type for f in fields(section)}, value)
             for name, item in value.items():
-                check_option(f"{key}.{name}", item, source)
+                _checked(config, f"{key}.{name}", item, source, written.get(f"{key}.{name}"))
             try:
                 setattr(config, key, replace(section, **value))
             except (TypeError, ValueError) as exc:
                 raise BuildError(f"{source}: [{key}]: {exc}") from None
         elif key in top:
             _check_recipe_types(source, "", top, {key: value})
-            check_option(key, value, source)
-            setattr(config, key, value)
+            setattr(config, key, _checked(config, key, value, source, None))
         elif key not in ("name", "description"):
             raise BuildError(f"{source}: unknown key {key!r}")
     return config

@@ -9,7 +9,6 @@ import hashlib
 import logging
 import re
 from collections.abc import Iterator
-from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +27,7 @@ from swembed.pipeline.sources import (
     source_key,
 )
 from swembed.pipeline.stage import StageContext, StageResult, StageRun
+from swembed.runtime.settings import stage_key
 from swembed.runtime.tokenizer import WORD_PATTERN, normalize_text
 
 logger = logging.getLogger(__name__)
@@ -114,7 +114,7 @@ def run_corpus(ctx: StageContext, config: CorpusConfig, normalization: str, excl
     if not config.sources:
         raise CorpusError("no corpus given")
     sources = expand_sources(config.sources)
-    identity = {**asdict(config), "normalization": normalization,
+    identity = {**stage_key(config), "normalization": normalization,
                 "sources": [describe_source(f) for f in sources]}
     if exclude:  # absent when empty, so the caches of builds without exclusions stay valid
         identity["exclude"] = [describe_source(f) for f in expand_sources(list(exclude))]

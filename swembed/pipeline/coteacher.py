@@ -17,6 +17,7 @@ from swembed.pipeline.config import BuildError, CoTeacherConfig
 from swembed.pipeline.plan import seconds_per_size, spread
 from swembed.pipeline.stage import PostTraining, load_checkpoint
 from swembed.runtime.folder import atomic_save_npy
+from swembed.runtime.settings import stage_key
 
 if TYPE_CHECKING:  # annotations only
     from swembed.pipeline.stage import Prepared, PrepareSources, StageContext, StageResult, StageRun
@@ -97,7 +98,7 @@ def _targets(config: CoTeacherConfig, prepared: Prepared, own: np.ndarray) -> np
 
 COTEACHER = PostTraining("coteacher", enabled=lambda config: bool(config.pairs()), prepare=_prepare,
                          # its [distill] keys before the section
-                         identity=lambda config: {"co_teacher": config.teachers, "co_teacher_weight": config.weights},
+                         identity=stage_key,  # co_teacher, co_teacher_weight: its [distill] keys before the section
                          plan=_plan, targets=_targets)
 
 

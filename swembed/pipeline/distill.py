@@ -12,7 +12,7 @@ Artifact: ``table.npy`` (rows, d) float32, the best table by held-out loss, and 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -24,6 +24,7 @@ from swembed.pipeline.config import BuildError, DistillConfig
 from swembed.pipeline.corpus import rows_from_sources
 from swembed.pipeline.parallel import read_pairs
 from swembed.pipeline.stage import PostTraining, Prepared, StageContext, StageResult, StageRun, Trained, TrainingContext
+from swembed.runtime.settings import stage_key
 from swembed.runtime.tokenizer import TokenIds, TokenizationRules, WordTokenizer
 
 if TYPE_CHECKING:  # torch: imported when the stage runs
@@ -53,15 +54,13 @@ class DistillInputs:
 
 
 def distill_identity(config: DistillConfig, inputs: DistillInputs, seed: int) -> dict:
-    """The distill stage's identity: its section, the seed, and what each post-training hook adds. Options at
-    their off value are left out, so caches from before an option existed stay valid."""
-    identity = {**asdict(config), "seed": seed}
+    """The distill stage's identity: its section's settings as they declare it (``stage_key``: those declared
+    ``Key.UNLESS_DEFAULT`` are left out at their default, so caches from before they existed stay valid), the seed,
+    and what each post-training hook adds."""
+    identity = {**stage_key(config), "seed": seed}
     for step, section in inputs.post:
         if step.identity:
             identity.update(step.identity(section))
-    for option in ("center_targets", "rare_word_pieces", "random_batch_weight", "sources", "lr_decay"):
-        if identity[option] in (False, 0, [], "none"):
-            identity.pop(option)
     return identity
 
 

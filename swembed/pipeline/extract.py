@@ -29,7 +29,7 @@ import sys
 import threading
 import time
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -41,6 +41,7 @@ from swembed.pipeline.corpus import source_lines, word_count
 from swembed.pipeline.stage import StageContext, StageResult, StageRun, load_checkpoint
 from swembed.pipeline.vocab import read_vocab_stage
 from swembed.runtime.outputs import atomic_file
+from swembed.runtime.settings import stage_key
 from swembed.runtime.testpoints import reached
 from swembed.runtime.tokenizer import TokenizationRules, WordTokenizer, word_splitter
 from swembed.teachers.base import Pinnable, pinned, token_budget_batches
@@ -157,13 +158,9 @@ def extract_identity(config: ExtractConfig, rules: TokenizationRules, teacher, s
     The seed reaches only a sampled selection (the quota's tie-break, ``max_sentences``): an extract of every
     sentence is the same for every seed, so it is recorded as seed 0 and builds that differ in seed share it."""
     sampled = config.sentences in QUOTA_CHOICES or bool(config.max_sentences)
-    identity = {**asdict(config), "rules": rules.splitting_only().to_dict(), "seed": seed if sampled else 0,
-                "teacher": {k: v for k, v in teacher.describe().items() if k != "path"}}
-    identity.pop("unit_sentences")
-    identity["batch_tokens"] = teacher.batch_tokens  # what ran: unset means by device (pick_batch_tokens)
-    for key in ("fill_max_words", "fill_sources"):  # absent when unset, so extracts from before them stay valid
-        if not identity[key]:
-            identity.pop(key)
+    identity = {**stage_key(config), "rules": rules.splitting_only().to_dict(), "seed": seed if sampled else 0,
+                "teacher": {k: v for k, v in teacher.describe().items() if k != "path"},
+                "batch_tokens": teacher.batch_tokens}  # what ran: unset means by device (pick_batch_tokens)
     if identity["teacher"].get("prompt"):  # since 2026-11-26 a token holding the prompt's last space (XLM-R's and
         identity["first_token"] = "credited"  # Gemma's '▁A') is the text's: extracts made before are not reused
     return identity

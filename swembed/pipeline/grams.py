@@ -15,6 +15,7 @@ from swembed.pipeline import files
 from swembed.pipeline.compose import Layout
 from swembed.pipeline.config import GramsConfig
 from swembed.pipeline.stage import PostTraining, StageContext, StageResult, StageRun
+from swembed.runtime.settings import stage_key
 from swembed.runtime.tokenizer import GRAM_SIZES, char_gram_buckets
 
 RIDGE = 0.01  # STS-B dev, rarest 75% of words hidden, 2^18 buckets: 84.71 / 84.94 / 84.84 at ridge 1 / 0.01 / 0.001
@@ -91,7 +92,7 @@ def _conjugate_gradients(a, a_t, targets, ridge: float, iterations: int) -> np.n
 def run_grams(ctx: StageContext, config: GramsConfig, table: StageResult, compose: StageResult) -> StageResult:
     """Fit ``config.buckets`` gram rows to the word rows of ``table`` (the distill or pca artifact)."""
     buckets = config.buckets
-    identity = {"buckets": buckets, "sizes": list(GRAM_SIZES), "ridge": RIDGE, "iterations": ITERATIONS}
+    identity = {**stage_key(config), "sizes": list(GRAM_SIZES), "ridge": RIDGE, "iterations": ITERATIONS}
 
     def compute(run: StageRun) -> dict:
         layout = Layout.read(compose.path)

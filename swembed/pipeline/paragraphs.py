@@ -34,6 +34,7 @@ from swembed.pipeline.sources import (
 )
 from swembed.pipeline.stage import PostTraining
 from swembed.runtime.folder import atomic_save_npy
+from swembed.runtime.settings import stage_key
 
 if TYPE_CHECKING:  # annotations only
     from swembed.pipeline.stage import Prepared, PrepareSources, StageContext, StageResult, StageRun, TrainingContext
@@ -169,11 +170,6 @@ def _plan(config: ParagraphsConfig, words: int) -> list[str]:
 
 
 PARAGRAPHS = PostTraining("paragraphs", enabled=lambda config: config.count > 0, prepare=_prepare,
-                          identity=lambda config: {"paragraphs": config.count,
-                                                   **({"paragraph_files": len(config.files)} if config.files else {}),
-                                                   "paragraph_sentences": config.sentences,
-                                                   "paragraph_weight": config.weight,
-                                                   "early_stopping": "sentence objectives",
-                                                   **({"paragraph_query_weight": config.query_weight}
-                                                      if config.query_weight > 0 else {})},
+                          identity=lambda config: {**stage_key(config), "early_stopping": "sentence objectives",
+                                                   **({"paragraph_files": len(config.files)} if config.files else {})},
                           plan=_plan, objectives=_objectives)

@@ -13,7 +13,6 @@ language-cluster silhouettes in the stats (paper footnote 16).
 """
 from __future__ import annotations
 
-from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +23,7 @@ from swembed.pipeline.config import BuildError, PCAConfig
 from swembed.pipeline.corpus import rows_from_sources
 from swembed.pipeline.stage import StageContext, StageResult, StageRun
 from swembed.runtime import StaticEmbedder, WordTokenizer
+from swembed.runtime.settings import stage_key
 from swembed.runtime.tokenizer import TokenizationRules
 
 
@@ -122,9 +122,7 @@ def run_pca(ctx: StageContext, config: PCAConfig, compose: StageResult, extracts
     """Stage 5 over the composed table, fitted on each language's encoded sentences (of its ``corpora``' chosen
     sources, with ``[pca] sources``)."""
     seed = ctx.seed
-    identity = {**asdict(config), "seed": seed}
-    if not config.sources:  # absent when unset, so the caches of builds from before the option stay valid
-        identity.pop("sources")
+    identity = {**stage_key(config), "seed": seed}  # [pca] sources absent when unset (Key.UNLESS_DEFAULT)
 
     def compute(run: StageRun) -> dict:
         from tokenizers import Tokenizer

@@ -19,6 +19,7 @@ from swembed.pipeline.parallel import read_pairs, read_parallel, write_pairs
 from swembed.pipeline.sources import HELD_OUT_RULE, describe_source, expand_sources, held_out_keys
 from swembed.pipeline.stage import PostTraining
 from swembed.runtime.folder import atomic_save_npy
+from swembed.runtime.settings import stage_key
 
 if TYPE_CHECKING:  # annotations only
     from swembed.pipeline.stage import Prepared, PrepareSources, StageContext, StageResult, StageRun, TrainingContext
@@ -101,7 +102,5 @@ def _plan(config: RetrievalConfig, words: int) -> list[str]:
 
 
 RETRIEVAL = PostTraining("retrieval", enabled=lambda config: bool(config.files), prepare=_prepare,
-                         identity=lambda config: {"retrieval_weight": config.weight, "retrieval_loss": config.loss,
-                                                  **({"retrieval_max_pairs": config.max_pairs}
-                                                     if config.max_pairs else {})},
+                         identity=stage_key,  # the files are keyed by the prepared stage
                          plan=_plan, objectives=_objectives)

@@ -9,6 +9,7 @@ import numpy as np
 from swembed.pipeline.compose import Layout, blend_by_contexts
 from swembed.pipeline.config import ShrinkageConfig
 from swembed.pipeline.stage import PostTraining, Trained
+from swembed.runtime.settings import stage_key
 from swembed.runtime.tokenizer import WordTokenizer
 
 
@@ -34,5 +35,5 @@ def _refine(table: np.ndarray, config: ShrinkageConfig, trained: Trained) -> dic
 
 
 SHRINKAGE = PostTraining("shrinkage", enabled=lambda config: bool(config.k),
-                         identity=lambda config: {"shrinkage": config.k},  # its [distill] key before the section
+                         identity=stage_key,  # {"shrinkage": k}: its [distill] key before the section
                          refine=_refine)

@@ -27,11 +27,13 @@ import json
 import logging
 import random
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from swembed.pipeline.sources import content_digest, expand_sources
 from swembed.runtime.outputs import atomic_file
+from swembed.runtime.ranges import Range
+from swembed.runtime.settings import Key, setting
 
 logger = logging.getLogger(__name__)
 
@@ -49,12 +51,13 @@ class SplitsConfig:
     the dev texts' sentences (for ``exclude``). ``max_words`` cuts training documents and passages; ``sample``:
     pairs per source in ``retrieval.tsv.gz``. No ``out``: off."""
 
-    documents: list[str] = field(default_factory=list)
-    pairs: list[str] = field(default_factory=list)
-    out: str = ""
-    max_words: int = 200
-    sample: dict[str, int] = field(default_factory=lambda: {"scitldr": 4000, "medquad": 2000, "agnews": 500,
-                                                           "pseudo": 2500})
+    # what the splits write reaches a stage's key as the files it reads ([retrieval] files, exclude): Key.BY_STAGE
+    documents: list[str] = setting(key=Key.BY_STAGE, factory=list)
+    pairs: list[str] = setting(key=Key.BY_STAGE, factory=list)
+    out: str = setting("", key=Key.BY_STAGE)
+    max_words: int = setting(200, key=Key.BY_STAGE, within=Range(1))
+    sample: dict[str, int] = setting(key=Key.BY_STAGE, factory=lambda: {"scitldr": 4000, "medquad": 2000,
+                                                                       "agnews": 500, "pseudo": 2500})
 
 MANIFEST = "splits.json"
 SEED = 0

@@ -9,13 +9,13 @@ from __future__ import annotations
 import hashlib
 import re
 from collections import Counter
-from dataclasses import asdict
 from pathlib import Path
 
 from swembed.pipeline import files
 from swembed.pipeline.config import VocabConfig
 from swembed.pipeline.sources import COMPRESSED, CorpusError
 from swembed.pipeline.stage import StageContext, StageResult, StageRun, text_digest
+from swembed.runtime.settings import stage_key
 from swembed.runtime.tokenizer import TokenizationRules, iter_words, normalize_text, word_splitter
 
 
@@ -73,12 +73,10 @@ def run_vocab(ctx: StageContext, config: VocabConfig, rules: TokenizationRules, 
     cap = config.max_size if rules.words == "pattern" else config.teacher_vocab_size
     add_teacher = config.teacher_words and rules.words == "pattern"
     lists = {path: read_word_list(path) for path in config.word_lists}  # BuildConfig.validate: pattern words only
-    identity = {**asdict(config), "cap": cap, "rules": rules.splitting_only().to_dict(),
+    identity = {**stage_key(config), "cap": cap, "rules": rules.splitting_only().to_dict(),
                 "teacher_vocab": text_digest(tokenizer_json) if add_teacher or rules.words == "teacher" else None}
-    if lists:
+    if lists:  # absent without lists, so caches from before the option stay valid
         identity["word_lists"] = [hashlib.sha256(data).hexdigest()[:16] for data in lists.values()]
-    else:
-        identity.pop("word_lists")  # caches from before the option stay valid
 
     def compute(run: StageRun) -> dict:
         counts = count_words(corpus.path / files.SENTENCES, rules, tokenizer_json)

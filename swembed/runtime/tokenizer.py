@@ -28,13 +28,14 @@ import re
 import unicodedata
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 from itertools import repeat
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 import numpy as np
 
 from swembed.runtime.ranges import Range
+from swembed.runtime.settings import Key, declaration, setting
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -70,12 +71,16 @@ class TokenizationRules:
     """How text becomes words; the build holds one per language and saves it in the model's config.json,
     so every stage and every reader agrees."""
 
-    word_pattern: str = WORD_PATTERN
-    lowercase: bool = True
-    unicode_normalization: str = "NFKC"
-    oov_backoff: str = "teacher_prefix"  # BACKOFFS
-    words: str = "pattern"  # WORD_MODES
-    oov_weight: float = 1.0  # an unknown word's weight in the mean (a known word's is 1), shared by its back-off rows
+    # the build's stages key the rules they split by (``to_dict``, ``splitting_only``): Key.BY_STAGE
+    word_pattern: str = setting(WORD_PATTERN, key=Key.BY_STAGE)
+    lowercase: bool = setting(True, key=Key.BY_STAGE, flag="--cased", help="case-sensitive words (default: "
+                              "lower-cased)")
+    unicode_normalization: str = setting("NFKC", key=Key.BY_STAGE, choices=NORMALIZATION_FORMS)
+    oov_backoff: str = setting("teacher_prefix", key=Key.BY_STAGE, choices=BACKOFFS, flag="--backoff",
+                               help="unknown words: the teacher's pieces, the longest known prefix, or skipped")
+    words: str = setting("pattern", key=Key.BY_STAGE, choices=WORD_MODES)
+    # an unknown word's weight in the mean (a known word's is 1), shared by its back-off rows
+    oov_weight: float = setting(1.0, key=Key.BY_STAGE, within=WEIGHTS)
 
     def __post_init__(self) -> None:
         """Each value of the right type and range (a hand-edited config.json fails here, naming the key)."""
@@ -95,16 +100,15 @@ class TokenizationRules:
                              f"joined by |), which match in linear time; got {self.word_pattern!r}")
         if not isinstance(self.lowercase, bool):
             raise ValueError(f"tokenization lowercase must be true or false, got {self.lowercase!r}")  # noqa: TRY004
-        if self.unicode_normalization not in NORMALIZATION_FORMS:
-            raise ValueError(f"tokenization unicode_normalization must be one of {NORMALIZATION_FORMS}, "
-                             f"got {self.unicode_normalization!r}")
-        if self.words not in WORD_MODES:
-            raise ValueError(f"tokenization words must be one of {WORD_MODES}, got {self.words!r}")
-        if self.oov_backoff not in BACKOFFS:
-            raise ValueError(f"tokenization oov_backoff must be one of {BACKOFFS}, got {self.oov_backoff!r}")
-        if (not isinstance(self.oov_weight, (int, float)) or isinstance(self.oov_weight, bool)
-                or not WEIGHTS.holds(self.oov_weight)):
-            raise ValueError(WEIGHTS.refusal("tokenization oov_weight", self.oov_weight))
+        declared = {item.name: declaration(item) for item in fields(self)}
+        for name in ("unicode_normalization", "words", "oov_backoff"):
+            choices = declared[name].choices  # type: ignore[union-attr]
+            if getattr(self, name) not in choices:
+                raise ValueError(f"tokenization {name} must be one of {choices}, got {getattr(self, name)!r}")
+        weight = self.oov_weight
+        if (not isinstance(weight, (int, float)) or isinstance(weight, bool)
+                or not declared["oov_weight"].within.holds(weight)):  # type: ignore[union-attr]
+            raise ValueError(WEIGHTS.refusal("tokenization oov_weight", weight))
 
     def to_dict(self) -> dict:
         data = asdict(self)
