@@ -35,12 +35,17 @@ def test_every_setting_says_how_it_enters_its_stage_key():
 
 
 def test_no_range_is_written_twice():
-    """Every ``Range(...)`` in the package is a setting's declaration (``within=``) or an entry of another command's
-    own ``*_RANGES`` table (shrink, dedup, serve), never a second copy of a build setting's range."""
+    """Every ``Range(...)`` in the package is a setting's declaration (``within=``, or a named range a declaration
+    names there) or an entry of another command's own ``*_RANGES`` table (shrink, dedup, serve), never a second copy
+    of a build setting's range."""
     elsewhere = []
     for path in (ROOT / "swembed").rglob("*.py"):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         allowed = {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.keyword) and node.arg == "within"}
+        named = {node.value.id for node in ast.walk(tree)  # a range shared by name: ``within=WEIGHTS``
+                 if isinstance(node, ast.keyword) and node.arg == "within" and isinstance(node.value, ast.Name)}
+        allowed |= {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Assign)
+                    and any(isinstance(t, ast.Name) and t.id in named for t in node.targets)}
         for node in ast.walk(tree):
             if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id.endswith("_RANGES")
                                                     for t in node.targets) and isinstance(node.value, ast.Dict):
