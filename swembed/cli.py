@@ -59,7 +59,7 @@ def _add_build(sub) -> None:
                    f"or builtin:wikitext2; with --langs: LANG=PATH (default {flag_default('corpus.sources')})")
     for flag, dest, options in BUILD_FLAGS:
         default = flag_default(dest)
-        metavar = {int: "N", float: "X"}.get(options.get("type"))
+        metavar = {int: "N", float: "X"}.get(options.get("type", str))
         extra = {"metavar": metavar} if metavar and "metavar" not in options else {}
         help_text = options["help"] + (f" (default {default})" if default else "")
         p.add_argument(flag, dest=dest.replace(".", "__"), **{**options, **extra, "help": help_text})

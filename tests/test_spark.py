@@ -137,12 +137,14 @@ def test_engine_spark_writes_what_swembed_dedup_writes(spark, model, tmp_path, c
     records = [{"n": i, "body": t if i % 9 else None} for i, t in enumerate(texts[150:])]
     pq.write_table(pa.Table.from_pylist(records), tmp_path / "c.parquet", row_group_size=16)
     inputs = [str(tmp_path / name) for name in ("a.txt", "b.jsonl", "c.parquet")]
-    common = ["--model", str(model), "--threshold", "0.8", "--text-column", "body", "--quiet"]
+    common = ["--model", str(model), "--threshold", "0.8", "--text-column", "body", "--quiet", "--errors", "replace"]
     assert main(["dedup", *inputs, *common, "--out", str(tmp_path / "local")]) == 0
     # --overwrite replaces a folder swembed wrote (a copy of swembed dedup's), as with swembed dedup
     shutil.copytree(tmp_path / "local", tmp_path / "spark")
     assert main(["dedup", *inputs, *common, "--out", str(tmp_path / "spark"), "--engine", "spark", "--overwrite"]) == 0
     assert not (tmp_path / "spark" / "mapping.tsv").exists()
+    summaries = [json.loads((tmp_path / run / "summary.json").read_text()) for run in ("local", "spark")]
+    assert summaries[0]["undecodable_lines"] == summaries[1]["undecodable_lines"] == {inputs[0]: 1}
     local = read_mapping(tmp_path / "local")
     mapped = pq.read_table(tmp_path / "spark" / "mapping").to_pylist()
     assert [(r["record"], r["file"], r["position"], r["representative"], r["reason"]) for r in mapped] == [

@@ -109,10 +109,10 @@ def local_classification_task(name: str, data_dir: str | Path, split: str = "tes
 
     labels = label_ids(folder / "train.tsv", names)
     if split == "test":
-        train = {"text": texts, "label": labels}
+        train: dict[str, list] = {"text": texts, "label": labels}
         test_names, test_texts = read_labelled(folder / "test.tsv")
         test_labels = label_ids(folder / "test.tsv", test_names)
-        held_out = {"text": test_texts, "label": test_labels}
+        held_out: dict[str, list] = {"text": test_texts, "label": test_labels}
     else:
         keep = [i for i in range(len(texts)) if i % DEV_EVERY != DEV_EVERY - 1]
         out = [i for i in range(len(texts)) if i % DEV_EVERY == DEV_EVERY - 1]

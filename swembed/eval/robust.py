@@ -55,7 +55,9 @@ def context_buckets(model: StaticEmbedder, contexts: np.ndarray, data_dir: Path)
     rows' counts for a multilingual table)."""
     tokenizer = model.tokenizers.get("en", model.tokenizer)
     count_of = {word: int(contexts[row]) for word, row in tokenizer.vocab.items()}
-    fewest, gold, cosine = [], [], []
+    fewest: list[int] = []
+    gold: list[float] = []
+    cosine: list[float] = []
     for name in EN_SETS:
         pairs = load_pair_set(data_dir, name)
         span = np.ptp(pairs.gold) or 1.0
@@ -63,13 +65,14 @@ def context_buckets(model: StaticEmbedder, contexts: np.ndarray, data_dir: Path)
         cosine += paired_cosine(model.encode(pairs.s1), model.encode(pairs.s2)).tolist()
         fewest += [min((count_of.get(w, 0) for w in tokenizer.words(a) + tokenizer.words(b)), default=0)
                    for a, b in zip(pairs.s1, pairs.s2)]
-    fewest, gold, cosine = np.array(fewest), np.array(gold), np.array(cosine)
+    fewest_array, gold_array, cosine_array = np.array(fewest), np.array(gold), np.array(cosine)
     out = {}
     for low, high in BUCKETS:
-        mask = (fewest >= low) & (fewest <= (high if high is not None else np.inf))
+        mask = (fewest_array >= low) & (fewest_array <= (high if high is not None else np.inf))
         label = f"{low}" if low == high else f"{low}+" if high is None else f"{low}-{high}"
         if mask.sum() >= 10:
-            out[label] = {"pairs": int(mask.sum()), "spearman": round(spearman_x100(gold[mask], cosine[mask]), 2)}
+            spearman = spearman_x100(gold_array[mask], cosine_array[mask])
+            out[label] = {"pairs": int(mask.sum()), "spearman": round(spearman, 2)}
     return out
 
 

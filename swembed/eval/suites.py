@@ -13,9 +13,15 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from swembed.eval.models import load_encoder
 from swembed.eval.sts import DEV, EN_SETS, EvalDataError, evaluate_sts
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    import numpy as np
 
 SUITES = ("en", "xling", "robust", "mteb", "all")  # all = en + xling + robust (mteb reads other data)
 DATA_ENV = "SWEMBED_DATA"
@@ -70,14 +76,15 @@ def evaluate(spec: str, suite: str, data: Path, *, device: str = "auto", bucc: P
             raise ValueError(f"--search ranks with a swembed table's own search; {spec} is a {kind} model")
         searcher = getattr(encode, "__self__", None) if search is not None else None  # the table of table.encode
         return kind, evaluate_mteb(encode, data, tasks or TASKS, split, search=search, alpha=alpha, searcher=searcher)
+    lang_encode: Callable[..., np.ndarray] = encode  # a multilingual swembed table's encode also takes lang=
     if suite in ("en", "all"):
-        english = (lambda texts: encode(texts, lang="en")) if give_lang and languages else encode
+        english = (lambda texts: lang_encode(texts, lang="en")) if give_lang and languages else encode
         scores.update(evaluate_sts(english, data, EN_SETS))
         if (data / "stsb" / "sts-dev.csv").is_file():  # where settings are chosen (never on the sets above)
             scores["STS-B dev"] = evaluate_sts(english, data, (DEV,))[DEV]
     if suite in ("xling", "all"):
         if give_lang and languages:
-            by_lang = lambda texts, lang: encode(texts, lang=lang)  # noqa: E731
+            by_lang = lambda texts, lang: lang_encode(texts, lang=lang)  # noqa: E731
         else:
             by_lang = lambda texts, lang: encode(texts)  # noqa: E731
         scores.update(evaluate_xling(by_lang, data, bucc, languages or None))

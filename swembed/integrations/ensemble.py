@@ -124,7 +124,7 @@ def _piece_block(member: Member, pieces: list[str], dim: int, batch_size: int) -
     rows = np.zeros((len(pieces), dim), dtype=np.float32)
     if have:
         assert model is not None  # only a swembed member has piece rows of its own
-        rows[have] = _table_rows(model, [own[k] for k in have])
+        rows[have] = _table_rows(model, [row for row in own if row is not None])
     if missing:
         rows[missing] = _rows(member, [pieces[k].removeprefix("##") for k in missing], batch_size)
     return rows
@@ -188,13 +188,13 @@ def build_ensemble(specs: list[str], out: str | Path, weights: list[float] | Non
         raise ValueError(WEIGHTS.refusal("weights", weights))
     members = [load_member(s, TokenizationRules()) for s in specs]
     first_swe = next((m for m in members if m.rules is not None), None)
-    rules = first_swe.rules if first_swe else TokenizationRules(oov_backoff="none")
+    rules = first_swe.rules if first_swe and first_swe.rules is not None else TokenizationRules(oov_backoff="none")
     if any(m.rules is not None and m.rules.splitting_only() != rules.splitting_only() for m in members):
         raise ValueError("swembed members disagree on tokenisation rules; ensemble tables with the same rules")
     words = list(dict.fromkeys(w for m in members for w in m.words))
     blocks = [[_rows(member, words, batch_size)] for member in members]
     dims = [int(block[0].shape[1]) for block in blocks]
-    labels, ranges = list(words), {}
+    labels, ranges = list(words), dict[str, object]()
     first_model = first_swe.model if first_swe is not None else None
     if first_model is not None and rules.oov_backoff == "pieces":
         backoff_labels, backoff_blocks, ranges = _backoff_rows(members, dims, first_model, len(words), batch_size)

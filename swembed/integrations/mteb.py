@@ -71,6 +71,7 @@ def mteb_encoder(model, name: str = "swembed/static-embeddings", revision: str =
         loader=None, name=name, revision=revision, release_date=None, languages=None, n_parameters=None,
         memory_usage_mb=None, max_tokens=None, embed_dim=dim, license=None, open_weights=True,
         public_training_code=None, public_training_data=None, framework=["NumPy"],
-        similarity_fn_name=ScoringFunction.COSINE, use_instructions=False, training_datasets=None,
+        similarity_fn_name=ScoringFunction.COSINE,  # type: ignore[arg-type]  # mteb's StrEnum: not in 3.10 stubs
+        use_instructions=False, training_datasets=None,
     )
     return (SweMtebEncoder if search is None else SweMtebSearch)(model, meta)

@@ -67,7 +67,7 @@ def make_config(teacher: str | None = None, corpus: str | Path | list | dict | N
     """The ``BuildConfig`` that ``build`` runs: the recipe's (or the defaults), then the arguments on top, every
     value checked as the CLI checks it (``make_build_config``)."""
     _check_types(teacher=(teacher, str), out=(out, (str, Path)), recipe=(recipe, (str, Path, BuildConfig)),
-                 corpus=(corpus, (str, Path, list, tuple, dict)), dim=(dim, int))
+                 corpus=(corpus, (str, Path, list, tuple, dict)))  # dim: its declaration checks it
     if isinstance(corpus, (list, tuple)) and not all(isinstance(source, (str, Path)) for source in corpus):
         raise BuildError(f"{SOURCE}: corpus takes paths (str or Path), got a list holding "
                          f"{next(type(x).__name__ for x in corpus if not isinstance(x, (str, Path)))}")

@@ -16,6 +16,7 @@ import re
 from copy import deepcopy
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
+from typing import cast
 
 from swembed._extras import require
 from swembed.pipeline.splits import SplitsConfig, make_splits
@@ -586,7 +587,8 @@ def check_option(key: str, value: object, source: str = "", name: str | None = N
         raise OptionError(key, value, source, name, ranges[key])
 
 
-_TYPES = {"str": str, "int": int, "float": (int, float), "bool": bool, "None": type(None), "list": list, "dict": dict}
+_TYPES: dict[str, type | tuple[type, ...]] = {
+    "str": str, "int": int, "float": (int, float), "bool": bool, "None": type(None), "list": list, "dict": dict}
 
 
 def _split_top(text: str, separator: str) -> list[str]:
@@ -656,7 +658,7 @@ def _checked(config: BuildConfig, key: str, value: object, source: str, name: st
 def apply_settings(config: BuildConfig, settings: dict, source: str) -> BuildConfig:
     """Set ``config``'s fields from a recipe-shaped dict (top-level keys and section tables), each value checked
     for its type and range, naming ``source`` and the key."""
-    top = {f.name: f.type for f in fields(config)}
+    top = {f.name: cast(str, f.type) for f in fields(config)}  # annotations are strings (__future__)
     settings, written = _with_sections(settings, source)
     for key, value in settings.items():
         if is_dataclass(getattr(config, key, None)):
@@ -667,7 +669,7 @@ def apply_settings(config: BuildConfig, settings: dict, source: str) -> BuildCon
             if unknown:
                 raise BuildError(f"{source}: unknown key{'s' * (len(unknown) > 1)} in [{key}]: "
                                  f"{', '.join(sorted(unknown))}")
-            _check_recipe_types(source, f"[{key}] ", {f.name: f.type for f in fields(section)}, value)
+            _check_recipe_types(source, f"[{key}] ", {f.name: cast(str, f.type) for f in fields(section)}, value)
             for name, item in value.items():
                 _checked(config, f"{key}.{name}", item, source, written.get(f"{key}.{name}"))
             try:

@@ -8,8 +8,10 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from collections.abc import Set as AbstractSet
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -67,7 +69,7 @@ def _sentences(spec: str, config: CorpusConfig, normalization: str, stats: dict)
                 yield sentence
 
 
-def _fate(sentence: str, config: CorpusConfig, held_out: set[str], seen: set[int]) -> str:
+def _fate(sentence: str, config: CorpusConfig, held_out: AbstractSet[str], seen: set[int]) -> str:
     """``"kept"`` (its key joins ``seen``), or the statistic that counts why ``sentence`` is left out."""
     n_words = word_count(sentence)
     if n_words < config.min_words:
@@ -84,11 +86,12 @@ def _fate(sentence: str, config: CorpusConfig, held_out: set[str], seen: set[int
 
 
 def write_sentences(config: CorpusConfig, normalization: str, sources: list[str], out: Path,
-                    held_out: set[str] = frozenset()) -> dict:
+                    held_out: AbstractSet[str] = frozenset()) -> dict:
     """Stream every source into ``out``, leaving out sentences whose ``loose_key`` is ``held_out``; return
     counts of what was kept and dropped and why."""
     seen: set[int] = set()
-    stats = {"units": 0, "sentences": 0, "kept": 0, "too_short": 0, "too_long": 0, "duplicates": 0, "held_out": 0}
+    stats: dict[str, Any] = {"units": 0, "sentences": 0, "kept": 0,
+                             "too_short": 0, "too_long": 0, "duplicates": 0, "held_out": 0}
     per_source: dict[str, int] = {}
     full = lambda: bool(config.max_sentences) and stats["kept"] >= config.max_sentences  # noqa: E731
     with open(out, "w", encoding="utf-8") as sink:
@@ -108,7 +111,8 @@ def write_sentences(config: CorpusConfig, normalization: str, sources: list[str]
     return stats
 
 
-def run_corpus(ctx: StageContext, config: CorpusConfig, normalization: str, exclude: list[str] = ()) -> StageResult:
+def run_corpus(ctx: StageContext, config: CorpusConfig, normalization: str,
+               exclude: Sequence[str] = ()) -> StageResult:
     """Stage 1 over ``config.sources``; ``normalization`` is the tokenisation rules' Unicode form. No sentence
     repeats a text of the ``exclude`` sources (the evaluation sets: ``held_out_keys``)."""
     if not config.sources:

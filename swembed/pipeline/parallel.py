@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import gzip
 import re
+from collections.abc import Iterable, Sequence
+from collections.abc import Set as AbstractSet
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 
@@ -24,13 +27,14 @@ def _lines(path: str) -> list[str]:
         return [line.rstrip("\n") for line in handle]
 
 
-def read_parallel(paths: list[str], exclude: set[str] = frozenset()) -> list[tuple[str, str]]:
+def read_parallel(paths: list[str], exclude: AbstractSet[str] = frozenset()) -> list[tuple[str, str]]:
     """Translation pairs from ``english<TAB>other`` files (plain or .gz) or from ``EN_FILE::OTHER_FILE``
     line-aligned file pairs. Spaces between CJK characters are removed (segmented corpora such as Tanaka);
     pairs either side of which repeats an ``exclude`` text (``is_held_out``: the evaluation sentences) are
     dropped, as are exact repeats."""
     pairs, seen = [], set()
     for path in paths:
+        rows: Iterable[Sequence[str]]
         if "::" in path:
             left, right = path.split("::", 1)
             a_lines, b_lines = _lines(left), _lines(right)
@@ -79,7 +83,7 @@ def run_pairs(ctx, lang: str, paths: list[str], exclude: list[str], teacher, sco
     def compute(run: StageRun) -> dict:
         pairs = read_parallel(paths, held_out_keys(exclude))
         write_pairs(run.out, pairs)
-        stats = {"pairs_read": len(pairs)}
+        stats: dict[str, object] = {"pairs_read": len(pairs)}
         if score and pairs:
             vectors, reused = encode_reusing(teacher, [text for pair in pairs for text in pair], extracts)
             similarity = np.sum(vectors[0::2] * vectors[1::2], axis=1)
@@ -100,7 +104,7 @@ def write_pairs(folder: Path, pairs: list[tuple[str, str]]) -> None:
 def read_pairs(result, min_similarity: float | None = None) -> list[tuple[str, str]]:
     """The pairs of a ``pairs`` stage artifact, those the teacher scores below ``min_similarity`` dropped."""
     with open(Path(result.path) / PAIRS, encoding="utf-8") as handle:
-        pairs = [tuple(line.rstrip("\n").split("\t", 1)) for line in handle]
+        pairs = [cast("tuple[str, str]", tuple(line.rstrip("\n").split("\t", 1))) for line in handle]
     if min_similarity is None:
         return pairs
     similarity = np.load(Path(result.path) / "similarity.npy")

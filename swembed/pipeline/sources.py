@@ -14,10 +14,13 @@ import logging
 import lzma
 import re
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from collections.abc import Set as AbstractSet
 from pathlib import Path
+from typing import IO, cast
 
 from swembed.pipeline import public_data
+from swembed.runtime.decoding import byte_order_mark
 from swembed.runtime.records import is_text_type
 from swembed.runtime.textfile import COMPRESSED, SNIFF_BYTES, check_text
 from swembed.runtime.tokenizer import WORD_PATTERN
@@ -132,10 +135,15 @@ def content_digest(path: Path, whole_below: int = 1 << 28, block: int = 1 << 16,
     return digest.hexdigest()
 
 
+def _opener(compression: str | None) -> Callable[..., IO]:
+    """What opens a file of ``compression`` (a ``COMPRESSED`` suffix; None or another: plain ``open``)."""
+    return open if compression is None else COMPRESSED.get(compression, open)
+
+
 def _sniff(path: Path, compression: str | None) -> None:
     """Read the head of a plain (maybe compressed) text file and ``check_text`` it."""
     try:
-        with COMPRESSED.get(compression, open)(path, "rb") as raw:
+        with _opener(compression)(path, "rb") as raw:
             head = raw.read(SNIFF_BYTES)
     except (OSError, EOFError, lzma.LZMAError) as exc:
         raise CorpusError(f"cannot read corpus file {path}: {exc}") from exc
@@ -166,8 +174,14 @@ def _text_lines(handle: io.TextIOBase) -> Iterator[str]:
 
 
 def _open_text(path: Path, compression: str | None) -> io.TextIOBase:
-    opener = COMPRESSED.get(compression, open)
-    return opener(path, "rt", encoding="utf-8", errors="replace")
+    """A corpus file as text: UTF-8, or the UTF-16/32 a byte-order mark names (the mark dropped), as
+    ``swembed.runtime.decoding`` reads it; bytes that do not decode become U+FFFD."""
+    opener = _opener(compression)
+    with opener(path, "rb") as raw:
+        marked = byte_order_mark(raw.read(4))
+    name = marked[0] if marked else "utf-8"
+    encoding = "utf-8-sig" if name == "utf-8" else name.rsplit("-", 1)[0]  # utf-16-le -> utf-16: reads the mark
+    return cast(io.TextIOBase, opener(path, "rt", encoding=encoding, errors="replace"))  # a TextIOWrapper
 
 
 def _records(path: Path, fmt: str, compression: str | None, text_column: str) -> Iterator[str]:
@@ -357,7 +371,7 @@ _WORD = re.compile(WORD_PATTERN)
 HELD_OUT_RULE = {"exclude_labelled": True}
 
 
-def is_held_out(text: str, held_out: set[str]) -> bool:
+def is_held_out(text: str, held_out: AbstractSet[str]) -> bool:
     """Whether ``text`` repeats a held-out text (``held_out_keys``), whole or behind a leading label
     (``ARTHUR: <held-out text>``, where that text has three words or more)."""
     if not held_out:

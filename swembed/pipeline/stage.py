@@ -19,13 +19,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from swembed.runtime.testpoints import reached
 
 if TYPE_CHECKING:
     import numpy as np
+    import torch
 
+    from swembed.pipeline.compose import Layout
     from swembed.pipeline.config import DistillConfig
 
 logger = logging.getLogger(__name__)
@@ -190,7 +192,7 @@ def cached_stage(name: str, work_dir: Path, config: dict, inputs: list[StageResu
         logger.warning("%s: the cached artifact %s is damaged (%s); recomputing it", name, final, damage)
         return None
     shutil.rmtree(final.with_name(final.name + ".partial"), ignore_errors=True)
-    return StageResult(name, key, final, manifest, cached=True)
+    return StageResult(name, key, final, cast(dict, manifest), cached=True)  # no damage: a manifest
 
 
 def run_stage(
@@ -305,12 +307,12 @@ class PostTraining:
     """
 
     section: str
-    enabled: Callable[[object], bool]
+    enabled: Callable[[Any], bool]  # hooks take its own section (Any: each hook's section type)
     prepare: Callable[..., Prepared] | None = None
-    identity: Callable[[object], dict] | None = None
+    identity: Callable[[Any], dict] | None = None
     refine: Callable[..., dict] | None = None
     rows: Callable[..., tuple[StageResult, object, list[str]]] | None = None
-    plan: Callable[[object, int], list[str]] | None = None
+    plan: Callable[[Any, int], list[str]] | None = None
     targets: Callable[..., np.ndarray] | None = None
     objectives: Callable[..., list] | None = None  # of swembed.pipeline.train.Objective (torch: not imported here)
     section_of: Callable[[object], object] | None = None  # its settings when BuildConfig has no such section
@@ -339,9 +341,9 @@ class Trained:
     """What a ``refine`` hook may read: the composed layout, each language's tokenizer, each word's context count
     and the stages every hook prepared (by section)."""
 
-    layout: object
+    layout: Layout
     tokenizers: dict
-    contexts: object
+    contexts: np.ndarray
     prepared: dict[str, Prepared]
 
 
@@ -354,7 +356,7 @@ class TrainingContext:
 
     config: DistillConfig
     tokenizers: dict
-    device: object
+    device: torch.device
     seed: int
     rng: np.random.Generator
     stats: dict = field(default_factory=dict)

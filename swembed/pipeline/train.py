@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import torch
@@ -393,7 +394,8 @@ class _Losses:
                                    settings.batch_size)] for k, o in enumerate(objectives)]
         train_losses = []
         for step in range(steps):
-            parts, (rows, copy) = self([(o, plan[step]) for o, plan in zip(objectives, plans)], trainable=True)
+            parts, trained = self([(o, plan[step]) for o, plan in zip(objectives, plans)], trainable=True)
+            rows, copy = cast(tuple, trained)  # trainable: the rows and their copy
             loss = sum(o.weight * part for o, part in zip(objectives, parts))
             loss.backward()
             optimizer.lr = settings.lr_at(optimizer.steps)

@@ -46,7 +46,7 @@ def read_word_list(path: str) -> bytes:
         with opener(path, "rb") as handle:
             return handle.read()
     except (OSError, EOFError) as exc:
-        raise CorpusError(f"{path}: cannot read the word list ({exc.strerror or exc})") from None
+        raise CorpusError(f"{path}: cannot read the word list ({getattr(exc, 'strerror', None) or exc})") from None
 
 
 def listed_words(path: str, data: bytes, rules: TokenizationRules) -> list[str]:
@@ -55,10 +55,10 @@ def listed_words(path: str, data: bytes, rules: TokenizationRules) -> list[str]:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        raise CorpusError(f"{path}:{line}: the word list is not valid UTF-8") from None
+        line_number = data[: exc.start].count(b"\n") + 1
+        raise CorpusError(f"{path}:{line_number}: the word list is not valid UTF-8") from None
     whole = re.compile(rules.word_pattern)
-    words = {}
+    words: dict[str, None] = {}
     for line in text.splitlines():
         word = normalize_text(line.split("\t", 1)[0].strip(), rules.unicode_normalization)
         word = word.lower() if rules.lowercase else word

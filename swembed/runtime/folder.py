@@ -338,9 +338,11 @@ def _load_array(path: Path, mmap: bool) -> np.ndarray:
     try:
         with open(path, "rb") as handle:
             magic = handle.read(len(NPY_MAGIC))
-        array = np.load(path, mmap_mode="r", allow_pickle=False) if magic == NPY_MAGIC else None
+        array = np.load(path, mmap_mode="r", allow_pickle=False) if magic in (NPY_MAGIC, b"") else None
     except (ValueError, OSError, EOFError) as exc:
         raise ModelFolderError(f"{path}: unreadable or truncated .npy file ({exc})") from None
+    if array is None and NPY_MAGIC.startswith(magic):
+        raise ModelFolderError(f"{path}: unreadable or truncated .npy file (it ends within NumPy's magic bytes)")
     if array is None:
         raise ModelFolderError(f"{path}: not a .npy array file (it does not start with NumPy's magic bytes "
                                "\\x93NUMPY)")

@@ -6,7 +6,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -43,7 +43,7 @@ class TeacherOutput:
 
     hidden: object
     offsets: list[np.ndarray]
-    pooled: object
+    pooled: Any  # torch.Tensor
 
 
 class Pinnable:
@@ -191,6 +191,16 @@ class BatchedTeacher:
     batch_tokens: int  # padded tokens per batch (pick_batch_tokens)
     runtime: str = "torch"  # what runs the model (TEACHER_RUNTIMES); a sentence-transformers teacher may pick onnx
     quantized: bool = False  # teacher dtype int8: float32 weights that ONNX Runtime runs as int8
+    device: Any  # torch.device, set by the subclass
+    dtype: Any  # torch dtype of the weights (pick_dtype), set by the subclass
+    pooled_dim: int  # sentence vector width, set by the subclass
+
+    if TYPE_CHECKING:  # what every subclass defines (the Teacher protocol)
+        def tokenizer_json(self) -> str: ...
+
+        def prepare(self, texts: list[str]) -> Any: ...  # the subclass's own TeacherInputs
+
+        def run(self, inputs: Any) -> TeacherOutput: ...  # inputs: what its prepare returned
 
     @property
     def dtype_name(self) -> str:

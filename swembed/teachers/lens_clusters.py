@@ -50,7 +50,7 @@ def vocab_clusters(model: str, k: int, out: Path, seed: int = 0, overwrite: bool
         check_writable(path, overwrite, read, folder=False)
     rows, tokens, which = token_matrix(model)
     labels, centroids = cluster_rows(rows, k, seed)
-    clusters = [[] for _ in range(k)]
+    clusters: list[list[str]] = [[] for _ in range(k)]
     for token, label in zip(tokens, labels.tolist()):
         clusters[label].append(token)
     summary = {"model": str(model), "matrix": which, "rows": int(len(rows)), "k": k, "seed": seed,

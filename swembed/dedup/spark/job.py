@@ -71,10 +71,16 @@ def check_ids(df, id_col: str) -> None:
         raise ValueError(f"id column {id_col!r} is not unique: {bad[0][id_col]} occurs {bad[0]['count']} times")
 
 
+def _record(value: str | list) -> str | tuple[str, ...]:
+    """A record as ``ExactKey.hashes`` takes it: a .txt line's text, or the values of several text columns."""
+    return value if isinstance(value, str) else tuple(value)
+
+
 def distinct_texts(texts, model_path, spark, key: ExactKey, several: bool = False):
     """Per record (_id, _first, _longest, _longest_length, _hash, _vector): its text's first and longest record
     (ties: the first), its key's hash and, on first records only, the text's float32 vector. Persisted on disk.
-    ``several``: each _text is the JSON list of a record's text columns (hashed apart, encoded joined)."""
+    ``several``: each _text is JSON: the list of a record's text columns (hashed apart, encoded joined), or a
+    .txt line's text."""
     from pyspark import StorageLevel
     from pyspark.sql import Window
     from pyspark.sql import functions as F
@@ -86,8 +92,8 @@ def distinct_texts(texts, model_path, spark, key: ExactKey, several: bool = Fals
 
         for frame in frames:
             text = frame["_text"].fillna("").astype(str).tolist()
-            records = [tuple(json.loads(t)) for t in text] if several else text
-            text = [joined_text(values) for values in records] if several else text
+            records = [_record(json.loads(t)) for t in text] if several else text
+            text = [r if isinstance(r, str) else joined_text(r) for r in records] if several else text
             yield pd.DataFrame({"_id": frame["_id"].astype(np.int64), "_hash": key.hashes(records).view(np.int64),
                                 "_length": [len(t) for t in text], "_text": text})
 
