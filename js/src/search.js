@@ -8,7 +8,7 @@
 /** swembed.runtime.lexical's defaults (chosen on dev data: reports/hybrid.md). */
 export const BM25_K1 = 1.5;
 export const BM25_B = 0.9;
-export const HYBRID_ALPHA = 0.5;
+export const HYBRID_ALPHA = 0.6;
 const MODES = ['dense', 'hybrid', 'lexical'];
 
 /** The float32 dot product of two vectors (summed in float64, rounded to float32 once). */

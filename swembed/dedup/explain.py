@@ -45,7 +45,7 @@ def histogram_png(similarities: np.ndarray, floor: float, threshold: float, path
     import matplotlib.pyplot as plt
 
     figure, axes = plt.subplots(figsize=(7, 4))
-    axes.hist(similarities, bins=np.linspace(floor, 1.0, 51))
+    axes.hist(similarities, bins=np.linspace(floor, 1.0, 51))  # type: ignore[arg-type]  # stubs: bins takes arrays
     axes.axvline(threshold, color="k", linestyle="--", label=f"threshold {threshold:.3f}")
     axes.set_xlabel(f"nearest-neighbour cosine (texts with one >= {floor:.2f})")
     axes.set_ylabel("distinct texts")

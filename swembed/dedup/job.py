@@ -150,7 +150,9 @@ def first_pass(files: list[Path], model, config: DedupConfig, vectors_path: Path
     start = time.perf_counter()
     seen: dict[int, int] = {}
     unique_of_record: list[np.ndarray] = []
-    first_record, longest_record, longest_length = [], [], []
+    first_record: list[int] = []
+    longest_record: list[int] = []
+    longest_length: list[int] = []
     record, per_file = 0, [0] * len(files)
     bar = _bar(sum(p.stat().st_size for p in files), config.progress, "dedup pass 1 (hash, encode)")
     reading = config.reading(digests=True)

@@ -8,6 +8,7 @@ import unicodedata
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
+from typing import IO, Any
 
 from swembed.runtime import records
 from swembed.runtime.decoding import display_path
@@ -73,8 +74,8 @@ class KeptWriter:
         self.files = files
         self.folder = out / "kept"
         self.folder.mkdir(parents=True, exist_ok=True)
-        self._handles: dict[int, object] = {}
-        self._parquet: dict[int, object] = {}
+        self._handles: dict[int, IO[bytes]] = {}
+        self._parquet: dict[int, Any] = {}  # pyarrow.parquet.ParquetWriter (pyarrow: imported when needed)
         self.names = kept_names(files)
 
     def _name(self, index: int) -> Path:
@@ -90,10 +91,11 @@ class KeptWriter:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
+        rows: Any = batch.rows  # parquet: the pyarrow RecordBatch
         writer = self._parquet.get(batch.file)
         if writer is None:
-            writer = self._parquet[batch.file] = pq.ParquetWriter(self._name(batch.file), batch.rows.schema)
-        writer.write_batch(batch.rows.filter(pa.array(keep)))
+            writer = self._parquet[batch.file] = pq.ParquetWriter(self._name(batch.file), rows.schema)
+        writer.write_batch(rows.filter(pa.array(keep)))
 
     def close(self) -> None:
         """Close every kept file; an input none of whose records were written (none kept, or none there) gets an

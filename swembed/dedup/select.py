@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import heapq
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -60,7 +61,8 @@ def facility_location(ids: np.ndarray, sims: np.ndarray, count: int) -> tuple[li
 
     heap = [(-gain(c), c) for c in range(n)]
     heapq.heapify(heap)
-    chosen, added = [], []
+    chosen: list[int] = []
+    added: list[float] = []
     picked = np.zeros(n, bool)
     while heap and len(chosen) < count:
         _, c = heapq.heappop(heap)
@@ -100,6 +102,8 @@ def select(run_folder: str | Path, out: str | Path, outliers: int = 0, represent
     worst = np.argsort(scores, kind="stable")[:outliers].tolist()
     chosen, added = facility_location(ids, sims, representatives) if representatives else ([], [])
     texts = run.texts(records[[*worst, *chosen]].tolist())
+    rows_out: list[list[Any]]  # rank, score, record, file, position, text
+    rows_rep: list[list[Any]]
     rows_out = [[rank, f"{scores[i]:.4f}", int(records[i]), *run.address(int(records[i])), texts[int(records[i])]]
                 for rank, i in enumerate(worst, 1)]
     rows_rep = [[rank, f"{gain:.4f}", int(records[i]), *run.address(int(records[i])), texts[int(records[i])]]

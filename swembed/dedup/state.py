@@ -16,6 +16,7 @@ import time
 import zipfile
 from dataclasses import fields, replace
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 
@@ -192,7 +193,7 @@ def rethreshold(run_folder: str | Path, threshold: float, out: str | Path, overw
                             "target_fraction": None, "pairs_floor": run.config.floor(), "progress": progress})
     if not -1.0 <= threshold <= 1.0:
         raise ValueError(f"--threshold must be between -1 and 1, got {threshold!r}")
-    if threshold < config.pairs_floor:
+    if threshold < cast(float, config.pairs_floor):  # set from run.config.floor() above
         raise RunError(f"{run.folder} stored the pairs down to cosine {config.pairs_floor:.4f}; a cut at {threshold:g} "
                        "needs a fresh run (swembed dedup --pairs-floor)")
     config.validate()

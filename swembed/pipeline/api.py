@@ -8,6 +8,7 @@ from __future__ import annotations
 import shutil
 from dataclasses import fields
 from pathlib import Path
+from typing import Any
 
 from swembed.pipeline.config import SECTIONS, BuildConfig, BuildError, make_build_config
 from swembed.runtime import StaticEmbedder
@@ -72,7 +73,7 @@ def make_config(teacher: str | None = None, corpus: str | Path | list | dict | N
         raise BuildError(f"{SOURCE}: corpus takes paths (str or Path), got a list holding "
                          f"{next(type(x).__name__ for x in corpus if not isinstance(x, (str, Path)))}")
     given = {"teacher": teacher, "out": None if out is None else str(out)}
-    settings = {key: value for key, value in given.items() if value is not None}
+    settings: dict[str, Any] = {key: value for key, value in given.items() if value is not None}
     if isinstance(corpus, dict):  # the [corpus] section itself
         settings["corpus"] = dict(corpus)
     elif corpus is not None:

@@ -12,6 +12,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any, cast
 
 import numpy as np
 
@@ -37,6 +38,7 @@ from swembed.pipeline.variants import add_variants
 from swembed.pipeline.vocab import run_vocab
 from swembed.runtime.folder import update_config, write_model_folder
 from swembed.runtime.tokenizer import TokenizationRules
+from swembed.teachers.base import Teacher
 
 logger = logging.getLogger(__name__)
 
@@ -106,7 +108,7 @@ class BuildRun:
 
     ctx: StageContext
     config: BuildConfig
-    teacher: object
+    teacher: Teacher
     monitor: DeviceMonitor
     post: list[tuple[PostTraining, object]]
     tokenizer_json: str
@@ -173,7 +175,8 @@ def _plan_and_extract(run: BuildRun, corpora: dict[str, StageResult],
     extracts = {}
     for lang in config.langs:
         extracts[lang] = cached_extracts[lang] or run_extract(
-            ctx, config.extract, run.rules[lang], corpora[lang], vocabs[lang], selections[lang], teacher)
+            ctx, config.extract, run.rules[lang], corpora[lang], vocabs[lang],
+            cast(Selection, selections[lang]), teacher)  # made above for each language not cached
         selections[lang] = None  # its texts are no longer needed
         suffix = f" ({lang})" if config.multilingual else ""
         run.stages += [(f"corpus{suffix}", corpora[lang]), (f"vocab{suffix}", vocabs[lang]),
@@ -213,13 +216,13 @@ def _export(run: BuildRun, plan: dict, pca: StageResult, compose: StageResult, t
     layout = Layout.read(compose.path)
     contexts = np.load(compose.path / files.WORD_CONTEXTS)
     variants = {lang: name for lang, name in config.script_variants.items() if lang in config.langs}
-    added = {}
+    added: dict[str, int] = {}
     if variants:
         from tokenizers import Tokenizer
 
         tokenizers = layout.tokenizers(rules, Tokenizer.from_str(run.tokenizer_json))
         layout, table, contexts, added = add_variants(layout, table, contexts, tokenizers, variants)
-    report = {
+    report: dict[str, Any] = {
         "teacher": {k: v for k, v in run.teacher.describe().items() if k != "path"},
         "dim": int(table.shape[1]),
         "abtt_dropped": pca.stats.get("drop"),

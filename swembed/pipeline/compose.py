@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 
@@ -59,8 +60,8 @@ class Layout:
 
 def pooled_pieces(extracts: list[Extracted]) -> tuple[np.ndarray, np.ndarray]:
     """Piece vectors and counts over all languages (each language's means weighted by its counts)."""
-    counts = sum(e.piece_contexts for e in extracts)
-    sums = sum(e.piece_vectors * e.piece_contexts[:, None] for e in extracts)
+    counts = cast(np.ndarray, sum(e.piece_contexts for e in extracts))  # arrays: extracts is never empty
+    sums = cast(np.ndarray, sum(e.piece_vectors * e.piece_contexts[:, None] for e in extracts))
     vectors = np.zeros_like(sums)
     seen = counts > 0
     vectors[seen] = sums[seen] / counts[seen, None]
@@ -153,7 +154,8 @@ def run_compose(ctx: StageContext, config: ComposeConfig,
         subword = Tokenizer.from_str(tokenizer_json)
         extracts = {lang: Extracted.read(extract.path) for lang, (_, _, extract) in languages.items()}
         piece_vectors, piece_counts = pooled_pieces(list(extracts.values()))
-        blocks, labels, spans, stats, row_contexts, kept = [], [], {}, {}, [], {}
+        labels: list[str] = []
+        blocks, spans, stats, row_contexts, kept = [], {}, {}, [], {}
         for lang, (rules, vocab, _) in languages.items():
             kept[lang], stats[lang] = language_rows(config, rules, read_vocab_stage(vocab)[0], extracts[lang],
                                                     subword, piece_vectors, piece_counts)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
@@ -28,6 +28,10 @@ from swembed.runtime.settings import stage_key
 from swembed.runtime.tokenizer import TokenIds, TokenizationRules, WordTokenizer
 
 if TYPE_CHECKING:  # torch: imported when the stage runs
+    from collections.abc import Callable
+
+    import torch
+
     from swembed.pipeline.train import Objective
 
 
@@ -166,7 +170,7 @@ def teacher_targets(inputs: DistillInputs, lang: str) -> np.ndarray:
     hooks = [(step, section, prepared) for step, section, prepared in hooks if prepared]
     targets = np.load(inputs.extracts[lang].path / files.TARGETS, mmap_mode="r" if hooks else None)
     for step, section, prepared in hooks:
-        targets = step.targets(section, prepared, targets)
+        targets = cast("Callable[..., np.ndarray]", step.targets)(section, prepared, targets)  # hooks: steps with one
     return targets
 
 
@@ -187,7 +191,7 @@ def pair_objective(stage: StageResult, a: str, b: str, training: TrainingContext
 
 
 def rare_words_as_pieces(tokenizer: WordTokenizer, contexts: np.ndarray, max_contexts: int, ids: TokenIds,
-                         sentences: list[str], targets, name: str) -> tuple[TokenIds, object, str]:
+                         sentences: list[str], targets: torch.Tensor, name: str) -> tuple[TokenIds, torch.Tensor, str]:
     """The sentences (rows ``ids``) that hold a word seen in at most ``max_contexts`` contexts, re-encoded with
     those words unknown, so they back off to their pieces as unseen words do at inference; their targets."""
     import torch

@@ -28,9 +28,11 @@ import queue
 import sys
 import threading
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -366,7 +368,8 @@ class WorkerPrefetcher(_Prefetcher):
     def __init__(self, make, batches, workers: int, depth: int = 3, pin: bool = False) -> None:
         from torch.utils.data import DataLoader
 
-        self._source = DataLoader(_Calls(make, list(batches)), batch_size=None, num_workers=workers,
+        calls: Any = _Calls(make, list(batches))  # a map-style dataset (DataLoader's stubs want a Dataset)
+        self._source = DataLoader(calls, batch_size=None, num_workers=workers,
                                   prefetch_factor=depth, collate_fn=_unchanged, pin_memory=pin,
                                   multiprocessing_context="fork")
 
@@ -407,7 +410,7 @@ def _tokenizers_serial():
             os.environ["TOKENIZERS_PARALLELISM"] = before
 
 
-def interruptible(run, *args):
+def interruptible(run: Callable[..., Any], *args: Any) -> Any:
     """``run(*args)`` in a daemon thread, waited for where a signal can interrupt the wait. A teacher forward is one
     long C call (a minute and more for a large batch on a loaded CPU), during which Python runs no signal handler:
     so SIGTERM and Ctrl-C would wait for it. Here they unwind the build at once (the stage resumes from its last
@@ -496,11 +499,11 @@ class _Checkpoints:
     run: StageRun
     selection: Selection
     acc: Accumulator
-    targets: np.ndarray
+    targets: np.memmap  # the stage's targets file, flushed at each save
     unit_of_batch: np.ndarray
     position_of: np.ndarray
     checkpoint_seconds: float
-    bar: object
+    bar: Any  # a progress bar: update(n)
     pooled_parts: list[tuple[int, torch.Tensor]] = field(default_factory=list)
     last_save: float = field(default_factory=time.time)
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -119,7 +119,7 @@ def _prepare(ctx: StageContext, config: ParagraphsConfig, sources: PrepareSource
     if config.files:
         lang = next(iter(sources.extracts))
         return [(f"paragraphs ({lang})", lang, run_documents(ctx, config, sources.exclude, sources.teacher))]
-    prepared = []
+    prepared: Prepared = []
     for lang, corpus in sources.corpora.items():
         prepared.append((f"paragraphs ({lang})", lang, run_paragraphs(ctx, config, corpus, sources.teacher)))
         if config.query_weight > 0:
@@ -137,7 +137,7 @@ def _objectives(config: ParagraphsConfig, prepared: Prepared, training: Training
     distill, device = training.config, training.device
     if not distill.kd_weight > 0:
         return []
-    settings = {"tau": distill.tau, "n_held": distill.val_sentences, "batch_size": distill.batch_size,
+    settings: dict[str, Any] = {"tau": distill.tau, "n_held": distill.val_sentences, "batch_size": distill.batch_size,
                 "rng": training.rng}
     found = {(stage.name, lang): stage for _, lang, stage in prepared}
     objectives = []

@@ -152,7 +152,7 @@ def run_pca(ctx: StageContext, config: PCAConfig, compose: StageResult, extracts
         np.save(run.out / files.TABLE, ((table - mean) @ kept.T).astype(np.float32))
         np.savez(run.out / files.PCA, mean=mean.astype(np.float32), components=components.astype(np.float32),
                  explained_variance_ratio=ratio, drop=drop, dim=config.dim)
-        stats = {"fit_rows": int(len(data)), "drop": drop, "dim": config.dim,
+        stats: dict[str, object] = {"fit_rows": int(len(data)), "drop": drop, "dim": config.dim,
                  "dropped_variance": round(float(ratio[:drop].sum()), 4),
                  "kept_variance": round(float(ratio[drop : drop + config.dim].sum()), 4)}
         if labels is not None and len(extracts) > 1:

@@ -52,7 +52,8 @@ def build_plan(config: BuildConfig, teacher, selections: dict[str, Selection | N
     """Sentences to encode (the selection extraction will run), teacher passes, and the estimated time and peak
     memory on this device, per language and in all; a language whose extract is cached costs nothing. ``later``:
     what the post-training stages will run through a teacher (their ``plan`` hooks)."""
-    numbers, lines = {}, [f"plan ({teacher.device.type}, teacher {config.teacher}, {teacher.dim}-d tokens):"]
+    numbers: dict[str, object] = {}
+    lines = [f"plan ({teacher.device.type}, teacher {config.teacher}, {teacher.dim}-d tokens):"]
     hidden, pooled, pieces = teacher.dim, teacher.pooled_dim, teacher_vocab_size(teacher)
     total_s = 0.0
     peak = 0.0

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -80,7 +80,7 @@ def _objectives(config: RetrievalConfig, prepared: Prepared, training: TrainingC
     order = training.rng.permutation(len(queries))[: config.max_pairs or None]
     left = PackedRows(tokenizer.encode_batch([queries[i] for i in order]), device)
     right = PackedRows(tokenizer.encode_batch([documents[i] for i in order]), device)
-    settings = {"tau": distill.tau, "weight": config.weight, "n_held": distill.val_sentences,
+    settings: dict[str, Any] = {"tau": distill.tau, "weight": config.weight, "n_held": distill.val_sentences,
                 "batch_size": distill.batch_size}
     if config.loss == "contrastive":
         objective = replace(contrastive_objective(left, right, name="retrieval contrastive", **settings),

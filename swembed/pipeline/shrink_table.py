@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 
@@ -85,7 +86,7 @@ def load_shrink_recipe(path: str | Path) -> ShrinkRecipe:
 
     path = recipe_path(path)
     data = read_recipe_toml(path)
-    types = {f.name: (str,) if f.name in ("storage", "gram_target") else (int, type(None))
+    types: dict[str, tuple[type, ...]] = {f.name: (str,) if f.name in ("storage", "gram_target") else (int, type(None))
              for f in fields(ShrinkConfig)}
     types["oov_weight"] = (int, float)
     types.update(source=(str,), out=(str,))
@@ -157,7 +158,8 @@ def codebook(table: np.ndarray, centroids: int, seed: int = 0, iterations: int =
     kmeans = faiss.Kmeans(table.shape[1], centroids, niter=iterations, seed=seed, spherical=True,
                           max_points_per_centroid=256, verbose=False)
     kmeans.train(units)
-    shared = kmeans.centroids / np.maximum(np.linalg.norm(kmeans.centroids, axis=1, keepdims=True), 1e-12)
+    trained = cast(np.ndarray, kmeans.centroids)  # set by train (faiss's stubs say Optional)
+    shared = trained / np.maximum(np.linalg.norm(trained, axis=1, keepdims=True), 1e-12)
     index = faiss.IndexFlatIP(shared.shape[1])
     index.add(np.ascontiguousarray(shared, dtype=np.float32))
     _, nearest = index.search(units, 1)

@@ -27,7 +27,6 @@ if TYPE_CHECKING:
     import numpy as np
     import torch
 
-    from swembed.pipeline.compose import Layout
     from swembed.pipeline.config import DistillConfig
 
 logger = logging.getLogger(__name__)
@@ -341,7 +340,7 @@ class Trained:
     """What a ``refine`` hook may read: the composed layout, each language's tokenizer, each word's context count
     and the stages every hook prepared (by section)."""
 
-    layout: Layout
+    layout: Any  # a swembed.pipeline.compose.Layout (not imported: compose imports this module)
     tokenizers: dict
     contexts: np.ndarray
     prepared: dict[str, Prepared]

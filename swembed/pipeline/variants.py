@@ -12,6 +12,7 @@ Tatoeba cmn tokens had no row before, 0.5% after.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
@@ -20,6 +21,9 @@ from swembed.pipeline.compose import Layout
 from swembed.pipeline.config import SCRIPT_CONVERSIONS
 from swembed.runtime.langid import HAN
 from swembed.runtime.tokenizer import WordTokenizer
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
 
 
 def converters(name: str):
@@ -37,7 +41,7 @@ def variant_rows(tokenizer: WordTokenizer, table: np.ndarray, conversion: str) -
     to_variant, to_corpus = converters(conversion)
     candidates = [to_variant(word) for word in tokenizer.vocab]
     if tokenizer.rules.words == "teacher":
-        vocab = tokenizer.teacher_tokenizer.get_vocab()
+        vocab = cast("Tokenizer", tokenizer.teacher_tokenizer).get_vocab()  # words = "teacher": it has one
         by_id = sorted(vocab.items(), key=lambda item: item[1])  # its dict order varies
         candidates += [token.lstrip("\u2581") for token, _ in by_id]
     words, rows = [], []

@@ -24,7 +24,7 @@ from swembed.runtime.tokenizer import WordTokenizer
 
 K1 = 1.5  # BM25 term-frequency saturation, chosen on dev data (lab/hybrid_search.py, reports/hybrid.md)
 B = 0.9  # BM25 length normalisation, chosen likewise
-ALPHA = 0.5  # weight of the normalised cosine in the hybrid score, chosen likewise
+ALPHA = 0.6  # weight of the normalised cosine in the hybrid score, chosen likewise
 MODES = ("dense", "hybrid", "lexical")
 _WORDS_AT_ONCE = 1 << 16  # passages split into words at once while postings are built
 

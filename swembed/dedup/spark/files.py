@@ -25,6 +25,7 @@ import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -159,7 +160,9 @@ def read_inputs(spark, files: list[Path], text_columns: tuple[str, ...], first_r
     position) of each; and each input's record count."""
     from pyspark.sql import functions as F
 
-    frames, texts, index, counts = [], None, None, []
+    texts: Any = None  # pyspark DataFrames: the inputs' texts and where each record is, unioned
+    index: Any = None
+    frames, counts = [], []
     for path in files:
         frame, total, text = read_input(spark, path, text_columns)
         frame = frame.withColumn("_record", F.col("_position") + F.lit(first_record))

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -45,8 +46,8 @@ class SparkDedup:
     """A run: ``mapping`` (_id, representative, similarity, reason) for every record, ``pairs`` (a, b,
     similarity: the distinct texts' first records), both lazy over persisted stages, and what the search did."""
 
-    mapping: object
-    pairs: object
+    mapping: Any  # pyspark DataFrames (pyspark: imported when a run starts)
+    pairs: Any
     stats: dict = field(default_factory=dict)
 
 

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 from pyspark import AccumulatorParam
@@ -82,8 +83,9 @@ def train_cells(vectors, n_vectors: int, dim: int, search: CellSearch) -> tuple[
     kmeans = faiss.Kmeans(dim, cells, niter=search.kmeans_iterations, spherical=True, seed=search.seed,
                           max_points_per_centroid=search.sample_per_cell, min_points_per_centroid=1)
     kmeans.train(sample)
-    counts = np.bincount(nearest_cells(kmeans.centroids, sample, search.cells_per_text).ravel(), minlength=cells)
-    return kmeans.centroids, counts * (n_vectors / len(sample))
+    centroids = cast(np.ndarray, kmeans.centroids)  # set by train (faiss's stubs say Optional)
+    counts = np.bincount(nearest_cells(centroids, sample, search.cells_per_text).ravel(), minlength=cells)
+    return centroids, counts * (n_vectors / len(sample))
 
 
 def blocks_per_cell(estimated_rows: np.ndarray, max_task_rows: int) -> np.ndarray:
