@@ -421,3 +421,20 @@ def test_an_output_name_that_is_not_utf8_leaves_no_temp(tmp_path, tiny_model, ti
     again = run_cli(["dedup", tiny_corpus, "--model", tiny_model, "--out", out, "--quiet", "--overwrite"])
     assert again.returncode == 0, again.stderr
     assert snapshot(out).keys() == before.keys() and not leftovers(tmp_path)
+
+
+def test_bytes_of_a_corpus_file_that_do_not_decode_are_counted_in_one_warning(tmp_path, caplog):
+    from swembed.pipeline.sources import read_source
+
+    path = tmp_path / "latin1.txt"
+    path.write_bytes("Herr M\u00fcller kam.\nHerr M\u00f6ller ging.\nplain line\n".encode("latin-1"))
+    with caplog.at_level("WARNING", logger="swembed.pipeline.sources"):
+        lines = list(read_source(str(path)))
+    assert lines == ["Herr M\ufffdller kam.", "Herr M\ufffdller ging.", "plain line"]  # what a build read before
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1 and str(path) in warnings[0] and "2 runs of bytes" in warnings[0]
+    caplog.clear()
+    (tmp_path / "ok.txt").write_text("Herr M\u00fcller kam.\n", encoding="utf-8")
+    with caplog.at_level("WARNING", logger="swembed.pipeline.sources"):
+        assert list(read_source(str(tmp_path / "ok.txt"))) == ["Herr M\u00fcller kam."]
+    assert not caplog.records

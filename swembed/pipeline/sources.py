@@ -5,6 +5,8 @@ Every reader yields raw text units (lines or records); sentence splitting happen
 """
 from __future__ import annotations
 
+import codecs
+import contextlib
 import glob
 import gzip
 import hashlib
@@ -13,6 +15,7 @@ import json
 import logging
 import lzma
 import re
+import threading
 import zipfile
 from collections.abc import Callable, Iterator
 from collections.abc import Set as AbstractSet
@@ -173,15 +176,40 @@ def _text_lines(handle: io.TextIOBase) -> Iterator[str]:
         yield line.rstrip("\r\n")
 
 
+_REPLACED = threading.local()  # undecodable byte runs read as U+FFFD on this thread (``_count_replaced``)
+
+
+def _count_replaced(exc: UnicodeError) -> tuple[str, int]:
+    """Python's ``replace`` handler, counting each undecodable run, so that a build says how much of a file was not
+    text in its encoding instead of reading it silently as U+FFFD."""
+    _REPLACED.count = getattr(_REPLACED, "count", 0) + 1
+    return codecs.replace_errors(exc)
+
+
+codecs.register_error("swembed-count-replace", _count_replaced)
+
+
 def _open_text(path: Path, compression: str | None) -> io.TextIOBase:
     """A corpus file as text: UTF-8, or the UTF-16/32 a byte-order mark names (the mark dropped), as
-    ``swembed.runtime.decoding`` reads it; bytes that do not decode become U+FFFD."""
+    ``swembed.runtime.decoding`` reads it; bytes that do not decode become U+FFFD, counted (``_warn_replaced``)."""
     opener = _opener(compression)
     with opener(path, "rb") as raw:
         marked = byte_order_mark(raw.read(4))
     name = marked[0] if marked else "utf-8"
     encoding = "utf-8-sig" if name == "utf-8" else name.rsplit("-", 1)[0]  # utf-16-le -> utf-16: reads the mark
-    return cast(io.TextIOBase, opener(path, "rt", encoding=encoding, errors="replace"))  # a TextIOWrapper
+    return cast(io.TextIOBase, opener(path, "rt", encoding=encoding, errors="swembed-count-replace"))
+
+
+@contextlib.contextmanager
+def _warn_replaced(path: Path) -> Iterator[None]:
+    """One warning naming ``path`` and how many byte runs of it did not decode (read as U+FFFD)."""
+    before = getattr(_REPLACED, "count", 0)
+    yield
+    replaced = getattr(_REPLACED, "count", 0) - before
+    if replaced:
+        logger.warning("%s: %d run%s of bytes not valid in its encoding (UTF-8 unless a byte-order mark names "
+                       "another) read as U+FFFD; convert the file to UTF-8 to keep those words", path, replaced,
+                       "s" * (replaced != 1))
 
 
 def _records(path: Path, fmt: str, compression: str | None, text_column: str) -> Iterator[str]:
@@ -192,7 +220,7 @@ def _records(path: Path, fmt: str, compression: str | None, text_column: str) ->
 
 def _jsonl_records(path: Path, compression: str | None, text_column: str) -> Iterator[str]:
     """The ``text_column`` field of each record of a .jsonl file (null fields skipped)."""
-    with _open_text(path, compression) as handle:
+    with _warn_replaced(path), _open_text(path, compression) as handle:
         for number, line in enumerate(handle, 1):
             if not line.strip():
                 continue
@@ -349,7 +377,7 @@ def read_source(spec: str, text_column: str = "text") -> Iterator[str]:
             yield from _records(path, fmt, compression, text_column)
         else:
             _sniff(path, compression)
-            with _open_text(path, compression) as handle:
+            with _warn_replaced(path), _open_text(path, compression) as handle:
                 yield from _text_lines(handle)
     except (OSError, EOFError, zipfile.BadZipFile, lzma.LZMAError, json.JSONDecodeError) as exc:
         raise CorpusError(f"cannot read corpus file {path}: {exc}") from exc
