@@ -179,7 +179,7 @@ def _text_lines(handle: io.TextIOBase) -> Iterator[str]:
 _REPLACED = threading.local()  # undecodable byte runs read as U+FFFD on this thread (``_count_replaced``)
 
 
-def _count_replaced(exc: UnicodeError) -> tuple[str, int]:
+def _count_replaced(exc: UnicodeError) -> tuple[str | bytes, int]:
     """Python's ``replace`` handler, counting each undecodable run, so that a build says how much of a file was not
     text in its encoding instead of reading it silently as U+FFFD."""
     _REPLACED.count = getattr(_REPLACED, "count", 0) + 1
