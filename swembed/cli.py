@@ -455,10 +455,14 @@ def _add_model_commands(sub) -> None:
     p.add_argument("--encoding", metavar="NAME", help="of the input, e.g. latin-1 or cp1251 (default: UTF-8, or "
                    "what a byte-order mark says: UTF-8, UTF-16, UTF-32)")
     p.add_argument("--overwrite", action="store_true")
+    from swembed.integrations.formats import DTYPES, FORMATS
+
     p = sub.add_parser("export", help="write a model as npy (edge), st (sentence-transformers) or model2vec")
     p.add_argument("model")
-    p.add_argument("--format", choices=["npy", "st", "model2vec"], default="npy")
-    p.add_argument("--dtype", choices=["float32", "float16", "int8"], default="float32", help="int8: npy only")
+    p.add_argument("--format", choices=list(FORMATS), default="npy",
+                   help="; ".join(f"{f.name}: {f.description}" for f in FORMATS.values()))
+    p.add_argument("--dtype", choices=DTYPES, default="float32",
+                   help="; ".join(f"{f.name}: {', '.join(f.dtypes)}" for f in FORMATS.values()))
     p.add_argument("--out", required=True)
     p.add_argument("--overwrite", action="store_true")
     p = sub.add_parser("shrink", help="a smaller table from a built one: fewer words, pieces and gram rows, lower "
@@ -507,9 +511,9 @@ def _add_dedup_commands(sub) -> None:
     p.add_argument("--against", nargs="+", metavar="REF", help="reference files (e.g. a test set): remove each input "
                    "record at cosine >= --threshold to a reference record, and nothing else; references are only read")
     p.add_argument("--keep", choices=KEEPS, default=DedupConfig.keep, help="which record a cluster keeps")
-    p.add_argument("--clusters", choices=CLUSTERINGS, default=DedupConfig.clusters,
-                   help="star (default): each removed record is a near duplicate of the one that keeps it; "
-                   "components: transitive groups (a~b~c chains merge; the summary gives the lowest cosine)")
+    p.add_argument("--clusters", choices=list(CLUSTERINGS), default=DedupConfig.clusters,
+                   help="; ".join(f"{mode.name}{' (default)' * (mode.name == DedupConfig.clusters)}: {mode.help}"
+                                  for mode in CLUSTERINGS.values()))
     p.add_argument("--target-size", type=int, help="star: the highest threshold keeping at most this many records; "
                    "components: merge the most similar first until this many remain")
     p.add_argument("--target-fraction", type=float, help="as --target-size, as a fraction of the records")

@@ -582,3 +582,16 @@ def test_bench_speed_section_is_replaced_in_place(tmp_path):
     assert (tmp_path / "none.md").read_text(encoding="utf-8") == f"# Dedup\n\n{SPEED_HEADING}\n"
     (tmp_path / "in.txt.planted.json").write_text(json.dumps([[0, 3], [1, 4], [0, 5]]))
     assert copies_removed(tmp_path / "in.txt", np.array([3, 5, 6])) == (2 / 3, 1)
+
+
+def test_every_engine_refuses_a_clustering_mode_it_does_not_register():
+    """The clustering modes are one registry: an unknown mode is refused in one line by the config both engines
+    read (never run as star or components), and each registered mode says whether it is transitive."""
+    from swembed.dedup.clusters import CLUSTERINGS, clustering
+    from swembed.dedup.job import DedupConfig
+
+    assert {name: mode.transitive for name, mode in CLUSTERINGS.items()} == {"star": False, "components": True}
+    with pytest.raises(ValueError, match=r"--clusters must be one of star, components, got 'single'"):
+        DedupConfig(clusters="single").validate()
+    with pytest.raises(ValueError, match="got 'single'"):
+        clustering("single")

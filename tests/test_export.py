@@ -282,3 +282,16 @@ def test_export_folders_get_the_mode_of_a_plain_write(tiny_model, tmp_path):
         assert stat.S_IMODE((tmp_path / "private.bin").stat().st_mode) == 0o640
     finally:
         os.umask(old)
+
+
+def test_export_formats_are_one_registry_that_the_cli_reads(tiny_model, tmp_path):
+    from swembed.cli import subcommands
+    from swembed.integrations.formats import FORMATS, export_format
+
+    choices = next(a for a in subcommands()["export"]._actions if a.dest == "format").choices
+    assert list(choices) == list(FORMATS) and all(f.writer and f.dtypes for f in FORMATS.values())
+    with pytest.raises(ValueError, match=r"--format must be one of npy, st, model2vec, got 'onnx'"):
+        export_format("onnx")
+    result = run_cli(["export", tiny_model, "--format", "st", "--dtype", "int8", "--out", tmp_path / "x"])
+    assert result.returncode == 2 and "int8 is not an option of the st format, which takes float32 or float16" \
+        in result.stderr and not (tmp_path / "x").exists()

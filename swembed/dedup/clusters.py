@@ -258,7 +258,28 @@ def connected_roots(n: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return smallest[labels]
 
 
-CLUSTERINGS = ("star", "components")
+@dataclass(frozen=True)
+class Clustering:
+    """One ``--clusters`` mode: ``transitive`` groups join texts through chains of pairs (single linkage, and the
+    summary gives the lowest cosine of a removed record to its keeper); otherwise every removed record is a near
+    duplicate of the record that keeps it (a star). The CLI, both engines and the summary read this one registry."""
+
+    name: str
+    transitive: bool
+    help: str
+
+
+CLUSTERINGS = {mode.name: mode for mode in (
+    Clustering("star", False, "each removed record is a near duplicate of the one that keeps it"),
+    Clustering("components", True, "transitive groups (a~b~c chains merge; the summary gives the lowest cosine)"),
+)}
+
+
+def clustering(name: str) -> Clustering:
+    """The registered mode ``name``; any other is refused in one line (never run as another mode)."""
+    if name not in CLUSTERINGS:
+        raise ValueError(f"--clusters must be one of {', '.join(CLUSTERINGS)}, got {name!r}")
+    return CLUSTERINGS[name]
 
 
 def preference_rank(ids: np.ndarray, lengths: np.ndarray, keep: str) -> np.ndarray:

@@ -26,9 +26,9 @@ from pathlib import Path
 import numpy as np
 
 from swembed.dedup.clusters import (
-    CLUSTERINGS,
     MAX_NEIGHBOURS,
     ExactKey,
+    clustering,
     connected_roots,
     merge_to_target,
     near_pairs,
@@ -80,8 +80,7 @@ class DedupConfig:
         if self.target_size is not None and self.target_fraction is not None:
             raise ValueError("give --target-size or --target-fraction, not both")
         check_ranges(DEDUP_RANGES, self, lambda name: "--" + name.replace("_", "-"))
-        if self.clusters not in CLUSTERINGS:
-            raise ValueError(f"--clusters must be one of {', '.join(CLUSTERINGS)}, got {self.clusters!r}")
+        clustering(self.clusters)  # an unknown mode is refused, never run as another
         columns = [self.text_columns] if isinstance(self.text_columns, str) else list(self.text_columns)
         if not columns or not all(isinstance(c, str) and c for c in columns) or len(set(columns)) < len(columns):
             raise ValueError(f"--text-column takes distinct non-empty column names, got {columns}")
@@ -219,7 +218,7 @@ def group(vectors: np.ndarray, lengths: np.ndarray, pairs: tuple, n_records: int
     a, b, sims = a[keep], b[keep], sims[keep]
     target = config.target(n_records)
     grouping = time.process_time()
-    if config.clusters == "components":
+    if clustering(config.clusters).transitive:
         if target is not None:  # single linkage down to the target: transitive like components
             roots, threshold = merge_to_target(n_unique, a, b, sims, target)
         else:
@@ -326,7 +325,7 @@ def guarantee(threshold: float, lowest: float | None, clusters: str, against: bo
     """What the run promises, in words (components: with the lowest cosine of a removed record to its keeper)."""
     if against:
         text = f"every removed record has cosine >= {threshold:.4f} to a reference record (or is the same text)"
-    elif clusters == "components":
+    elif clustering(clusters).transitive:
         weakest = "none removed" if lowest is None else f"{lowest:.4f}"
         text = (f"components are transitive: a removed record is joined to its keeper by a chain of pairs with cosine "
                 f">= {threshold:.4f}, not always directly; the lowest cosine of a removed record to its keeper: "

@@ -10,7 +10,8 @@ and model2vec load unchanged.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +23,6 @@ from swembed.runtime.folder import atomic_directory, read_model_folder, write_mo
 from swembed.runtime.hub import CARD_FILE, local_or_hub, model_card
 from swembed.runtime.outputs import check_writable
 
-FORMATS = ("npy", "st", "model2vec")
 DTYPES = ("float32", "float16", "int8")
 
 
@@ -96,18 +96,44 @@ def export_model2vec(model: StaticEmbedder, out: Path, dtype: str, overwrite: bo
     return out
 
 
+@dataclass(frozen=True)
+class ExportFormat:
+    """One ``swembed export --format``: what it writes (for the CLI's help), the dtypes it takes, whether it can hold
+    an ensemble's per-member normalisation, and its writer."""
+
+    name: str
+    description: str
+    dtypes: tuple[str, ...]
+    ensembles: bool
+    writer: Callable[..., Path]
+
+
+# The export formats: the CLI's choices and help, the docs and `export` all read this one registry.
+FORMATS = {format_.name: format_ for format_ in (
+    ExportFormat("npy", "the swembed folder itself (edge; int8 with a scale per row)", DTYPES, True, export_npy),
+    ExportFormat("st", "a sentence-transformers folder (StaticEmbedding)", ("float32", "float16"), False,
+                 export_sentence_transformers),
+    ExportFormat("model2vec", "a model2vec folder (StaticModel)", ("float32", "float16"), False, export_model2vec),
+)}
+
+
+def export_format(name: str) -> ExportFormat:
+    """The registered format ``name``; any other is refused in one line."""
+    if name not in FORMATS:
+        raise ValueError(f"--format must be one of {', '.join(FORMATS)}, got {name!r}")
+    return FORMATS[name]
+
+
 def export(model_path: str | Path, fmt: str, out: str | Path, dtype: str = "float32", overwrite: bool = False) -> Path:
-    if fmt not in FORMATS:
-        raise ValueError(f"--format must be one of {FORMATS}, got {fmt!r}")
+    format_ = export_format(fmt)
     if dtype not in DTYPES:
         raise ValueError(f"--dtype must be one of {DTYPES}, got {dtype!r}")
-    if fmt != "npy" and dtype == "int8":
-        raise ValueError("int8 is an npy-format option; st and model2vec take float32 or float16")
+    if dtype not in format_.dtypes:
+        raise ValueError(f"{dtype} is not an option of the {fmt} format, which takes {' or '.join(format_.dtypes)}")
     read = [str(model_path)]
     check_writable(Path(out), overwrite, read)  # before loading: never the model or inside it, nor a folder
     model = load_for_export(model_path)         # swembed did not write
-    if fmt != "npy" and "ensemble" in model.config:
-        raise ValueError("an ensemble normalises each member's sub-space, which st and model2vec cannot express; "
+    if not format_.ensembles and "ensemble" in model.config:
+        raise ValueError(f"an ensemble normalises each member's sub-space, which {fmt} cannot express; "
                          "export it as npy")
-    writer = {"npy": export_npy, "st": export_sentence_transformers, "model2vec": export_model2vec}[fmt]
-    return writer(model, Path(out), dtype, overwrite, read)
+    return format_.writer(model, Path(out), dtype, overwrite, read)

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from swembed.dedup.clusters import ExactKey, nearest_in, preference_rank
+from swembed.dedup.clusters import ExactKey, clustering, nearest_in, preference_rank
 from swembed.dedup.clusters import star_representatives as stars
 from swembed.dedup.job import REASONS, DedupConfig
 from swembed.dedup.spark.components import connected_roots
@@ -260,8 +260,8 @@ def run(texts, model_path, config: DedupConfig | None = None, search: CellSearch
     pairs, links, stats = candidate_pairs(vectors.select(F.col("_first").alias("_id"), "_vector"), n_distinct,
                                           dim, threshold, config, search)
     roots, rounds = connected_roots(links)
-    chosen = (star_representatives(vectors, pairs, roots, config.keep) if config.clusters == "star"
-              else representatives(vectors, roots, config.keep))
+    chosen = (representatives(vectors, roots, config.keep) if clustering(config.clusters).transitive
+              else star_representatives(vectors, pairs, roots, config.keep))
     scored = cosine_to_representative(chosen, vectors, dim)
     distinct_map = chosen.join(scored, "_first", "left").fillna(1.0, ["similarity"])
     reason = (F.when(F.col("_id") == F.col("representative"), REASONS[0])
