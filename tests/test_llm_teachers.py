@@ -197,3 +197,20 @@ def test_swe_build_runs_end_to_end_on_each_llm_teacher(tmp_path, tiny_corpus, ki
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1, atol=1e-5)
     if kind == "lens":  # each word keeps its 4 strongest clusters
         assert ((np.asarray(model.table) != 0).sum(axis=1) <= 4).all()
+
+
+def test_llm_teacher_kinds_are_one_registry_and_an_unknown_kind_is_refused(tmp_path):
+    import importlib
+
+    from swembed.teachers.base import TeacherError
+    from swembed.teachers.registry import LLM_KINDS, load_teacher
+
+    for kind in LLM_KINDS.values():  # every registered kind names a class that exists
+        assert isinstance(getattr(importlib.import_module(kind.module), kind.cls), type), kind
+    folder = tmp_path / "teacher"
+    folder.mkdir()
+    (folder / "swe_teacher.json").write_text('{"kind": "mamba"}', encoding="utf-8")
+    (folder / "config.json").write_text('{"architectures": ["MambaForCausalLM"]}', encoding="utf-8")
+    with pytest.raises(TeacherError, match="unknown teacher kind 'mamba'; known: sentence-transformer, decoder, "
+                                           "lens, causal2vec, nvembed"):
+        load_teacher(str(folder))

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import importlib
+from dataclasses import dataclass
 from pathlib import Path
 
 from swembed.teachers.base import TeacherError, TeacherSpec, pick_device
@@ -111,7 +112,24 @@ def resolve_teacher(name_or_path: str) -> tuple[Path, TeacherSpec]:
     return folder, spec or TeacherSpec(name=hub_id, hub_id=hub_id)
 
 
-LLM_KINDS = ("decoder", "lens", "causal2vec", "nvembed")
+@dataclass(frozen=True)
+class LlmKind:
+    """One kind of LLM teacher: the class that reads it (``module.cls``), whether its attention is made
+    bidirectional, whether it takes LENS's cluster count ``k``. ``load_teacher`` reads this one registry."""
+
+    name: str
+    module: str
+    cls: str
+    bidirectional: bool = False
+    takes_k: bool = False
+
+
+LLM_KINDS = {kind.name: kind for kind in (
+    LlmKind("decoder", "swembed.teachers.decoder", "DecoderTeacher"),
+    LlmKind("lens", "swembed.teachers.lens", "LensTeacher", bidirectional=True, takes_k=True),
+    LlmKind("causal2vec", "swembed.teachers.causal2vec", "Causal2VecTeacher"),
+    LlmKind("nvembed", "swembed.teachers.nvembed", "NVEmbedTeacher", bidirectional=True),
+)}
 
 
 def teacher_kind(folder: Path, spec: TeacherSpec) -> str:
@@ -161,27 +179,15 @@ def load_teacher(name_or_path: str, device: str = "auto", batch_tokens: int | No
     if runtime == "onnx":
         raise TeacherError(f"teacher runtime onnx runs sentence-transformers teachers only; {spec.name} is a {kind} "
                            "teacher (use teacher_runtime = \"torch\" or \"auto\")")
+    llm = LLM_KINDS.get(kind)
+    if llm is None:
+        raise TeacherError(f"{folder}: unknown teacher kind {kind!r}; known: sentence-transformer, "
+                           f"{', '.join(LLM_KINDS)}")
     from swembed.teachers.decoder import DecoderSettings
 
     settings = DecoderSettings.read(folder, **{k: v for k, v in spec.extra.items() if k not in ("kind", "params", "k")},
                                     kind=kind, precision=precision)
-    if kind == "lens":
-        from swembed.teachers.lens import LensTeacher
-
-        settings.bidirectional = True
-        return LensTeacher(folder, spec, device, batch_tokens, settings, k=spec.extra.get("k"))
-    if kind == "causal2vec":
-        from swembed.teachers.causal2vec import Causal2VecTeacher
-
-        return Causal2VecTeacher(folder, spec, device, batch_tokens, settings)
-    if kind == "nvembed":
-        from swembed.teachers.nvembed import NVEmbedTeacher
-
-        settings.bidirectional = True
-        return NVEmbedTeacher(folder, spec, device, batch_tokens, settings)
-    if kind != "decoder":
-        raise TeacherError(f"{folder}: unknown teacher kind {kind!r}; known: sentence-transformer, "
-                           f"{', '.join(LLM_KINDS)}")
-    from swembed.teachers.decoder import DecoderTeacher
-
-    return DecoderTeacher(folder, spec, device, batch_tokens, settings)
+    settings.bidirectional = settings.bidirectional or llm.bidirectional
+    teacher_class = getattr(importlib.import_module(llm.module), llm.cls)
+    extra = {"k": spec.extra.get("k")} if llm.takes_k else {}
+    return teacher_class(folder, spec, device, batch_tokens, settings, **extra)
