@@ -37,6 +37,13 @@ GENERATED = "<!-- generated: {command} -->"
 ONE_THREAD = {name: "1" for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")}
 
 
+def on_one_thread(module: str) -> None:
+    """Start ``python -m module`` again on one thread (OMP, MKL, OpenBLAS) unless it runs so: BLAS pools start with
+    numpy, so the variables must be set before the process starts."""
+    if any(os.environ.get(name) != "1" for name in ONE_THREAD):
+        os.execve(sys.executable, [sys.executable, "-m", module, *sys.argv[1:]], {**os.environ, **ONE_THREAD})
+
+
 def sample_lines(folder: Path, limit: int, seed: int) -> list[str]:
     """Non-empty lines of ``folder/*.txt.gz`` (at most ``limit``, a random sample), stripped."""
     lines = []
@@ -131,9 +138,8 @@ def report(rows: list[dict], notes: list[str], command: str, model: str, source:
 
 
 def main(argv: list[str] | None = None) -> int:
-    if argv is None and any(os.environ.get(name) != "1" for name in ONE_THREAD):  # BLAS pools start with numpy
-        again = [sys.executable, "-m", "lab.bench_search", *sys.argv[1:]]
-        os.execve(sys.executable, again, {**os.environ, **ONE_THREAD})
+    if argv is None:
+        on_one_thread("lab.bench_search")
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="models/minilm-256")
     parser.add_argument("--data", type=Path, help="a folder of *.txt.gz corpora to sample passages from")

@@ -149,7 +149,7 @@ def cmd_encode(args) -> int:
     from swembed.runtime.textfile import encode_file
 
     summary = encode_file(args.model, args.input, args.output, args.errors, args.overwrite, args.text_column,
-                          args.encoding)
+                          args.encoding, args.kind)
     print(summary, file=sys.stderr)
     return 0
 
@@ -307,10 +307,13 @@ def _model_folder(model: str) -> Path:
 
 def cmd_export(args) -> int:
     from swembed.integrations.agreement import read_agreement
-    from swembed.integrations.formats import export
+    from swembed.integrations.formats import export, kinds_left_out
 
     out = export(args.model, args.format, args.out, args.dtype, overwrite=args.overwrite)
     print(f"{args.model} -> {out} ({args.format}, {args.dtype})")
+    note = kinds_left_out(args.model, args.format)
+    if note:
+        print(note)
     agreement = read_agreement(out) if args.format != "npy" else None
     if agreement is not None:  # st, model2vec: what the format cannot express, measured (docs/export.md)
         print(agreement.line(f"{out} ({args.format})"))
@@ -454,6 +457,8 @@ def _add_model_commands(sub) -> None:
                    help="lines that do not decode: decode with U+FFFD (default), leave out, or stop")
     p.add_argument("--encoding", metavar="NAME", help="of the input, e.g. latin-1 or cp1251 (default: UTF-8, or "
                    "what a byte-order mark says: UTF-8, UTF-16, UTF-32)")
+    p.add_argument("--kind", choices=["query", "document"], help="the texts are search queries or passages: a table "
+                   "with that kind's row weights (kind_weights) applies them (default: neither)")
     p.add_argument("--overwrite", action="store_true")
     from swembed.integrations.formats import DTYPES, FORMATS
 

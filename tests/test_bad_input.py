@@ -29,7 +29,8 @@ BEGIN, END = "<!-- rows: generated from tests/test_bad_input.py -->", "<!-- end 
 HEADER = ("| input | what swembed does | the line on stderr (an error: after `swembed <command>: error: `) | test |"
           "\n|---|---|---|---|")
 # every module whose tests carry a row, in page order
-PROMISE_MODULES = ("test_bad_input", "test_checks", "test_fuzz", "test_hub_inputs", "test_untrusted_tables")
+PROMISE_MODULES = ("test_bad_input", "test_checks", "test_fuzz", "test_hub_inputs", "test_untrusted_tables",
+                   "test_kind_inputs")
 
 
 @dataclass(frozen=True)

@@ -142,6 +142,10 @@ def test_an_unset_batch_size_follows_the_device_and_the_extract_records_the_one_
 
     assert teacher.batch_tokens == 1024  # a CPU: small batches stay in cache
     assert pick_batch_tokens(torch.device("cuda")) == 8192 and pick_batch_tokens(torch.device("cuda"), 300) == 300
+    # bfloat16 kernels (AMX, AVX512-BF16) gain from larger matrices; float32 and int8 stay in cache
+    cpu = torch.device("cpu")
+    assert pick_batch_tokens(cpu, None, torch.bfloat16) == 4096 and pick_batch_tokens(cpu, None, torch.float32) == 1024
+    assert pick_batch_tokens(cpu, 300, torch.bfloat16) == 300
     pinned = load_teacher("minilm", device="cpu", precision="float32", batch_tokens=300)
     assert pinned.batch_tokens == 300
     rules = TokenizationRules()

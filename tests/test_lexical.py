@@ -1,7 +1,7 @@
-"""The lexical channel of search (issue 82): BM25 postings over the table's words, the hybrid score, their place in
-``SearchIndex`` (save, load, refusals of damaged postings, old dense-only indexes) and ``swembed search --mode``.
-Scores are checked against brute-force formulas written out here (loops over passages and words), and BM25's
-ranking against the ``bm25s`` package given the same words."""
+"""The lexical channel of search (issue 82): BM25 postings over the table's stemmed words, the hybrid score, their
+place in ``SearchIndex`` (save, load, refusals of damaged postings, old dense-only and unstemmed indexes) and
+``swembed search --mode``. Scores are checked against brute-force formulas written out here (loops over passages
+and words), and BM25's ranking against the ``bm25s`` package given the same terms."""
 from __future__ import annotations
 
 import json
@@ -18,6 +18,7 @@ import swembed
 from swembed.runtime import lexical as lexical_module
 from swembed.runtime import search as search_module
 from swembed.runtime.index import SearchIndex, SearchIndexError
+from swembed.runtime.stemmer import stem
 
 
 @pytest.fixture(scope="module")
@@ -28,16 +29,25 @@ def model(tmp_path_factory) -> swembed.StaticEmbedder:
 @pytest.fixture(scope="module")
 def corpus(model) -> list[str]:
     texts = random_texts(model, 150, seed=11)
-    return [*texts, "", "Unknownword UNKNOWNWORD " + texts[0], texts[5]]  # no words; words the table lacks; a copy
+    # no words; words the table lacks; a copy; inflected words the table lacks
+    return [*texts, "", "Unknownword UNKNOWNWORD " + texts[0], texts[5], *INFLECTED.values()]
 
 
-def brute_bm25(model, query: str, corpus: list[str], k1: float, b: float) -> np.ndarray:
-    """BM25 written out: Lucene's idf and saturation, over the tokeniser's words, one passage at a time."""
-    docs = [Counter(model.tokenizer.words(text)) for text in corpus]
+INFLECTED = {"mutation study": "Mutations were studied", "connect generously": "connected, connecting generous"}
+
+
+def terms(model, text: str, stemmed: bool = True) -> list[str]:
+    return [stem(w) if stemmed else w for w in model.tokenizer.words(text)]
+
+
+def brute_bm25(model, query: str, corpus: list[str], k1: float, b: float, stemmed: bool = True) -> np.ndarray:
+    """BM25 written out: Lucene's idf and saturation, over the tokeniser's words (stemmed unless ``stemmed`` is
+    False), one passage at a time."""
+    docs = [Counter(terms(model, text, stemmed)) for text in corpus]
     lengths = [sum(d.values()) for d in docs]
     average = sum(lengths) / len(docs)
     scores = np.zeros(len(docs))
-    for word in model.tokenizer.words(query):
+    for word in terms(model, query, stemmed):
         df = sum(1 for d in docs if word in d)
         idf = math.log(1 + (len(docs) - df + 0.5) / (df + 0.5))
         for i, d in enumerate(docs):
@@ -81,12 +91,12 @@ def test_bm25_equals_the_formula(model, corpus, k1, b):
 def test_bm25_ranks_as_bm25s_with_the_same_words(model, corpus):
     import bm25s
 
-    words = [model.tokenizer.words(text) for text in corpus]
+    words = [terms(model, text) for text in corpus]
     reference = bm25s.BM25(k1=lexical_module.K1, b=lexical_module.B, method="lucene")
     reference.index(words, show_progress=False)
     index = model.index(corpus)
     for query in queries_of(model, corpus):
-        asked = model.tokenizer.words(query)
+        asked = terms(model, query)
         if not asked:
             continue
         theirs = reference.get_scores(asked)
@@ -118,6 +128,19 @@ def test_dense_hits_carry_their_cosine_and_batches_rank_as_one(model, corpus, mo
     assert index.search(queries, 7, mode="hybrid") == whole
 
 
+def test_lexical_hits_carry_their_cosine_and_weights_made_in_runs_are_the_same(model, corpus, monkeypatch):
+    """A lexical search computes the cosines of its hits alone: they equal the full cosines; BM25's posting weights
+    made a few terms at a time equal those made at once."""
+    index = model.index(corpus)
+    queries = queries_of(model, corpus)
+    for query, hits in zip(queries, index.search(queries, 10, mode="lexical")):
+        cosines = model.similarity(query, corpus)
+        assert [h.dense for h in hits] == pytest.approx([float(cosines[h.index]) for h in hits], abs=1e-6)
+    whole = index.postings().weights()
+    monkeypatch.setattr(lexical_module, "_WEIGHED_AT_ONCE", 5)
+    np.testing.assert_array_equal(model.index(corpus).postings().weights(), whole)
+
+
 def test_mode_and_alpha_are_checked(model, corpus):
     with pytest.raises(ValueError, match="^mode must be one of dense, hybrid, lexical, got 'sparse'$"):
         model.search("a", corpus, mode="sparse")
@@ -135,12 +158,45 @@ def test_postings_saved_and_loaded_give_the_same_hits(model, corpus, tmp_path):
     before = {mode: index.search(queries, 9, mode=mode) for mode in lexical_module.MODES}
     index.save(tmp_path / "ix")
     info = json.loads((tmp_path / "ix" / "index.json").read_text())
-    assert info["lexical"] == {"terms": len(index.postings().terms), "postings": len(index.postings().docs)}
+    assert info["lexical"] == {"terms": len(index.postings().terms), "postings": len(index.postings().docs),
+                               "stemmer": lexical_module.STEMMER}
     loaded = SearchIndex.load(tmp_path / "ix", model)
     for mode in lexical_module.MODES:
         assert loaded.search(queries, 9, mode=mode) == before[mode]
     for name in ("offsets", "docs", "counts", "lengths"):
         np.testing.assert_array_equal(getattr(loaded.postings(), name), getattr(index.postings(), name))
+
+
+def test_a_query_finds_the_inflections_of_its_words(model, corpus):
+    """Stemmed terms: a query finds the passage that holds its words' inflections (words the table lacks) first;
+    unstemmed, that passage scores nothing."""
+    for query, passage in INFLECTED.items():
+        hits = model.search(query, corpus, 3, "lexical")
+        assert hits[0].index == corpus.index(passage) and hits[0].score > 0 and hits[1].score == 0
+        assert brute_bm25(model, query, corpus, lexical_module.K1, lexical_module.B, stemmed=False).max() == 0
+
+
+def test_an_index_saved_before_stemming_searches_its_words_unstemmed(model, corpus, tmp_path):
+    """An index.json whose lexical object names no stemmer (indexes saved before stemming): its terms are words as
+    they are, and so are its queries' terms; a stemmer this swembed does not know is refused in one line."""
+    index = model.index(corpus)
+    index.lexical = lexical_module.Lexical.build(model, corpus, stemmer=None)
+    index.save(tmp_path / "ix")
+    info = json.loads((tmp_path / "ix" / "index.json").read_text())
+    del info["lexical"]["stemmer"]
+    (tmp_path / "ix" / "index.json").write_text(json.dumps(info))
+    loaded = SearchIndex.load(tmp_path / "ix", model)
+    assert loaded.postings().stemmer is None
+    queries = queries_of(model, corpus)
+    for query, hits in zip(queries, loaded.search(queries, 8, mode="lexical")):
+        check_ranking(hits, brute_bm25(model, query, corpus, lexical_module.K1, lexical_module.B, stemmed=False), 8)
+    info["lexical"]["stemmer"] = "porter9"
+    (tmp_path / "ix" / "index.json").write_text(json.dumps(info))
+    assert refused(tmp_path / "ix", model) == (f'{tmp_path / "ix" / "index.json"}: lexical stemmer must be None or '
+                                               "one of snowball-english, got 'porter9'; index the corpus again with "
+                                               "this swembed")
+    with pytest.raises(ValueError, match="^stemmer must be None or one of snowball-english, got 'porter9'$"):
+        lexical_module.Lexical.build(model, corpus, stemmer="porter9")
 
 
 def dense_only_folder(model, corpus, folder: Path, old: bool) -> Path:
@@ -287,18 +343,42 @@ def test_mteb_retrieval_ranks_by_the_chosen_mode(tmp_path):
     words = ["cell", "gene", "protein", "study"]
     model = StaticEmbedder(np.eye(len(words), dtype=np.float32), WordTokenizer({w: i for i, w in enumerate(words)}))
     marks = ["qxa", "qxb", "qxc", "qxd", "qxe"]
-    folder = tmp_path / "SciFact"
-    (folder / "qrels").mkdir(parents=True)
-    docs = [{"_id": f"d{i}", "title": "", "text": f"{m} cell gene protein {words[i % 4]}"} for i, m in enumerate(marks)]
-    queries = [{"_id": f"q{i}", "text": f"about {m}"} for i, m in enumerate(marks)]
-    (folder / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
-    (folder / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in queries))
-    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(
-        f"q{i}\td{i}\t1\n" for i in range(len(marks))))
+    write_scifact(tmp_path / "SciFact", [f"{m} cell gene protein {words[i % 4]}" for i, m in enumerate(marks)],
+                  [f"about {m}" for m in marks])
     score = {mode: evaluate_mteb(model.encode, tmp_path, ["SciFact"], search=mode, searcher=model)["SciFact"]
              for mode in ("dense", "lexical", "hybrid")}
     assert score["lexical"] == pytest.approx(100.0) and score["dense"] < 100
     assert score["dense"] == pytest.approx(evaluate_mteb(model.encode, tmp_path, ["SciFact"])["SciFact"])
+
+
+def write_scifact(folder: Path, docs: list[str], queries: list[str]) -> None:
+    """A SciFact folder as mteb reads it: query i's one relevant document is document i."""
+    (folder / "qrels").mkdir(parents=True)
+    (folder / "corpus.jsonl").write_text("".join(json.dumps({"_id": f"d{i}", "title": "", "text": text}) + "\n"
+                                                 for i, text in enumerate(docs)))
+    (folder / "queries.jsonl").write_text("".join(json.dumps({"_id": f"q{i}", "text": text}) + "\n"
+                                                  for i, text in enumerate(queries)))
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(
+        f"q{i}\td{i}\t1\n" for i in range(len(queries))))
+
+
+def test_swembed_eval_reports_the_dense_score_beside_a_hybrid_search(model, tmp_path):
+    """``swembed eval --suite mteb --search hybrid`` (or lexical) prints SciFact's dense-only score beside, the
+    score of ``--search dense``."""
+    pytest.importorskip("mteb")
+    texts = random_texts(model, 12, seed=5)
+    write_scifact(tmp_path / "SciFact", texts, [" ".join(t.split()[:2]) for t in texts])
+    printed = {}
+    for mode in ("dense", "hybrid", "lexical"):
+        code, out, err = cli("eval", model.path, "--suite", "mteb", "--tasks", "SciFact", "--data", tmp_path,
+                             "--search", mode)
+        assert code == 0, err
+        printed[mode] = dict(line.rsplit(maxsplit=1) for line in out.splitlines()[1:])
+        printed[mode] = {name.strip(): float(value) for name, value in printed[mode].items()}
+    assert list(printed["dense"]) == ["SciFact"]
+    for mode in ("hybrid", "lexical"):
+        assert list(printed[mode]) == ["SciFact", "SciFact (dense)"]
+        assert printed[mode]["SciFact (dense)"] == printed["dense"]["SciFact"]
 
 
 def test_eval_search_flags_apply_to_mteb_only(tmp_path):

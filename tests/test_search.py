@@ -88,6 +88,35 @@ def test_ties_go_to_the_lower_index_also_at_the_cut(model, corpus):
     assert [(h.index, h.score) for h in found] == [(i, 0.0) for i in range(5)]
 
 
+def test_top_hits_in_blocks_rank_as_a_full_sort(monkeypatch):
+    """Scores looked through in blocks (the k kept so far, then only the scores above the k-th) rank as a full sort
+    by score and index: with equal scores everywhere, the k-th shared, a constant row and a rising one."""
+    rng = np.random.default_rng(5)
+    scores = rng.integers(0, 6, size=(9, 500)).astype(np.float32)  # six values: ties everywhere
+    scores[3] = 0
+    scores[4] = np.arange(500)  # rising: every block passes the k-th best
+    expected = np.lexsort((np.broadcast_to(np.arange(500), scores.shape), -scores), axis=-1)
+    for columns in (7, 64, 1 << 14):
+        monkeypatch.setattr(search_module, "SELECTED_COLUMNS", columns)
+        for k in (1, 5, 37, 499, 500, 800):
+            indices, values = search_module.top_hits(scores, k)
+            np.testing.assert_array_equal(indices, expected[:, :k])
+            np.testing.assert_array_equal(values, np.take_along_axis(scores, expected[:, :k], axis=1))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int8"])
+def test_dense_search_in_blocks_of_passages_ranks_as_one_product(model, corpus, monkeypatch, dtype):
+    queries = random_texts(model, 30, seed=6) + [corpus[3], "zzzzzzzzzz"]
+    index = model.index(corpus, dtype=dtype)
+    whole = index.search(queries, 9)
+    if dtype == "float32":
+        assert pairs(whole) == brute_force(model, queries, corpus, 9)
+    monkeypatch.setattr(search_module, "QUERIES_AT_ONCE", 4)
+    monkeypatch.setattr(search_module, "SCORE_CELLS", 4 * 37)  # blocks of 37 passages
+    monkeypatch.setattr(search_module, "SELECTED_COLUMNS", 11)
+    assert index.search(queries, 9) == whole
+
+
 def test_top_k_and_empty_corpus_are_refused_in_one_line(model, corpus):
     for bad in (0, -1, True, 2.5, "3"):
         with pytest.raises(ValueError) as caught:

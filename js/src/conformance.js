@@ -1,6 +1,7 @@
 /**
  * Check an embedder against a conformance file written by `swembed conformance` (texts, their table rows and
- * weights, and the Python vectors): rows must match exactly, vectors to cosine >= minCosine.
+ * weights, and the Python vectors): rows must match exactly, vectors to cosine >= minCosine (the query_vector and
+ * document_vector of a table with query or document weights too, encoded with that kind).
  */
 
 export function cosine(a, b) {
@@ -34,11 +35,15 @@ export function compareConformance(model, conformance, minCosine = 0.9999) {
       failures.push({ index, text: item.text, problem: `rows ${JSON.stringify(ids)} weights ${JSON.stringify(weights)}, ` +
         `expected ${JSON.stringify(item.rows)} ${JSON.stringify(item.weights)}` });
     }
-    const vector = model.encode(item.text);
-    const c = cosine(vector, item.vector);
-    for (let i = 0; i < vector.length; i++) maxAbsDiff = Math.max(maxAbsDiff, Math.abs(vector[i] - item.vector[i]));
-    worst = Math.min(worst, c);
-    if (!(c >= minCosine)) failures.push({ index, text: item.text, problem: `cosine ${c} < ${minCosine}` });
+    for (const kind of [null, 'query', 'document']) { // a table with a kind's weights: its vector too
+      const expected = item[kind ? `${kind}_vector` : 'vector'];
+      if (!expected) continue;
+      const vector = model.encode(item.text, kind);
+      const c = cosine(vector, expected);
+      for (let i = 0; i < vector.length; i++) maxAbsDiff = Math.max(maxAbsDiff, Math.abs(vector[i] - expected[i]));
+      worst = Math.min(worst, c);
+      if (!(c >= minCosine)) failures.push({ index, text: item.text, problem: `${kind || ''} cosine ${c} < ${minCosine}` });
+    }
   });
   return { texts: conformance.texts.length, minCosine: worst, maxAbsDiff, failures };
 }

@@ -12,6 +12,9 @@ export const FORMAT_NAME = 'swe-static';
 export const FORMAT_VERSION = 1;
 const MAGNITUDES = [1e-15, 1e15]; // a non-zero row's largest |value| (and every scale), as Python checks it
 const FLOAT32_TINY = 2 ** -126;
+/** encode's kinds besides none, and the file of each kind's row weights (config.json's kind_weights names them). */
+export const KIND_WEIGHT_FILES = { query: 'query_weights.npy', document: 'document_weights.npy' };
+const KIND_WEIGHT_RANGE = [1e-6, 1e6];
 
 /** What encode and encodeBatch throw for an argument that is not a text (a TypeError). */
 export class InputError extends TypeError {}
@@ -19,9 +22,10 @@ export class InputError extends TypeError {}
 export class StaticEmbedder {
   /**
    * Build from a folder's parts: config (parsed config.json), vocabText (vocab.txt), embeddings and scales
-   * (.npy ArrayBuffers; scales for int8 only), tokenizerJson (parsed tokenizer.json, or null).
+   * (.npy ArrayBuffers; scales for int8 only), tokenizerJson (parsed tokenizer.json, or null), kindWeights
+   * ({query, document}: the .npy ArrayBuffers of the row weights config.json's kind_weights names).
    */
-  constructor({ config, vocabText, embeddings, scales = null, tokenizerJson = null, codes = null }) {
+  constructor({ config, vocabText, embeddings, scales = null, tokenizerJson = null, codes = null, kindWeights = {} }) {
     checkConfig(config);
     let table = parseNpy(embeddings, 'embeddings.npy');
     if (table.shape.length !== 2) throw new FormatError(`embeddings.npy: expected 2-D, got shape ${table.shape}`);
@@ -88,6 +92,7 @@ export class StaticEmbedder {
     const wordPiece = needsPieces && tokenizerJson ? new WordPiece(tokenizerJson) : null;
     if (wordPiece) for (const token of pieceRows.keys()) if (!wordPiece.vocab.has(token)) pieceRows.delete(token);
     this.tokenizer = new WordTokenizer(vocab, rules, wordPiece, pieceRows, grams);
+    this.kindWeights = readKindWeights(config, kindWeights, rows);
     const subspaces = config.ensemble && config.ensemble.subspaces;
     if (subspaces && subspaces.length) { // weights over the largest, as Python: their sum cannot overflow
       const top = Math.max(...subspaces.map((s) => s.weight));
@@ -97,33 +102,45 @@ export class StaticEmbedder {
     } else this.blocks = [[0, dim, 1]];
   }
 
-  /** The sentence vector of one text. */
-  encode(text) {
+  /**
+   * The sentence vector of one text. `kind` 'query' or 'document': a table with that kind's row weights multiplies
+   * each row's weight in the mean by its own (rounded to float32, as Python); null (the default): none.
+   */
+  encode(text, kind = null) {
     if (typeof text !== 'string') {
       const hint = Array.isArray(text) ? ': give an array of texts to encodeBatch' : '';
       throw new InputError(`encode takes a string, got ${describe(text)}${hint}`);
     }
+    const kindWeights = this.rowWeights(kind);
     const sum = new Float64Array(this.dim);
     const tokenizer = this.tokenizer;
     let total = 0;
+    const add = (row, weight) => {
+      const w = kindWeights ? Math.fround(weight * kindWeights[row]) : weight;
+      this.addRow(sum, row, w);
+      total += w;
+    };
     for (const word of tokenizer.words(text)) {
       const row = tokenizer.vocab.get(word);
-      if (row !== undefined) {
-        this.addRow(sum, row, 1);
-        total += 1;
-      } else {
+      if (row !== undefined) add(row, 1);
+      else {
         const [rows, weights] = tokenizer.backoff(word);
-        for (let i = 0; i < rows.length; i++) {
-          this.addRow(sum, rows[i], weights[i]);
-          total += weights[i];
-        }
+        for (let i = 0; i < rows.length; i++) add(rows[i], weights[i]);
       }
     }
     return this.normalize(sum, total);
   }
 
-  /** One vector per text (an array, or any iterable, of strings). */
-  encodeBatch(texts) {
+  /** The row weights of `kind` (null: none, as for a table without them); an unknown kind is refused. */
+  rowWeights(kind) {
+    if (kind !== null && kind !== undefined && !(kind in KIND_WEIGHT_FILES)) {
+      throw new RangeError(`kind must be one of ${Object.keys(KIND_WEIGHT_FILES).join(', ')} or null, got ${kind}`);
+    }
+    return (kind && this.kindWeights[kind]) || null;
+  }
+
+  /** One vector per text (an array, or any iterable, of strings), each encoded as `kind` (see encode). */
+  encodeBatch(texts, kind = null) {
     if (typeof texts === 'string') {
       throw new InputError('encodeBatch takes an array of strings, got a string: give [text], or call encode(text)');
     }
@@ -133,12 +150,13 @@ export class StaticEmbedder {
     const list = Array.from(texts);
     const bad = list.findIndex((text) => typeof text !== 'string');
     if (bad >= 0) throw new InputError(`encodeBatch takes an array of strings; text ${bad} is ${describe(list[bad])}`);
-    return list.map((text) => this.encode(text));
+    this.rowWeights(kind);
+    return list.map((text) => this.encode(text, kind));
   }
 
   /** Cosine similarities of texts (search.js, `similarity`): as model.similarity in Python. */
-  similarity(a, b) {
-    return similarity(this, a, b);
+  similarity(a, b, options = {}) {
+    return similarity(this, a, b, options);
   }
 
   /** Each query's topK passages of corpus by cosine, BM25 or both (search.js, `search`): as model.search in Python. */
@@ -184,6 +202,33 @@ export class StaticEmbedder {
     }
     return out;
   }
+}
+
+/** config.json's kind_weights read as Python reads them (folder.py, _read_kind_weights): kind -> Float32Array. */
+function readKindWeights(config, buffers, rows) {
+  const named = config.kind_weights;
+  if (named === undefined || named === null) return {};
+  if (typeof named !== 'object' || Array.isArray(named) ||
+      Object.entries(named).some(([kind, file]) => KIND_WEIGHT_FILES[kind] !== file)) {
+    throw new FormatError(`config.json: kind_weights must be an object of some of ${JSON.stringify(KIND_WEIGHT_FILES)}, ` +
+      `got ${JSON.stringify(named)}`);
+  }
+  const out = {};
+  for (const [kind, file] of Object.entries(named)) {
+    if (!buffers[kind]) throw new FormatError(`${file} is missing (kind_weights in config.json names it)`);
+    const parsed = parseNpy(buffers[kind], file);
+    if (parsed.dtype !== 'float32' || parsed.shape.length !== 1 || parsed.shape[0] !== rows) {
+      throw new FormatError(`${file}: expected (${rows},) float32, one weight per table row, got shape ` +
+        `${parsed.shape} ${parsed.dtype}`);
+    }
+    const row = parsed.data.findIndex((w) => !(w >= KIND_WEIGHT_RANGE[0] && w <= KIND_WEIGHT_RANGE[1]));
+    if (row >= 0) {
+      throw new FormatError(`${file}: row ${row} has weight ${parsed.data[row]}, outside 1e-06 to 1e+06 (the first ` +
+        'such row)');
+    }
+    out[kind] = parsed.data;
+  }
+  return out;
 }
 
 /** A value for a message: its type, and the value itself where it is short. */

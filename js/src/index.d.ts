@@ -64,6 +64,8 @@ export interface FolderParts {
   scales?: ArrayBuffer | null;
   codes?: ArrayBuffer | null;
   tokenizerJson?: object | null;
+  /** The .npy bytes of the row weights config.json's kind_weights names (query_weights.npy, document_weights.npy). */
+  kindWeights?: { query?: ArrayBuffer; document?: ArrayBuffer };
 }
 
 export declare class StaticEmbedder {
@@ -75,17 +77,28 @@ export declare class StaticEmbedder {
   readonly config: object;
   readonly words: string[];
   readonly tokenizer: WordTokenizer;
-  /** The L2-normalised sentence vector of a text (the zero vector when no word has a row). */
-  encode(text: string): Float32Array;
+  /** Each kind's row weights (config.json's kind_weights): absent for a table without them. */
+  readonly kindWeights: { query?: Float32Array; document?: Float32Array };
+  /** The L2-normalised sentence vector of a text (the zero vector when no word has a row); `kind` 'query' or
+   * 'document' applies that kind's row weights where the table has them (docs/format.md). */
+  encode(text: string, kind?: EncodeKind | null): Float32Array;
   /** One vector per text (an array, or any iterable, of strings); anything else throws an InputError. */
-  encodeBatch(texts: Iterable<string>): Float32Array[];
+  encodeBatch(texts: Iterable<string>, kind?: EncodeKind | null): Float32Array[];
   /** Cosine similarities, as model.similarity in Python (see `similarity`). */
-  similarity(a: string, b: string): number;
-  similarity(a: string | string[], b: string | string[]): Float32Array | Float32Array[];
+  similarity(a: string, b: string, options?: SimilarityOptions): number;
+  similarity(a: string | string[], b: string | string[], options?: SimilarityOptions): Float32Array | Float32Array[];
   /** Each query's topK passages of corpus by cosine, BM25 or both, best first, ties by lower index (see `search`). */
   search(queries: string, corpus: string[], topK?: number, options?: SearchOptions): Hit[];
   search(queries: string[], corpus: string[], topK?: number, options?: SearchOptions): Hit[][];
   meanRows(ids: number[], weights: number[]): Float32Array;
+}
+
+/** What a text is to a search: its encode kind. */
+export type EncodeKind = 'query' | 'document';
+/** Each side's encode kind in `similarity`. */
+export interface SimilarityOptions {
+  kindA?: EncodeKind | null;
+  kindB?: EncodeKind | null;
 }
 
 /** A folder path (Node) or a URL (browsers, Web Workers, Node with fetch): a relative path is a URL in a browser. */
@@ -136,9 +149,13 @@ export interface SearchOptions {
 export declare const BM25_K1: number;
 export declare const BM25_B: number;
 export declare const HYBRID_ALPHA: number;
-/** BM25 of every passage of corpus for each query, over the table's words (as Python's lexical search). */
+/** BM25 of every passage of corpus for each query, over the table's words, stemmed unless `stemmed` is false (as
+ * Python's lexical search). */
 export declare function bm25(model: StaticEmbedder, queries: string[], corpus: string[],
-  settings?: { k1?: number; b?: number }): Float32Array[];
+  settings?: { k1?: number; b?: number; stemmed?: boolean }): Float32Array[];
+/** Snowball's English (Porter2) stem of a word of the letters a-z; any other word unchanged (as Python's
+ * swembed.runtime.stemmer.stem). */
+export declare function stem(word: string): string;
 /** One query's hybrid scores: alpha * z(cosines) + (1 - alpha) * z(bm25), per passage. */
 export declare function hybrid(cosines: Float32Array, lexical: Float32Array, alpha?: number): Float32Array;
 /** The float32 dot product of two vectors: their cosine, for sentence vectors. */
@@ -147,9 +164,9 @@ export declare function dot(a: Float32Array, b: Float32Array): number;
 export declare function rank(query: Float32Array, vectors: Float32Array[], topK?: number): Hit[];
 /** Cosine similarities of texts: a matrix (one row per text of a), a row when one side is a string, a number for
  * two strings (as model.similarity in Python). */
-export declare function similarity(model: StaticEmbedder, a: string, b: string): number;
+export declare function similarity(model: StaticEmbedder, a: string, b: string, options?: SimilarityOptions): number;
 export declare function similarity(model: StaticEmbedder, a: string | string[],
-  b: string | string[]): Float32Array | Float32Array[];
+  b: string | string[], options?: SimilarityOptions): Float32Array | Float32Array[];
 /** Each query's topK passages of corpus by cosine, BM25 or both, best first, ties by lower index (as model.search
  * in Python, with its mode and alpha). */
 export declare function search(model: StaticEmbedder, queries: string, corpus: string[], topK?: number,

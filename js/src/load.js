@@ -1,7 +1,7 @@
 /**
  * Load a table folder from a URL (browser, or Node with fetch) or a local folder path (Node).
  */
-import { StaticEmbedder } from './embedder.js';
+import { KIND_WEIGHT_FILES, StaticEmbedder } from './embedder.js';
 import { FormatError } from './tokenizer.js';
 
 /** A URL, or any location where there is no file system to read (a page or a Web Worker: a path is a URL there). */
@@ -36,7 +36,8 @@ export async function folderReader(location) {
 // A byte-order mark is kept, not skipped: Python reads the files as plain UTF-8 and refuses one (docs/format.md).
 const decoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
-/** Load a swembed table folder (config.json, vocab.txt, embeddings.npy, scales.npy, tokenizer.json). */
+/** Load a swembed table folder (config.json, vocab.txt, embeddings.npy, scales.npy, tokenizer.json, and the
+ * query_weights.npy / document_weights.npy that config.json's kind_weights names). */
 export async function loadModel(location) {
   const read = await folderReader(location);
   const need = async (name) => {
@@ -72,9 +73,14 @@ export async function loadModel(location) {
       'sub-word back-off (or config.json declares "tokenizer": null)');
   }
   const tokenizerJson = tokenizer ? parseJson('tokenizer.json', tokenizer) : null;
+  const named = config.kind_weights && typeof config.kind_weights === 'object' ? config.kind_weights : {};
+  const kindWeights = {}; // only the files config.json names, under their fixed names (the embedder checks both)
+  for (const kind of Object.keys(named)) {
+    if (KIND_WEIGHT_FILES[kind] === named[kind]) kindWeights[kind] = await read(KIND_WEIGHT_FILES[kind]);
+  }
   try {
     const vocabText = text('vocab.txt', vocab);
-    return new StaticEmbedder({ config, vocabText, embeddings, scales, codes, tokenizerJson });
+    return new StaticEmbedder({ config, vocabText, embeddings, scales, codes, tokenizerJson, kindWeights });
   } catch (error) {
     if (!error.message.startsWith(String(location))) error.message = `${location}: ${error.message}`;
     throw error; // the folder named, the class kept (FormatError, NpyError, UnsupportedTokenizerError)

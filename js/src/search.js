@@ -1,14 +1,15 @@
 /**
  * Ranking by cosine, as Python ranks (swembed/runtime/search.py): sentence vectors are unit vectors (or zero), so a
  * float32 dot product is their cosine; hits come best first, equal scores by lower index. Lexical and hybrid
- * ranking as Python's (swembed/runtime/lexical.py): BM25 over the table's words, and per query the z-scores of the
- * cosines and of BM25 mixed by alpha.
+ * ranking as Python's (swembed/runtime/lexical.py): BM25 over the table's words, each stemmed (stemmer.js), and per
+ * query the z-scores of the cosines and of BM25 mixed by alpha.
  */
+import { stem } from './stemmer.js';
 
 /** swembed.runtime.lexical's defaults (chosen on dev data: reports/hybrid.md). */
 export const BM25_K1 = 1.5;
 export const BM25_B = 0.9;
-export const HYBRID_ALPHA = 0.6;
+export const HYBRID_ALPHA = 0.55;
 const MODES = ['dense', 'hybrid', 'lexical'];
 
 /** The float32 dot product of two vectors (summed in float64, rounded to float32 once). */
@@ -38,16 +39,23 @@ export function rank(query, vectors, topK = 10) {
 }
 
 /**
- * BM25 of every passage of `corpus` for each query (one Float32Array per query), over the words the model's
- * tokenizer splits them into: Lucene's idf ln(1 + (N - df + 0.5) / (df + 0.5)) and saturation
- * tf / (tf + k1 (1 - b + b length / average length)); a repeated query word counts each time.
+ * BM25 of every passage of `corpus` for each query (one Float32Array per query), over the terms of each text: the
+ * words the model's tokenizer splits it into, each stemmed (`stemmed = false`: as they are): Lucene's idf
+ * ln(1 + (N - df + 0.5) / (df + 0.5)) and saturation tf / (tf + k1 (1 - b + b length / average length)); a repeated
+ * query term counts each time.
  */
-export function bm25(model, queries, corpus, { k1 = BM25_K1, b = BM25_B } = {}) {
+export function bm25(model, queries, corpus, { k1 = BM25_K1, b = BM25_B, stemmed = true } = {}) {
+  const cache = new Map(); // a corpus repeats its words: each distinct word is stemmed once
+  const terms = (text) => {
+    const words = model.tokenizer.words(text);
+    if (!stemmed) return words;
+    return words.map((w) => cache.get(w) ?? cache.set(w, stem(w)).get(w));
+  };
   const postings = new Map(); // word -> [passage, count, passage, count, ...], passages rising
   const lengths = new Float64Array(corpus.length);
   corpus.forEach((text, i) => {
     const counts = new Map();
-    for (const word of model.tokenizer.words(text)) counts.set(word, (counts.get(word) || 0) + 1);
+    for (const word of terms(text)) counts.set(word, (counts.get(word) || 0) + 1);
     for (const [word, count] of counts) {
       if (!postings.has(word)) postings.set(word, []);
       postings.get(word).push(i, count);
@@ -58,7 +66,7 @@ export function bm25(model, queries, corpus, { k1 = BM25_K1, b = BM25_B } = {}) 
   const average = lengths.reduce((sum, x) => sum + x, 0) / Math.max(n, 1);
   return queries.map((query) => {
     const scores = new Float64Array(n);
-    for (const word of model.tokenizer.words(query)) {
+    for (const word of terms(query)) {
       const found = postings.get(word);
       if (!found) continue;
       const df = found.length / 2;
@@ -96,11 +104,12 @@ function checkOptions(mode, alpha) {
 
 /**
  * Cosine similarities of texts `a` with texts `b`: one Float32Array per text of `a` (length b.length); a single
- * string on one side drops that axis (one Float32Array), two strings give a number (as model.similarity in Python).
+ * string on one side drops that axis (one Float32Array), two strings give a number (as model.similarity in Python);
+ * `kindA`/`kindB`: each side's encode kind ('query', 'document').
  */
-export function similarity(model, a, b) {
-  const left = model.encodeBatch(typeof a === 'string' ? [a] : a);
-  const right = model.encodeBatch(typeof b === 'string' ? [b] : b);
+export function similarity(model, a, b, { kindA = null, kindB = null } = {}) {
+  const left = model.encodeBatch(typeof a === 'string' ? [a] : a, kindA);
+  const right = model.encodeBatch(typeof b === 'string' ? [b] : b, kindB);
   const rows = left.map((u) => Float32Array.from(right, (v) => dot(u, v)));
   if (typeof a === 'string' && typeof b === 'string') return rows[0][0];
   if (typeof a === 'string') return rows[0];
@@ -111,13 +120,14 @@ export function similarity(model, a, b) {
  * Each query's topK passages of `corpus`, best first ({index, score, id, dense, lexical}); one string query: its
  * list. `mode`: 'dense' (cosine, the default), 'lexical' (BM25) or 'hybrid' (both, weighed by `alpha`), as
  * model.search(..., mode, alpha) in Python; `dense` is each hit's cosine, `lexical` its BM25 (lexical and hybrid).
+ * Queries encode as kind 'query', passages as 'document' (a table's query weights apply to the queries).
  */
 export function search(model, queries, corpus, topK = 10, { mode = 'dense', alpha = HYBRID_ALPHA } = {}) {
   checkTopK(topK);
   checkOptions(mode, alpha);
-  const vectors = model.encodeBatch(corpus);
+  const vectors = model.encodeBatch(corpus, 'document');
   const asked = typeof queries === 'string' ? [queries] : queries;
-  const encoded = model.encodeBatch(asked);
+  const encoded = model.encodeBatch(asked, 'query');
   let found;
   if (mode === 'dense') found = encoded.map((q) => rank(q, vectors, topK));
   else {

@@ -19,7 +19,7 @@ from swembed.eval.models import load_encoder
 from swembed.eval.sts import DEV, EN_SETS, EvalDataError, evaluate_sts
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
 
     import numpy as np
 
@@ -53,6 +53,20 @@ def _check_search(suite: str, search: str | None, alpha: float | None) -> None:
         raise ValueError("--alpha weighs the hybrid search: give --search hybrid with it")
 
 
+def _mteb_scores(encode, data: Path, tasks: Sequence[str], split: str, search: str | None, alpha: float | None,
+                 searcher) -> dict[str, float]:
+    """mteb's scores; with a lexical or hybrid search, each retrieval task's score by swembed's dense search beside,
+    as "<task> (dense)" (the dense-only score is always reported beside the lexical channel's)."""
+    from swembed.eval.mteb_tasks import RETRIEVAL, SHORT_NAMES, evaluate_mteb
+
+    scores = evaluate_mteb(encode, data, tasks, split, search=search, alpha=alpha, searcher=searcher)
+    retrieval = [task for task in tasks if task in RETRIEVAL]
+    if search in ("lexical", "hybrid") and retrieval:
+        dense = evaluate_mteb(encode, data, retrieval, split, search="dense", searcher=searcher)
+        scores.update({f"{SHORT_NAMES[task]} (dense)": dense[SHORT_NAMES[task]] for task in retrieval})
+    return scores
+
+
 def evaluate(spec: str, suite: str, data: Path, *, device: str = "auto", bucc: Path | None = None,
              give_lang: bool = False, tasks: list[str] | None = None,
              split: str = "test", search: str | None = None,
@@ -70,12 +84,12 @@ def evaluate(spec: str, suite: str, data: Path, *, device: str = "auto", bucc: P
     scores: dict[str, float] = {}
     if suite == "mteb":
         require("mteb", "mteb", "datasets")
-        from swembed.eval.mteb_tasks import TASKS, evaluate_mteb
+        from swembed.eval.mteb_tasks import TASKS
 
         if search is not None and kind != "swembed":
             raise ValueError(f"--search ranks with a swembed table's own search; {spec} is a {kind} model")
         searcher = getattr(encode, "__self__", None) if search is not None else None  # the table of table.encode
-        return kind, evaluate_mteb(encode, data, tasks or TASKS, split, search=search, alpha=alpha, searcher=searcher)
+        return kind, _mteb_scores(encode, data, tasks or TASKS, split, search, alpha, searcher)
     lang_encode: Callable[..., np.ndarray] = encode  # a multilingual swembed table's encode also takes lang=
     if suite in ("en", "all"):
         english = (lambda texts: lang_encode(texts, lang="en")) if give_lang and languages else encode

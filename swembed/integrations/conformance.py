@@ -76,20 +76,27 @@ def conformance(model_path: str | Path, extra: list[str] | None = None) -> dict:
     if model.tokenizers:
         raise ValueError(f"{model_path}: a multilingual table; conformance covers one-language tables")
     cases = conformance_texts(model, extra)
-    vectors = model.encode([text for _, text in cases])
+    texts = [text for _, text in cases]
+    vectors = model.encode(texts)
+    kinds = {f"{kind}_vector": model.encode(texts, kind=kind) for kind in sorted(model.kind_weights)}
     embeddings = Path(model_path) / "embeddings.npy"
     items = []
-    for (about, text), vector in zip(cases, vectors):
+    for i, ((about, text), vector) in enumerate(zip(cases, vectors)):
         rows, weights = model.tokenizer.rows(text)
         items.append({"about": about, "text": text, "rows": [int(r) for r in rows],
-                      "weights": [float(w) for w in weights],
-                      "vector": [float(f"{v:.9g}") for v in np.asarray(vector, dtype=np.float32)]})
+                      "weights": [float(w) for w in weights], "vector": _digits(vector),
+                      **{key: _digits(kind_vectors[i]) for key, kind_vectors in kinds.items()}})
     return {
         "format": CONFORMANCE_FORMAT, "format_version": CONFORMANCE_VERSION,
         "table": {"dtype": str(model.table.dtype), "rows": len(model.labels), "storage": model.config.get("storage"),
                   "embeddings_sha256": hashlib.sha256(embeddings.read_bytes()).hexdigest()},
         "dim": model.dim, "unicode_version": unicodedata.unidata_version, "texts": items,
     }
+
+
+def _digits(vector: np.ndarray) -> list[float]:
+    """A vector as the file holds it: float32 values to 9 significant digits."""
+    return [float(f"{v:.9g}") for v in np.asarray(vector, dtype=np.float32)]
 
 
 def write_conformance(model_path: str | Path, out: str | Path, texts: str | Path | None = None,

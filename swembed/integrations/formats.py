@@ -19,7 +19,7 @@ import numpy as np
 from swembed.integrations.agreement import probe_agreement, record_agreement
 from swembed.integrations.wordpiece import wordpiece_export
 from swembed.runtime import StaticEmbedder
-from swembed.runtime.folder import atomic_directory, read_model_folder, write_model_folder
+from swembed.runtime.folder import KIND_WEIGHT_FILES, atomic_directory, read_model_folder, write_model_folder
 from swembed.runtime.hub import CARD_FILE, local_or_hub, model_card
 from swembed.runtime.outputs import check_writable
 
@@ -57,6 +57,7 @@ def export_npy(model: StaticEmbedder, out: Path, dtype: str, overwrite: bool = F
     config = {k: v for k, v in model.config.items() if k not in ("format", "format_version", "dtype", "storage")}
     config["dtype"] = dtype
     config["tokenization"] = model.tokenizer.rules.to_dict()
+    extra.update({KIND_WEIGHT_FILES[kind].removesuffix(".npy"): w for kind, w in model.kind_weights.items()})
     teacher_tokenizer = model.tokenizer.teacher_tokenizer
     tokenizer_json = teacher_tokenizer.to_str() if teacher_tokenizer is not None else None
     return write_model_folder(out, table, model.labels, config, tokenizer_json, extra, overwrite=overwrite,
@@ -122,6 +123,19 @@ def export_format(name: str) -> ExportFormat:
     if name not in FORMATS:
         raise ValueError(f"--format must be one of {', '.join(FORMATS)}, got {name!r}")
     return FORMATS[name]
+
+
+def kinds_left_out(model_path: str | Path, fmt: str) -> str | None:
+    """What an ``st`` or ``model2vec`` export of a table with query or document weights says: those formats have no
+    kinds, so the export encodes every text with no kind (the document side of a table with query weights only); npy
+    keeps the weights. None when nothing is left out."""
+    from swembed.runtime.folder import KIND_WEIGHTS, read_config
+
+    kinds = sorted(read_config(Path(local_or_hub(model_path))).get(KIND_WEIGHTS) or {})
+    if fmt == "npy" or not kinds:
+        return None
+    return (f"note: {fmt} has no query/document kinds: the export encodes every text as swembed does with no kind "
+            f"(the document side); the table's {' and '.join(kinds)} weights are left out (npy keeps them)")
 
 
 def export(model_path: str | Path, fmt: str, out: str | Path, dtype: str = "float32", overwrite: bool = False) -> Path:

@@ -9,6 +9,9 @@ encoder, for any mteb task:
 
 Tasks read from local files instead of the hub (``swembed eval --suite mteb``): ``swembed.eval.mteb_tasks``.
 
+Queries and documents encode with ``kind="query"`` / ``"document"`` (mteb's ``prompt_type``), so a table's query
+weights (docs/format.md) apply to retrieval queries; every other text encodes with no kind.
+
 ``mteb_encoder(model, search="hybrid")`` (a swembed model) also ranks retrieval tasks with swembed's own search: it
 indexes the task's corpus (``SearchIndex``, with the lexical postings) and ranks each query by ``search`` (dense,
 lexical or hybrid: ``swembed.runtime.lexical``), mteb's ``SearchProtocol``; other tasks still only encode.
@@ -25,10 +28,28 @@ def require_mteb():
     return mteb
 
 
+def encode_kind(prompt_type) -> str | None:
+    """swembed's ``encode`` kind for mteb's ``PromptType`` (``query``, ``document``; None for any other or none)."""
+    value = getattr(prompt_type, "value", prompt_type)
+    return value if value in ("query", "document") else None
+
+
+def _parameters(function) -> set[str]:
+    """The names of ``function``'s parameters (none where it has no signature)."""
+    import inspect
+
+    try:
+        return set(inspect.signature(function).parameters)
+    except (TypeError, ValueError):
+        return set()
+
+
 def mteb_encoder(model, name: str = "swembed/static-embeddings", revision: str = "local", search: str | None = None,
                  alpha: float | None = None):
     """An mteb ``AbsEncoder`` around ``model.encode`` (cosine similarity); with ``search`` (``dense``, ``lexical`` or
-    ``hybrid``, a swembed model), retrieval tasks rank through ``SearchIndex.search`` with that mode and ``alpha``."""
+    ``hybrid``, a swembed model), retrieval tasks rank through ``SearchIndex.search`` with that mode and ``alpha``.
+    mteb's role of the texts (``prompt_type``: query or document) is passed as ``encode``'s ``kind`` where it takes
+    one (a swembed table: its query weights apply to the queries)."""
     require_mteb()
     if search is not None:
         from swembed.runtime.lexical import check_alpha, check_mode
@@ -37,6 +58,8 @@ def mteb_encoder(model, name: str = "swembed/static-embeddings", revision: str =
     from mteb.models.abs_encoder import AbsEncoder
     from mteb.models.model_meta import ModelMeta, ScoringFunction
 
+    takes_kind = "kind" in _parameters(model.encode)
+
     class SweMtebEncoder(AbsEncoder):
         def __init__(self, wrapped, meta) -> None:
             self.model = wrapped
@@ -44,7 +67,8 @@ def mteb_encoder(model, name: str = "swembed/static-embeddings", revision: str =
 
         def encode(self, inputs, *, task_metadata, hf_split, hf_subset, prompt_type=None, **kwargs):
             texts = [text for batch in inputs for text in batch["text"]]
-            return self.model.encode(texts)
+            kind = encode_kind(prompt_type) if takes_kind else None
+            return self.model.encode(texts, kind=kind) if kind else self.model.encode(texts)
 
     class SweMtebSearch(SweMtebEncoder):
         def index(self, corpus, *, task_metadata, hf_split, hf_subset, encode_kwargs, num_proc=None, **kwargs):

@@ -23,7 +23,8 @@ RIDGE = 1.0
 
 def run_alone(ctx: StageContext, compose: StageResult, teacher) -> StageResult:
     """Encode each word row of the ``compose`` artifact alone with ``teacher``."""
-    identity = {"teacher": {k: v for k, v in teacher.describe().items() if k != "path"}}
+    identity = {"teacher": {k: v for k, v in teacher.describe().items() if k != "path"},
+                "ran": {"dtype": teacher.dtype_name, "runtime": teacher.runtime}}  # as the extract's key
 
     def compute(run: StageRun) -> dict:
         words = files.read_lines(compose.path / files.ROWS)[: len(np.load(compose.path / files.WORD_CONTEXTS))]

@@ -2,7 +2,7 @@
 
 Per language: corpus -> vocab -> extract (cached per language, so English is extracted once for every
 table that has it). Then, over all languages: compose -> pca -> (alone) -> distill -> script variants
-(``swembed.pipeline.variants``) -> the model folder. Every stage
+(``swembed.pipeline.variants``) -> the model folder -> (query weights, ``swembed.pipeline.query_weights``). Every stage
 is cached under the work directory by the hash of its config and inputs, and resumes after a crash.
 """
 from __future__ import annotations
@@ -30,6 +30,7 @@ from swembed.pipeline.paragraphs import PARAGRAPHS
 from swembed.pipeline.parallel import run_pairs
 from swembed.pipeline.pca import check_dims, kept_components, run_pca
 from swembed.pipeline.plan import DeviceMonitor, build_plan
+from swembed.pipeline.query_weights import add_query_weights, run_query_weights
 from swembed.pipeline.retrieval import RETRIEVAL
 from swembed.pipeline.shrinkage import SHRINKAGE
 from swembed.pipeline.sources import CorpusError
@@ -135,6 +136,12 @@ def _build(run: BuildRun, started: float, overwrite: bool) -> dict:
             run.stages.append((step.section, extra_rows[-1][1]))
     report = _export(run, plan, pca, compose, np.load(final.path / files.TABLE), extra_rows, overwrite)
     run.monitor.phase("export")
+    if config.query_weights.files:
+        weights = run_query_weights(run.ctx, config.query_weights, Path(config.out),
+                                    [final, *(stage for _, stage, _, _ in extra_rows)], config.exclude)
+        add_query_weights(Path(config.out), weights)
+        report["build"]["stages"].update(stage_summary([("query_weights", weights)]))
+        run.monitor.phase("query weights")
     report["build"]["device"] = run.monitor.report()
     report["build"]["total_wall_s"] = round(time.time() - started, 2)
     update_config(Path(config.out), {"build": report["build"]})

@@ -3,7 +3,8 @@
 A recipe (``pipelines/*.toml``) has top-level keys (``teacher``, ``out``, ``langs``, ...) and one table per
 section: ``[corpus]``, ``[tokenization]`` (the one rule set every stage and the exported model share),
 ``[vocab]``, ``[extract]``, ``[compose]``, ``[pca]``, ``[distill]``, and one per post-training stage:
-``[coteacher]``, ``[paragraphs]``, ``[shrinkage]``, ``[alone]``, ``[grams]`` (older keys, such as their
+``[coteacher]``, ``[paragraphs]``, ``[shrinkage]``, ``[alone]``, ``[grams]``, then ``[query_weights]`` on the
+written table (older keys, such as their
 ``[distill]`` keys, still load with a one-line warning: ``OLDER_KEYS``); a multilingual recipe adds ``[corpora]``
 (language -> files) and ``parallel`` pairs.
 Unknown keys are errors naming the file; every numeric setting is checked against its range (``RANGES``).
@@ -146,11 +147,13 @@ class DistillConfig:
 
     batch_size: int = setting(128, key=S, within=Range(1), flag="--distill-batch-size", help="sentences per KD batch")
     tau: float = setting(0.05, key=S, within=Range(0, above=True))
-    lr: float = setting(1e-3, key=S, within=Range(0, above=True))
-    max_steps: int = setting(100_000, key=S, within=Range(1), flag="--distill-steps", help="maximum training steps")
+    # 16,000 steps at 2e-3 decaying to zero (cosine): the default build's budget (issue 80), which scores as 33,750
+    # early-stopped steps at a constant 1e-3 did (reports/build-times.md); menu recipes name their own
+    lr: float = setting(2e-3, key=S, within=Range(0, above=True))
+    max_steps: int = setting(16_000, key=S, within=Range(1), flag="--distill-steps", help="maximum training steps")
     # the step size over max_steps: "none" keeps lr; "linear" and "cosine" take it to zero at max_steps, for a
     # recipe whose build budget stops training before early stopping would
-    lr_decay: str = setting("none", key=Key.UNLESS_DEFAULT, choices=LR_DECAYS)
+    lr_decay: str = setting("cosine", key=Key.UNLESS_DEFAULT, choices=LR_DECAYS, keyless="none")
     eval_every: int = setting(250, key=S, within=Range(1), flag=True, help="steps between validation rounds")
     patience: int = setting(10, key=S, within=Range(1))  # rounds; sparse updates make the validation loss noisy
     val_sentences: int = setting(5_000, key=S, within=Range(2))  # per language; a held-out loss needs two sentences
@@ -247,7 +250,7 @@ class ShrinkageConfig:
     """After training, a word seen in n sentences becomes (n v + k u) / (n + k), u its trained piece composition
     (what the tokeniser gives it were it unknown; ``swembed.pipeline.shrinkage``); k = 0: off."""
 
-    k: float = setting(0.0, key=S, key_name="shrinkage", within=Range(0))
+    k: float = setting(1.0, key=S, key_name="shrinkage", within=Range(0))  # the default build's (issue 80)
 
 
 @dataclass
@@ -256,7 +259,26 @@ class AloneConfig:
     vector of the word encoded alone, mapped into the table by a ridge fit on frequent words
     (``swembed.pipeline.alone``); k = 0: off."""
 
-    k: float = setting(0.0, key=S, key_name="alone_shrinkage", within=Range(0))
+    k: float = setting(10.0, key=S, key_name="alone_shrinkage", within=Range(0))  # the default build's (issue 80)
+
+
+@dataclass
+class QueryWeightsConfig:
+    """After the model folder is written, one weight per row for search queries (``encode(kind="query")``), fitted
+    on the ``query<TAB>passage`` pairs of ``files`` with the rows frozen: in-batch InfoNCE at ``tau`` over each
+    query's passage, the batch's and ``negatives`` hard negatives a query mined with the table, ``l2`` on the log
+    weights, ``epochs`` passes in batches of ``batch_size`` at Adam's ``lr``; a row in fewer than ``min_queries``
+    training queries keeps weight 1 (``swembed.pipeline.query_weights``).
+    No files: off."""
+
+    files: list[str] = setting(key=Key.BY_STAGE, factory=list)  # keyed by their contents
+    tau: float = setting(0.05, key=S, within=Range(0, 10, above=True))
+    l2: float = setting(1.0, key=S, within=Range(0))
+    negatives: int = setting(4, key=S, within=Range(0, 256))
+    epochs: int = setting(2, key=S, within=Range(1, 100))
+    batch_size: int = setting(256, key=S, within=Range(2, 65536))
+    lr: float = setting(0.05, key=S, within=Range(0, 10, above=True))
+    min_queries: int = setting(1, key=S, within=Range(1))
 
 
 @dataclass
@@ -301,7 +323,10 @@ class BuildConfig:
     checkpoint_seconds: float = setting(60.0, key=Key.NEVER, within=Range(0), flag=True, metavar="SECONDS",
                                         help="least time between checkpoints")
     corpus: CorpusConfig = field(default_factory=CorpusConfig)
-    tokenization: TokenizationRules = field(default_factory=lambda: TokenizationRules(oov_backoff="pieces"))
+    # an unknown word weighs 2 in the mean: rarer than any row's word (STS-B dev 81.83 -> 82.75 on the default build;
+    # reports/build-speed.md); menu recipes name their own
+    tokenization: TokenizationRules = field(default_factory=lambda: TokenizationRules(oov_backoff="pieces",
+                                                                                        oov_weight=2.0))
     vocab: VocabConfig = field(default_factory=VocabConfig)
     extract: ExtractConfig = field(default_factory=ExtractConfig)
     compose: ComposeConfig = field(default_factory=ComposeConfig)
@@ -314,6 +339,7 @@ class BuildConfig:
     shrinkage: ShrinkageConfig = field(default_factory=ShrinkageConfig)
     alone: AloneConfig = field(default_factory=AloneConfig)
     grams: GramsConfig = field(default_factory=GramsConfig)
+    query_weights: QueryWeightsConfig = field(default_factory=QueryWeightsConfig)
 
     @property
     def work_path(self) -> Path:
@@ -402,8 +428,10 @@ class BuildConfig:
             raise BuildError(f"--max-words {self.corpus.max_words} is below --min-words {self.corpus.min_words}")
         if self.lexicon_top_k is not None and self.lexicon_top_k > self.pca.dim:
             raise BuildError(f"--lexicon-top-k must be between 1 and --dim {self.pca.dim}, got {self.lexicon_top_k}")
-        if self.retrieval.files and self.multilingual:
-            raise BuildError("[retrieval] files are for one-language builds (their pairs train langs[0])")
+        paired = [name for name, section in (("retrieval", self.retrieval), ("query_weights", self.query_weights))
+                  if section.files]
+        if paired and self.multilingual:
+            raise BuildError(f"[{paired[0]}] files are for one-language builds (their pairs train langs[0])")
         if self.paragraphs.files and (self.multilingual or self.paragraphs.query_weight > 0):
             raise BuildError("[paragraphs] files are for one-language builds without query_weight (their documents "
                              "have no corpus line before them)")
@@ -431,7 +459,7 @@ class BuildConfig:
         (``work_path``) not inside ``out``, where the finished model would replace it."""
         sources = [s for lang in self.langs for s in self.corpus_for(lang).sources]
         named = {"--corpus": sources, "--exclude": self.exclude, "--word-lists": self.vocab.word_lists,
-                 "[retrieval] files": self.retrieval.files}
+                 "[retrieval] files": self.retrieval.files, "[query_weights] files": self.query_weights.files}
         for flag, paths in named.items():
             if any(not str(path).strip() for path in paths):
                 raise BuildError(f"{flag}: an empty path would read the current folder; give a file or folder")
@@ -453,7 +481,8 @@ class BuildConfig:
         replaced."""
         sources = [s for lang in self.langs for s in self.corpus_for(lang).sources]
         return [str(self.teacher), *map(str, sources), *map(str, self.exclude), *map(str, self.vocab.word_lists),
-                *map(str, self.retrieval.files), *map(str, self.paragraphs.files), str(self.work_path),
+                *map(str, self.retrieval.files), *map(str, self.query_weights.files), *map(str, self.paragraphs.files),
+                str(self.work_path),
                 *([self.splits.out] if self.splits.out else [])]
 
     def check_before_work(self, overwrite: bool = False) -> None:
@@ -488,6 +517,7 @@ class BuildConfig:
             raise BuildError(f"{asked} needs onnxruntime and onnx: pip install 'swembed[build]'")
         for paths, what, where in ((self.vocab.word_lists, "word list", "--word-lists / [vocab] word_lists"),
                                    (self.retrieval.files, "retrieval pairs", "[retrieval] files"),
+                                   (self.query_weights.files, "query weight pairs", "[query_weights] files"),
                                    (self.paragraphs.files, "paragraph documents", "[paragraphs] files")):
             for path in paths:
                 if not Path(path).expanduser().is_file():

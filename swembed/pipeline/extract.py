@@ -162,7 +162,10 @@ def extract_identity(config: ExtractConfig, rules: TokenizationRules, teacher, s
     sampled = config.sentences in QUOTA_CHOICES or bool(config.max_sentences)
     identity = {**stage_key(config), "rules": rules.splitting_only().to_dict(), "seed": seed if sampled else 0,
                 "teacher": {k: v for k, v in teacher.describe().items() if k != "path"},
-                "batch_tokens": teacher.batch_tokens}  # what ran: unset means by device (pick_batch_tokens)
+                "batch_tokens": teacher.batch_tokens,  # what ran: unset means by device (pick_batch_tokens)
+                # and the dtype and runtime that ran (``auto`` picks by CPU: an extract made in bfloat16 on one
+                # machine is not reused for a float32 build on another)
+                "ran": {"dtype": teacher.dtype_name, "runtime": teacher.runtime}}
     if identity["teacher"].get("prompt"):  # since 2026-11-26 a token holding the prompt's last space (XLM-R's and
         identity["first_token"] = "credited"  # Gemma's '▁A') is the text's: extracts made before are not reused
     return identity
@@ -449,6 +452,13 @@ def _exit_without(done: threading.Event, code: int) -> None:
         os._exit(code)
 
 
+def _forward_and_add(teacher, inputs, acc: Accumulator, where: BatchIndex):
+    """One CPU batch: the teacher's forward, then its token vectors added into the sums (same thread)."""
+    output = teacher.run(inputs)
+    acc.add(output.hidden, where)
+    return output
+
+
 def extraction_loop(teacher, texts: list[str], batches: list[np.ndarray], *, index: dict[str, int],
                     splitter: WordTokenizer, acc: Accumulator, first_batch: int = 0,
                     credits: list[set[int]] | None = None, batch_done=lambda b, pooled: None,
@@ -478,11 +488,11 @@ def extraction_loop(teacher, texts: list[str], batches: list[np.ndarray], *, ind
                 events[-1][0].record()
                 output = teacher.run(inputs)
                 events[-1][1].record()
-            else:
+                acc.add(output.hidden, where.to(teacher.device))
+            else:  # the sums in the forward's own thread: its OpenMP team, not a second one beside it (2x slower)
                 start = time.perf_counter()
-                output = interruptible(teacher.run, inputs)  # on a CPU a batch can take minutes
+                output = interruptible(_forward_and_add, teacher, inputs, acc, where)  # a batch can take minutes
                 forward_s += time.perf_counter() - start
-            acc.add(output.hidden, where.to(teacher.device))
             batch_done(b, output.pooled.float())
     if cuda:
         torch.cuda.synchronize(teacher.device)

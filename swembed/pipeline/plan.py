@@ -2,13 +2,17 @@
 this device), and what the device did, recorded after it ends."""
 from __future__ import annotations
 
+import platform
 import threading
 import time
+from pathlib import Path
+
+import numpy as np
 
 from swembed.pipeline.config import BuildConfig
 from swembed.pipeline.extract import Selection, teacher_vocab_size
 from swembed.pipeline.stage import rss_bytes
-from swembed.teachers.base import pinned
+from swembed.teachers.base import cpu_has_native_bf16, pinned
 
 _PROBE_TOKENS = 2048  # padded tokens timed (on CPU) from each of a few of the extraction's own batches
 # a selection of fewer padded tokens is not timed: the probe would cost a good part of its extraction (seconds)
@@ -34,17 +38,34 @@ def seconds_per_size(run, batches: list, sizes: list[int]) -> float:
     return (time.perf_counter() - start) / sum(sizes)
 
 
+# the extract loop's time beyond the teacher's forward passes on a CPU (word and piece sums, tokenising the next
+# batch in a thread, checkpoints); on CUDA the sums overlap the device
+_CPU_LOOP_OVERHEAD = 1.1
+_PROBE_QUANTILES = (0.1, 0.3, 0.5, 0.7, 0.9)  # five batches spread over the lengths, each standing for a fifth
+
+
 def probe_seconds(teacher, selection: Selection) -> float:
-    """The teacher's time for all of ``selection``'s batches, from its time per padded token on slices of three of
-    those batches (short, middle and long sentences; whole batches on an accelerator), after a warm-up."""
-    picks = spread(selection.batches)
+    """The extract stage's time for all of ``selection``'s batches: the teacher's time per padded token on five of
+    those batches spread over the lengths (on CPU a slice of each of at most ``_PROBE_TOKENS``; whole batches on an
+    accelerator), each run once to warm its shape up (oneDNN compiles kernels per shape) and then timed, and each
+    standing for the padded tokens of its fifth of the batches; on a CPU times the loop's overhead."""
+    batches = selection.batches
     cuda = teacher.device.type == "cuda"
+    at = [int(q * (len(batches) - 1)) for q in _PROBE_QUANTILES]
+    picks = [batches[i] for i in at]
     if not cuda:
         picks = [rows[: max(1, _PROBE_TOKENS // int(selection.lengths[rows].max()))] for rows in picks]
     inputs = [pinned(teacher.prepare([selection.texts[i] for i in rows]), cuda) for rows in picks]  # as extraction
     sizes = [len(rows) * int(selection.lengths[rows].max()) for rows in picks]
-    # .cpu() waits for the device
-    return selection.padded_tokens * seconds_per_size(lambda batch: teacher.run(batch).pooled.cpu(), inputs, sizes)
+    padded = np.array([len(rows) * int(selection.lengths[rows].max()) for rows in batches], dtype=np.float64)
+    fifths = np.array_split(padded, len(picks))
+    seconds = 0.0
+    for batch, size, share in zip(inputs, sizes, fifths):
+        # the faster of two timed runs: a moment's load on a shared machine does not set the estimate
+        per_token = min(seconds_per_size(lambda b: teacher.run(b).pooled.cpu(), [batch], [size])  # .cpu() waits
+                        for _ in range(2))
+        seconds += float(share.sum()) * per_token
+    return seconds * (1.0 if cuda else _CPU_LOOP_OVERHEAD)
 
 
 def build_plan(config: BuildConfig, teacher, selections: dict[str, Selection | None], vocab_sizes: dict[str, int],
@@ -87,12 +108,24 @@ def build_plan(config: BuildConfig, teacher, selections: dict[str, Selection | N
     return {"numbers": numbers, "text": "\n".join(lines)}
 
 
+def cpu_name() -> str:
+    """This CPU's model name (``/proc/cpuinfo``), or the platform's word for it where there is none."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def device_report(device) -> dict:
     """The device's name and, on CUDA, its memory high-water mark."""
     import torch
 
     if device.type != "cuda":
-        return {"type": "cpu", "threads": torch.get_num_threads()}
+        return {"type": "cpu", "threads": torch.get_num_threads(), "name": cpu_name(),
+                "native_bf16": cpu_has_native_bf16()}
     return {"type": "cuda", "name": torch.cuda.get_device_name(device),
             "peak_allocated_mb": _mib(torch.cuda.max_memory_allocated(device)),
             "total_mb": _mib(torch.cuda.get_device_properties(device).total_memory)}

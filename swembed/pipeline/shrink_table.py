@@ -35,7 +35,7 @@ from swembed.runtime.tokenizer import WEIGHTS
 STORAGES = ("float32", "float16", "int8", "int4", "codebook")
 GRAM_TARGETS = ("word", "residual")
 _DROPPED_KEYS = ("format", "format_version", "dtype", "dim", "vocab_size", "tokenizer", "storage", "pieces", "grams",
-                 "shrink", "created")
+                 "shrink", "created", "kind_weights")
 
 
 @dataclass
@@ -299,11 +299,26 @@ def shrink(source: str | Path | Source, out: str | Path, config: ShrinkConfig, o
                                             "gram_buckets": _span_rows(gram_span)}}
     if src.contexts is not None:
         arrays["word_contexts"] = np.asarray(src.contexts)[words].astype(np.int32)
+    new_config.update(_kept_kind_weights(src.model.kind_weights, rows, gram_span if config.gram_buckets is None
+                                         else None, len(grams), arrays))
     tokenizer_path = src.path / TOKENIZER_FILE
     tokenizer_json = tokenizer_path.read_text(encoding="utf-8") if tokenizer_path.is_file() else None
     write_model_folder(Path(out), values, new_labels, new_config, tokenizer_json, arrays, overwrite=overwrite,
                        inputs=read)
     return {**kept, "rows": len(new_labels), "storage": config.storage, "bytes": folder_bytes(out)}
+
+
+def _kept_kind_weights(kind_weights: dict[str, np.ndarray], rows: np.ndarray, gram_span: list[int] | None,
+                       grams: int, arrays: dict[str, np.ndarray]) -> dict:
+    """Each kind's row weights (query, document) for the kept ``rows``, then the gram rows: the source's where its
+    gram rows are kept as they are (``gram_span``), else 1 (new gram rows); into ``arrays``. Returns config.json's
+    ``kind_weights`` (none: {})."""
+    from swembed.runtime.folder import KIND_WEIGHT_FILES, KIND_WEIGHTS
+
+    for kind, weights in kind_weights.items():
+        gram_weights = weights[gram_span[0]: gram_span[1]] if gram_span else np.ones(grams, dtype=np.float32)
+        arrays[KIND_WEIGHT_FILES[kind].removesuffix(".npy")] = np.concatenate([weights[rows], gram_weights])
+    return {KIND_WEIGHTS: {kind: KIND_WEIGHT_FILES[kind] for kind in kind_weights}} if kind_weights else {}
 
 
 def _span_rows(span: list[int] | None) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -25,9 +25,13 @@ from swembed.runtime.tokenizer import TokenIds, TokenizationRules, WordTokenizer
 
 _GATHER_ROWS = 1 << 11  # table rows gathered at once by mean_rows (the gather stays in cache: ~1.5x over 1 << 16)
 _FLOAT32_WORDS = 64  # longer texts are summed in float64
+_COLUMN_TEXTS = 1 << 10  # texts summed a column at a time at once by mean_rows (a (texts, dim) gather per row)
+_STEP_CHARACTERS = 1 << 22  # characters encoded at once by encode (and at most batch_size texts): ~30 MB of words
+_COLUMN_MIN_TEXTS = 16  # fewer texts of one length are gathered whole (a column's numpy calls would cost more)
 _DIGEST_ROWS = 1 << 16  # table rows hashed at once by digest
 _FLOAT32_TINY = float(np.finfo(np.float32).tiny)
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+ENCODE_KINDS = ("query", "document")  # encode's kinds besides None (search: queries and passages)
 
 
 class StaticEmbedder:
@@ -57,6 +61,7 @@ class StaticEmbedder:
         self.word_contexts = word_contexts
         self._language_identifier: LanguageIdentifier | None = None
         self.arrays: dict[str, np.ndarray] = {}  # the model folder's other .npy files (pca_mean, word_contexts, ...)
+        self.kind_weights: dict[str, np.ndarray] = {}  # per-row weights of "query" / "document" texts (encode's kind)
         self.tokenizer_json: str | None = None  # the text of the folder's tokenizer.json, as read
         self.path: Path | None = None  # the model folder it was loaded from
         self._digest: tuple[np.ndarray, str] | None = None  # (the table it was computed for, digest)
@@ -162,6 +167,7 @@ class StaticEmbedder:
                         folder.codes)
         model._labels = words
         model.arrays = dict(folder.arrays)
+        model.kind_weights = dict(folder.kind_weights)
         if subword is not None:
             model.tokenizer_json = (Path(path) / TOKENIZER_FILE).read_text(encoding="utf-8")
         model.path = Path(path)
@@ -204,7 +210,8 @@ class StaticEmbedder:
                                             if self.tokenizer.teacher_tokenizer is not None else "")
         for text in (json.dumps(self.config, sort_keys=True, default=str), "\n".join(self.labels), tokenizer):
             digest.update(text.encode("utf-8", errors="surrogatepass") + b"\0")
-        for array in (self.table, self.scales, self.codes):
+        kinds = [self.kind_weights[kind] for kind in sorted(self.kind_weights)]  # none: the digest of before
+        for array in (self.table, self.scales, self.codes, *kinds):
             if array is not None:
                 digest.update(f"{array.dtype.str}{array.shape}".encode())
                 for start in range(0, len(array), _DIGEST_ROWS):
@@ -212,10 +219,12 @@ class StaticEmbedder:
         self._digest = (self._given_table, digest.hexdigest())
         return self._digest[1]
 
-    def similarity(self, a: Iterable[str] | str, b: Iterable[str] | str) -> np.ndarray | float:
+    def similarity(self, a: Iterable[str] | str, b: Iterable[str] | str, kind_a: str | None = None,
+                   kind_b: str | None = None) -> np.ndarray | float:
         """Cosine similarities of texts ``a`` with texts ``b``: (len(a), len(b)) float32; one ``str`` on a side
-        drops that axis ((len(b),) or (len(a),)), two give a float."""
-        scores = self.encode(a) @ self.encode(b).T
+        drops that axis ((len(b),) or (len(a),)), two give a float. ``kind_a``/``kind_b``: each side's ``encode``
+        kind (``similarity(queries, passages, "query", "document")`` scores as ``search`` does)."""
+        scores = self.encode(a, kind=kind_a) @ self.encode(b, kind=kind_b).T
         if isinstance(a, str) and isinstance(b, str):
             return float(scores[0, 0])
         return scores[0] if isinstance(a, str) else scores[:, 0] if isinstance(b, str) else scores
@@ -231,8 +240,8 @@ class StaticEmbedder:
             if not passages:
                 raise ValueError("search needs a corpus of at least one passage; this one is empty")
             return SearchIndex.build(self, passages, keep_texts=False).search(queries, top_k, mode, alpha)
-        vectors = self.encode(corpus)
-        hits = rank(lambda batch: dense_scores(batch, vectors), self.encode(queries), len(vectors), top_k)
+        vectors = self.encode(corpus, kind="document")
+        hits = rank(lambda batch: dense_scores(batch, vectors), self.encode(queries, kind="query"), len(vectors), top_k)
         return hits[0] if isinstance(queries, str) else hits
 
     def index(self, corpus: Iterable[str], ids: Iterable[int | str] | None = None, dtype: str = "float32",
@@ -241,56 +250,101 @@ class StaticEmbedder:
         ``index.save(folder)``; ``lexical=False`` leaves the BM25 postings out (dense search only)."""
         return SearchIndex.build(self, corpus, ids, dtype, keep_texts, lexical)
 
-    def mean_rows(self, batch: TokenIds, normalize: bool = True) -> np.ndarray:
-        """Weighted mean of consecutive runs of table rows: ``batch.lengths[i]`` rows of ``batch.ids`` per text.
+    def mean_rows(self, batch: TokenIds, normalize: bool = True, out: np.ndarray | None = None) -> np.ndarray:
+        """Weighted mean of consecutive runs of table rows: ``batch.lengths[i]`` rows of ``batch.ids`` per text;
+        written into ``out`` (float32, (texts, dim)) when given, else into a new array.
 
-        Texts are grouped by row count, so each group is one (texts, rows, dim) gather summed over
-        rows: ~10x faster than ``np.add.reduceat`` on short texts. Memory stays bounded by
-        ``_GATHER_ROWS`` rows per step whatever the text lengths: a text with more rows is summed
-        ``_GATHER_ROWS`` rows at a time. Texts longer than ``_FLOAT32_WORDS`` rows accumulate in
-        float64, so a 5000-word text is as exact as a pairwise sum; shorter ones in float32 (error
-        below 1e-7 relative, and faster). Weights (pieces of unknown words) multiply only the groups
-        that have any.
+        Texts are grouped by row count (and by whether any of their rows has a weight other than 1: the pieces of
+        unknown words). A group of many short texts with no weights is summed a column at a time (``_column_means``:
+        the j-th row of every text added at once, a (texts, dim) gather per row, that stays in cache); other groups
+        are one (texts, rows, dim) gather summed over rows (``_gathered_means``). Both add a text's rows in order in
+        float32, so a text's vector does not depend on which path, or which other texts, it was encoded with; both
+        are far faster than ``np.add.reduceat`` on short texts. Memory stays bounded by ``_GATHER_ROWS`` rows per
+        step whatever the text lengths. Texts longer than ``_FLOAT32_WORDS`` rows accumulate in float64, so a
+        5000-word text is as exact as a pairwise sum; shorter ones in float32 (error below 1e-7 relative).
         """
-        flat, lengths, weights = batch.ids, np.asarray(batch.lengths), batch.weights
-        order = np.argsort(lengths, kind="stable")
-        sorted_out = np.zeros((len(lengths), self.dim), dtype=np.float32)  # rows in ``order``
-        sorted_lengths = lengths[order]
-        sorted_starts = (np.cumsum(lengths) - lengths)[order]
-        bounds = np.concatenate(([0], np.flatnonzero(np.diff(sorted_lengths)) + 1, [len(order)]))
-        for lo, hi in zip(bounds[:-1], bounds[1:]):
-            n_rows = int(sorted_lengths[lo]) if hi > lo else 0
+        lengths = np.asarray(batch.lengths)
+        starts = np.cumsum(lengths) - lengths
+        weighted = _weighted_texts(batch.weights, lengths)
+        key = lengths if weighted is None else 2 * lengths + weighted
+        order = np.argsort(key, kind="stable")
+        bounds = np.concatenate(([0], np.flatnonzero(np.diff(key[order])) + 1, [len(order)]))
+        if out is None:
+            out = np.zeros((len(lengths), self.dim), dtype=np.float32)
+        else:
+            out[lengths == 0] = 0  # every other text's row is written below
+        for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+            texts = order[lo:hi]
+            n_rows = int(lengths[texts[0]]) if hi > lo else 0
             if n_rows == 0:
                 continue
-            accumulate = np.float32 if n_rows <= _FLOAT32_WORDS else np.float64
-            step = max(1, _GATHER_ROWS // n_rows)
-            for a in range(lo, hi, step):
-                b = min(a + step, hi)
-                sums: np.ndarray | None = None
-                total: np.ndarray | float = 0.0
-                weighted = False
-                for c in range(0, n_rows, _GATHER_ROWS):  # one gather, unless a text has more rows than that
-                    positions = sorted_starts[a:b, None] + np.arange(c, min(c + _GATHER_ROWS, n_rows))
-                    part, part_total, part_weighted = self._gather_sum(flat, weights, positions, accumulate)
-                    sums = part if sums is None else np.add(sums, part, out=sums)
-                    total, weighted = total + part_total, weighted or part_weighted
-                divisor = (1.0 / np.asarray(total))[:, None] if weighted else (1.0 / n_rows)
-                assert sums is not None  # n_rows > 0: one gather at least
-                np.multiply(sums, divisor, out=sorted_out[a:b], casting="unsafe")
-        out = np.empty_like(sorted_out)
-        out[order] = sorted_out
-        if normalize:
-            self._normalize(out)
+            weights = batch.weights if weighted is not None and weighted[texts[0]] else None
+            by_columns = n_rows <= _FLOAT32_WORDS and hi - lo >= _COLUMN_MIN_TEXTS
+            means = self._column_means if by_columns else self._gathered_means
+            for chunk, sums, divisor in means(batch.ids, weights, starts[texts], n_rows):
+                mean = sums if sums.dtype == np.float32 else np.empty(sums.shape, dtype=np.float32)
+                np.multiply(sums, divisor, out=mean, casting="unsafe")
+                if normalize:
+                    self._normalize(mean)  # while the chunk is in cache
+                out[texts[chunk]] = mean
         return out
+
+    def _column_means(self, flat: np.ndarray, weights: np.ndarray | None, starts: np.ndarray,
+                      n_rows: int) -> Iterator[tuple[slice, np.ndarray, np.ndarray | float]]:
+        """(a slice of ``starts``, the weighted sums of its texts' rows, the divisors of their means) for the texts of
+        ``n_rows`` (at most ``_FLOAT32_WORDS``) rows of ``flat`` from each of ``starts`` (``weights``: theirs, or
+        None for all 1), summed a column at a time in float32: the j-th rows of all the texts gathered, weighted and
+        added together, in row order (the same sums and divisors, bit for bit, as ``_gathered_means``' over a
+        (texts, rows, dim) gather)."""
+        offsets = np.arange(n_rows)[:, None]
+        for a in range(0, len(starts), _COLUMN_TEXTS):
+            positions = starts[a : a + _COLUMN_TEXTS] + offsets  # (n_rows, texts): row j of each text
+            columns = flat[positions]
+            divisor: np.ndarray | float = 1.0 / n_rows
+            if weights is None:
+                sums = self._rows_at(columns[0]).astype(np.float32, copy=False)  # a gather: a new array
+                for column in columns[1:]:
+                    sums += self._rows_at(column)
+            else:
+                column_weights = weights[positions][..., None]
+                sums = column_weights[0] * self._rows_at(columns[0])
+                for j in range(1, n_rows):
+                    sums += column_weights[j] * self._rows_at(columns[j])
+                divisor = (1.0 / weights[positions.T].sum(axis=1, dtype=np.float64))[:, None]
+            yield slice(a, a + _COLUMN_TEXTS), sums, divisor
+
+    def _gathered_means(self, flat: np.ndarray, weights: np.ndarray | None, starts: np.ndarray,
+                        n_rows: int) -> Iterator[tuple[slice, np.ndarray, np.ndarray | float]]:
+        """(a slice of ``starts``, the weighted sums of its texts' rows, the divisors of their means) for the texts of
+        ``n_rows`` rows of ``flat`` from each of ``starts`` (``weights``: theirs, or None for all 1), gathered
+        ``_GATHER_ROWS`` rows at a time and summed over the rows."""
+        accumulate = np.float32 if n_rows <= _FLOAT32_WORDS else np.float64
+        step = max(1, _GATHER_ROWS // n_rows)
+        for a in range(0, len(starts), step):
+            chunk = starts[a : a + step]
+            sums: np.ndarray | None = None
+            total: np.ndarray | float = 0.0
+            weighted = False
+            for c in range(0, n_rows, _GATHER_ROWS):  # one gather, unless a text has more rows than that
+                positions = chunk[:, None] + np.arange(c, min(c + _GATHER_ROWS, n_rows))
+                part, part_total, part_weighted = self._gather_sum(flat, weights, positions, accumulate)
+                sums = part if sums is None else np.add(sums, part, out=sums)
+                total, weighted = total + part_total, weighted or part_weighted
+            divisor = (1.0 / np.asarray(total))[:, None] if weighted else (1.0 / n_rows)
+            assert sums is not None  # n_rows > 0: one gather at least
+            yield slice(a, a + step), sums, divisor
+
+    def _rows_at(self, ids: np.ndarray) -> np.ndarray:
+        """The table rows of row ids ``ids`` (any shape), as numbers: a codebook's shared rows, int8 rows scaled."""
+        rows = self._table.take(ids if self.codes is None else self.codes[ids], axis=0)  # faster than [ids]
+        return rows if self.scales is None else rows * self.scales[ids][..., None]
 
     def _gather_sum(self, flat: np.ndarray, weights: np.ndarray | None, positions: np.ndarray,
                     accumulate: type) -> tuple[np.ndarray, np.ndarray | float, bool]:
         """(weighted sums of the rows at ``positions``, one per text, the texts' sums of weights, whether any
         weight is not 1) for one gather."""
         ids = flat[positions]
-        rows = self._table[ids if self.codes is None else self.codes[ids]]
-        if self.scales is not None:
-            rows = rows * self.scales[ids][..., None]
+        rows = self._rows_at(ids)
         sums = rows.sum(axis=1, dtype=accumulate)
         if weights is None:
             return sums, 0.0, False
@@ -320,47 +374,63 @@ class StaticEmbedder:
                 continue
             with np.errstate(over="ignore"):  # a norm over a tiny scale may overflow: that part becomes 0
                 norms = np.linalg.norm(part, axis=1, keepdims=True) / scale
-            np.divide(part, norms, out=part, where=norms > 0)
+            norms[~(norms > 0)] = 1  # a zero vector stays as it is (a divide with where= is slower)
+            np.divide(part, norms, out=part)
 
-    def encode(self, texts: Iterable[str] | str, batch_size: int = 4096, normalize: bool = True,
-               lang: str | None = None) -> np.ndarray:
+    def encode(self, texts: Iterable[str] | str, batch_size: int = 1 << 16, normalize: bool = True,
+               lang: str | None = None, kind: str | None = None) -> np.ndarray:
         """Encode texts (one ``str``, or any iterable of them) into an (n, d) float32 array of L2-normalised
         sentence vectors; never NaN (a table value that would make one is an error naming its row).
 
         ``lang`` selects a multilingual table's language (identified per text when omitted: see
-        ``language_identifier``); a monolingual table ignores it.
+        ``language_identifier``); a monolingual table ignores it. ``batch_size``: the most texts encoded at once (and
+        about 4M characters at most): it bounds memory and never changes a vector.
+
+        ``kind`` ``"query"`` or ``"document"``: the texts are search queries or passages; a table with that kind's
+        row weights (``kind_weights``, docs/format.md) multiplies each row's weight in the mean by its own. None
+        (the default), or a table without them: every text encodes the same way.
         """
         texts = _text_list(texts)
+        row_weights = self._kind_row_weights(kind)
         if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
             raise ValueError(f"batch_size must be an integer of at least 1, got {batch_size!r}")
         try:
-            return self._encode_texts(texts, batch_size, normalize, lang)
+            return self._encode_texts(texts, batch_size, normalize, lang, row_weights)
         except UnicodeEncodeError:  # a lone surrogate (no UTF-8 for it): read as a non-word character, U+FFFD
-            return self._encode_texts([_LONE_SURROGATE.sub("\ufffd", t) for t in texts], batch_size, normalize, lang)
+            return self._encode_texts([_LONE_SURROGATE.sub("\ufffd", t) for t in texts], batch_size, normalize, lang,
+                                      row_weights)
 
-    def _encode_texts(self, texts: Sequence[str], batch_size: int, normalize: bool, lang: str | None) -> np.ndarray:
+    def _encode_texts(self, texts: Sequence[str], batch_size: int, normalize: bool, lang: str | None,
+                      row_weights: np.ndarray | None = None) -> np.ndarray:
         if not self.tokenizers:
-            return self._encode_with(self.tokenizer, texts, batch_size, normalize)
+            return self._encode_with(self.tokenizer, texts, batch_size, normalize, row_weights)
         if lang is not None:
             if lang not in self.tokenizers:
                 raise ValueError(f"this table has languages {self.languages}, not {lang!r}")
-            return self._encode_with(self.tokenizers[lang], texts, batch_size, normalize)
+            return self._encode_with(self.tokenizers[lang], texts, batch_size, normalize, row_weights)
         detected = np.array(self.language_identifier.predict(texts))
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for code in np.unique(detected):
             rows = np.flatnonzero(detected == code)
             out[rows] = self._encode_with(self.tokenizers[code], [texts[i] for i in rows.tolist()], batch_size,
-                                          normalize)
+                                          normalize, row_weights)
         return out
 
     def _encode_with(self, tokenizer: WordTokenizer, texts: Sequence[str], batch_size: int,
-                     normalize: bool) -> np.ndarray:
-        chunks = [self.mean_rows(tokenizer.encode_batch(texts[i : i + batch_size]), normalize)
-                  for i in range(0, len(texts), batch_size)]
-        out = np.concatenate(chunks) if chunks else np.zeros((0, self.dim), dtype=np.float32)
+                     normalize: bool, row_weights: np.ndarray | None = None) -> np.ndarray:
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        for start, end in _steps(texts, batch_size):
+            batch = kind_weighted(tokenizer.encode_batch(texts[start:end]), row_weights)
+            self.mean_rows(batch, normalize, out=out[start:end])
         if not np.isfinite(out).all():
             raise self._non_finite(tokenizer, texts, out)
         return out
+
+    def _kind_row_weights(self, kind: str | None) -> np.ndarray | None:
+        """The row weights ``encode`` applies for ``kind`` (None: none, as for a table without them)."""
+        if kind is not None and kind not in ENCODE_KINDS:
+            raise ValueError(f"kind must be one of {', '.join(ENCODE_KINDS)} or None, got {kind!r}")
+        return self.kind_weights.get(kind) if kind is not None else None
 
     def _non_finite(self, tokenizer: WordTokenizer, texts: Sequence[str], out: np.ndarray) -> ValueError:
         """The error for a vector that is not finite: the first table row the text reads that holds NaN or an
@@ -372,6 +442,38 @@ class StaticEmbedder:
         if bad is not None:
             return bad_row_error(self.path or Path("<table>"), bad._replace(row=int(rows[bad.row])), self.labels)
         return ValueError(f"text {text}: its vector overflows float32 (the table's values are too large to sum)")
+
+
+def _steps(texts: Sequence[str], batch_size: int) -> Iterator[tuple[int, int]]:
+    """[start, end) of each step of ``encode``: at most ``batch_size`` texts, and no more characters than
+    ``_STEP_CHARACTERS`` unless one text has more (memory bounded whatever the texts' lengths; a text's vector does not
+    depend on its step)."""
+    ends = np.cumsum(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)))
+    start = 0
+    while start < len(texts):
+        budget = (int(ends[start - 1]) if start else 0) + _STEP_CHARACTERS
+        end = min(start + batch_size, max(start + 1, int(np.searchsorted(ends, budget, side="right"))))
+        yield start, end
+        start = end
+
+
+def _weighted_texts(weights: np.ndarray | None, lengths: np.ndarray) -> np.ndarray | None:
+    """Whether each text has a row of weight other than 1 (None when no row has: ``weights`` is None)."""
+    if weights is None:
+        return None
+    text_of_row = np.repeat(np.arange(len(lengths)), lengths)
+    return np.bincount(text_of_row[weights != 1], minlength=len(lengths)) > 0
+
+
+def kind_weighted(batch: TokenIds, row_weights: np.ndarray | None) -> TokenIds:
+    """``batch`` with each row's weight in the mean multiplied by its row's weight in ``row_weights`` (a kind's
+    weights: ``StaticEmbedder.kind_weights``), rounded to float32; ``batch`` itself when there are none."""
+    if row_weights is None or not len(batch.ids):
+        return batch
+    weights = row_weights[batch.ids].astype(np.float64)
+    if batch.weights is not None:
+        weights *= batch.weights
+    return TokenIds(batch.ids, batch.lengths, weights.astype(np.float32))
 
 
 def _text_list(texts: object) -> list[str] | Sequence[str]:
@@ -391,7 +493,7 @@ def _text_list(texts: object) -> list[str] | Sequence[str]:
         if not isinstance(texts, Iterable):
             raise TypeError(f"encode takes a str or an iterable of str, got {type(texts).__name__}")
         texts = list(texts)
-    if not all(type(t) is str for t in texts):
+    if set(map(type, texts)) - {str}:
         for i, t in enumerate(texts):
             if not isinstance(t, str):
                 raise TypeError(f"encode takes texts of type str; text {i} is {type(t).__name__}: {t!r:.60}")

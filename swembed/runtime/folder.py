@@ -16,7 +16,7 @@ import math
 import os
 import stat
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 
@@ -45,6 +45,9 @@ CONFIG_FILE = "config.json"
 TOKENIZER_FILE = "tokenizer.json"
 SCALES_FILE = "scales.npy"  # int8 tables only: one float32 scale per row
 TABLE_DTYPES = ("float32", "float16", "int8")
+KIND_WEIGHTS = "kind_weights"  # config.json key: {"query": "query_weights.npy", "document": ...}, each file optional
+KIND_WEIGHT_FILES = {"query": "query_weights.npy", "document": "document_weights.npy"}
+KIND_WEIGHT_RANGE = (1e-6, 1e6)  # each row's weight for a kind lies within
 
 
 class ModelFolderError(ValueError):
@@ -329,6 +332,7 @@ class ModelFolder:
     scales: np.ndarray | None
     arrays: dict[str, np.ndarray]  # the folder's other .npy files (pca_mean, word_contexts, ...), memory-mapped
     codes: np.ndarray | None = None  # a codebook table's shared row of each row (``swembed.runtime.storage``)
+    kind_weights: dict[str, np.ndarray] = field(default_factory=dict)  # "query"/"document" -> (V,) float32 weights
 
 
 def _load_array(path: Path, mmap: bool) -> np.ndarray:
@@ -401,7 +405,35 @@ def read_model_folder(folder: Path, mmap: bool = True, scan_values: bool | None 
             raise bad_row_error(folder, bad, words if bad.in_scales or codes is None else [])
     arrays = {p.stem: _load_array(p, True) for p in sorted(folder.glob("*.npy"))
               if p.name not in (EMBEDDINGS_FILE, SCALES_FILE, CODES_FILE)}
-    return ModelFolder(config, table, words, subword, scales, arrays, codes)
+    return ModelFolder(config, table, words, subword, scales, arrays, codes, _read_kind_weights(folder, config, rows))
+
+
+def _read_kind_weights(folder: Path, config: dict, rows: int) -> dict[str, np.ndarray]:
+    """The per-row weights of query and document texts that config.json names (``KIND_WEIGHTS``): each file
+    ``KIND_WEIGHT_FILES[kind]``, a (rows,) float32 array of values within ``KIND_WEIGHT_RANGE``."""
+    named = config.get(KIND_WEIGHTS)
+    if named is None:
+        return {}
+    where = folder / CONFIG_FILE
+    expected = ", ".join(f'"{kind}": "{name}"' for kind, name in KIND_WEIGHT_FILES.items())
+    if not isinstance(named, dict) or any(KIND_WEIGHT_FILES.get(kind) != name for kind, name in named.items()):
+        raise ModelFolderError(f"{where}: {KIND_WEIGHTS} must be an object of some of {{{expected}}}, got "
+                               f"{json.dumps(named)}")
+    weights = {}
+    for kind, name in named.items():
+        if not has_file(folder / name):
+            raise ModelFolderError(f"{folder}: {name} is missing ({KIND_WEIGHTS} in {CONFIG_FILE} names it)")
+        array = _load_array(folder / name, False)
+        if array.shape != (rows,) or array.dtype != np.float32:
+            raise ModelFolderError(f"{folder / name}: expected ({rows},) float32, one weight per table row, got "
+                                   f"shape {array.shape} {array.dtype}")
+        low, high = KIND_WEIGHT_RANGE
+        bad = np.flatnonzero(~((array >= low) & (array <= high)))
+        if len(bad):
+            raise ModelFolderError(f"{folder / name}: row {bad[0]} has weight {array[bad[0]]}, outside {low:g} to "
+                                   f"{high:g} (the first such row)")
+        weights[kind] = array
+    return weights
 
 
 def _read_words(folder: Path, rows: int) -> list[str]:

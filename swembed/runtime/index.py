@@ -7,8 +7,9 @@ vectors.npy        (passages, dim) float32, or int8 with scales.npy (passages,) 
 ids.npy            (passages,) int64 ids, or the UTF-8 bytes of string ids with id_offsets.npy (passages + 1,) int64
 texts.npy          the UTF-8 bytes of the passages, with text_offsets.npy (passages + 1,) int64
 terms.npy          the lexical channel (``swembed.runtime.lexical``; absent from a dense-only index): the UTF-8 bytes
-                   of the corpus's words, with term_offsets.npy (terms + 1,) int64; term_postings.npy (terms + 1,)
-                   int64, posting_docs.npy and posting_counts.npy (postings,) int32, lengths.npy (passages,) int32
+                   of the corpus's terms (its words, stemmed as index.json's lexical.stemmer says), with
+                   term_offsets.npy (terms + 1,) int64; term_postings.npy (terms + 1,) int64, posting_docs.npy and
+                   posting_counts.npy (postings,) int32, lengths.npy (passages,) int32
 ```
 
 A loaded folder is untrusted input: every file must be a regular file, every array loads without pickles and has
@@ -29,9 +30,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from swembed.runtime.lexical import Lexical, Splitter, check_alpha, check_mode, hybrid
+from swembed.runtime.lexical import Lexical, Splitter, check_alpha, check_mode, check_stemmer, hybrid
 from swembed.runtime.outputs import atomic_directory
-from swembed.runtime.search import Hit, Scored, dense_scores, rank
+from swembed.runtime.search import Hit, Scored, cosines_at, dense_scores, rank, rank_vectors
 
 INDEX_FORMAT = "swembed-index"
 INDEX_VERSION = 1
@@ -50,7 +51,7 @@ class SearchIndexError(ValueError):
 class Encoder(Splitter, Protocol):  # what an index needs of a model (StaticEmbedder)
     path: Path | None
 
-    def encode(self, texts: Iterable[str] | str) -> np.ndarray: ...
+    def encode(self, texts: Iterable[str] | str, *, kind: str | None = None) -> np.ndarray: ...
 
     def digest(self) -> str: ...
 
@@ -215,7 +216,8 @@ def _check_postings(folder: Path, lexical: Lexical) -> None:
 
 
 def _load_lexical(folder: Path, info: dict, mmap: bool) -> Lexical | None:
-    """The postings ``info["lexical"]`` declares (``{"terms": T, "postings": P}``), checked; None when absent."""
+    """The postings ``info["lexical"]`` declares (``{"terms": T, "postings": P, "stemmer": S}``; no stemmer: the
+    terms are words as they are), checked; None when absent."""
     sizes = info.get("lexical")
     if sizes is None:
         return None
@@ -223,12 +225,17 @@ def _load_lexical(folder: Path, info: dict, mmap: bool) -> Lexical | None:
         raise SearchIndexError(f"{folder / INDEX_FILE}: lexical must be null or an object with the numbers of "
                                f'"terms" and "postings", got {json.dumps(sizes)[:60]}')
     terms, postings = sizes["terms"], sizes["postings"]
+    try:
+        stemmer = check_stemmer(sizes.get("stemmer"))
+    except ValueError as error:
+        raise SearchIndexError(f"{folder / INDEX_FILE}: lexical {str(error)[:200]}; index the corpus again with "
+                               "this swembed") from None
     lexical = Lexical(_load_strings(folder, "terms", terms, mmap),
                       _load_array(folder, POSTINGS_FILES[0], (terms + 1,), "int64", False),
                       _load_array(folder, POSTINGS_FILES[1], (postings,), "int32", mmap),
                       _load_array(folder, POSTINGS_FILES[2], (postings,), "int32", mmap),
                       _load_array(folder, POSTINGS_FILES[3], (info["passages"],), "int32", False),
-                      where=folder / "terms.npy")
+                      where=folder / "terms.npy", stemmer=stemmer)
     _check_postings(folder, lexical)
     return lexical
 
@@ -299,7 +306,7 @@ class SearchIndex:
         _ids_kind(id_list)
         if id_list is not None and len(id_list) != len(passages):
             raise ValueError(f"ids: {len(id_list)} ids for {len(passages)} passages; give one id a passage")
-        vectors, scales = quantise(model.encode(passages), dtype)
+        vectors, scales = quantise(model.encode(passages, kind="document"), dtype)
         table = {"digest": model.digest(), "path": None if model.path is None else str(model.path)}
         postings = Lexical.build(model, passages) if lexical else None
         return cls(vectors, table, id_list, passages if keep_texts else None, scales, model, lexical=postings)
@@ -326,14 +333,22 @@ class SearchIndex:
     def scores(self, query_vectors: np.ndarray, query_terms: Sequence[np.ndarray] | None = None,
                mode: str = "dense", alpha: float | None = None) -> Scored:
         """The scores of a batch of queries against every passage, (queries, passages) each: ``mode`` dense, the
-        cosines of the query vectors; lexical or hybrid, (BM25 or the hybrid score, the cosines, BM25) with
-        ``query_terms`` (``Lexical.query_terms``). The one place an index scores (``rank`` asks it batch by
-        batch)."""
+        cosines of the query vectors; hybrid, (the hybrid score, the cosines, BM25) with ``query_terms``
+        (``Lexical.query_terms``); lexical, (BM25, None, BM25): the cosines of its hits alone are computed
+        (``hit_cosines``). The one place an index scores (``rank`` asks it batch by batch; a dense search ranks
+        ``dense_scores`` block by block, ``search.rank_vectors``)."""
+        if mode == "lexical":
+            bm25 = self.postings().scores(query_terms or [])
+            return bm25, None, bm25
         cosines = dense_scores(query_vectors, self.vectors, self.scales)
         if mode == "dense":
             return cosines
         bm25 = self.postings().scores(query_terms or [])
-        return (bm25 if mode == "lexical" else hybrid(cosines, bm25, check_alpha(alpha))), cosines, bm25
+        return hybrid(cosines, bm25, check_alpha(alpha)), cosines, bm25
+
+    def hit_cosines(self, query_vectors: np.ndarray, indices: np.ndarray) -> np.ndarray:
+        """(queries, k) cosines of each query vector with the passages of its row of ``indices``."""
+        return cosines_at(query_vectors, self.vectors, self.scales, indices)
 
     def postings(self) -> Lexical:
         """The lexical postings; refused in one line for an index saved without them."""
@@ -352,13 +367,14 @@ class SearchIndex:
             raise SearchIndexError(f"{self.where}: no table to encode queries with; load it with "
                                    "SearchIndex.load(folder, model)")
         texts = [queries] if isinstance(queries, str) else list(queries)
-        vectors = self.model.encode(texts)
+        vectors = self.model.encode(texts, kind="query")
         if mode == "dense":
             hits = self.search_vectors(vectors, top_k)
         else:
             terms = self.postings().query_terms(self.model, texts)
             hits = rank(lambda rows: self.scores(vectors[rows], [terms[r] for r in rows], mode, alpha),
-                        np.arange(len(texts)), len(self), top_k, self.ids)
+                        np.arange(len(texts)), len(self), top_k, self.ids,
+                        lambda rows, indices: self.hit_cosines(vectors[rows], indices))
         return hits[0] if isinstance(queries, str) else hits
 
     def search_vectors(self, query_vectors: np.ndarray, top_k: int = 10) -> list[list[Hit]]:
@@ -366,14 +382,15 @@ class SearchIndex:
         vectors = np.asarray(query_vectors, dtype=np.float32)
         if vectors.ndim != 2 or vectors.shape[1] != self.dim:
             raise ValueError(f"query vectors must be (queries, {self.dim}), got shape {vectors.shape}")
-        return rank(self.scores, vectors, len(self), top_k, self.ids)
+        return rank_vectors(vectors, self.vectors, self.scales, top_k, self.ids)
 
     def save(self, folder: str | Path, overwrite: bool = False) -> Path:
         """Write the index folder atomically (an existing one only with ``overwrite`` and when swembed wrote it)."""
         info = {"format": INDEX_FORMAT, "format_version": INDEX_VERSION, "passages": len(self), "dim": self.dim,
                 "dtype": self.dtype, "ids": _ids_kind(self.ids), "texts": self.texts is not None, "table": self.table,
                 "lexical": None if self.lexical is None else {"terms": len(self.lexical.terms),
-                                                               "postings": len(self.lexical.docs)}}
+                                                               "postings": len(self.lexical.docs),
+                                                               "stemmer": self.lexical.stemmer}}
         inputs = [self.model.path] if self.model is not None and self.model.path is not None else []
         with atomic_directory(folder, overwrite, "search-index", inputs) as tmp:
             np.save(tmp / VECTORS_FILE, np.ascontiguousarray(self.vectors))

@@ -1,13 +1,15 @@
-"""The lexical channel of search: BM25 over the words of a corpus, as the table's own tokeniser splits them (the
-words ``encode`` looks up, before any back-off: an unknown word is a term like any other), and the hybrid score
-that joins it to the dense cosine.
+"""The lexical channel of search: BM25 over the terms of a corpus, and the hybrid score that joins it to the dense
+cosine. A text's terms are its words as the table's own tokeniser splits them (the words ``encode`` looks up,
+before any back-off: an unknown word is a term like any other), each stemmed by Snowball's English stemmer
+(``swembed.runtime.stemmer``: words of the letters a-z only; no stop words). Postings record whether their terms
+are stemmed (``stemmer``; indexes saved before stemming have unstemmed terms, and their queries are not stemmed).
 
 Postings are kept by term, CSR-like, as four numpy arrays: ``offsets`` (terms + 1,) int64 (term t's postings are
 ``offsets[t]:offsets[t + 1]``), ``docs`` (postings,) int32 (passages, rising within a term), ``counts`` (postings,)
 int32 (the term's occurrences in that passage) and ``lengths`` (passages,) int32 (words in each passage). BM25 is
 Lucene's: ``idf(t) = ln(1 + (N - df + 0.5) / (df + 0.5))`` and ``tf / (tf + k1 * (1 - b + b * length / avgdl))``,
 a query's score the sum over its words (a repeated word counts each time); each posting's weight is computed once.
-A query is scored against every passage by one ``np.bincount`` over its terms' postings (no loop over passages).
+A query is scored against every passage by adding its terms' runs of postings (no loop over passages).
 
 Hybrid: per query, the cosines and the BM25 scores over all passages are each z-normalised (minus their mean,
 over their standard deviation; a constant row is all 0) and mixed, ``alpha * z(cosine) + (1 - alpha) * z(bm25)``.
@@ -20,13 +22,17 @@ from typing import Protocol
 import numpy as np
 
 from swembed.runtime.langid import LanguageIdentifier
+from swembed.runtime.stemmer import stem
 from swembed.runtime.tokenizer import WordTokenizer
 
 K1 = 1.5  # BM25 term-frequency saturation, chosen on dev data (lab/hybrid_search.py, reports/hybrid.md)
 B = 0.9  # BM25 length normalisation, chosen likewise
-ALPHA = 0.6  # weight of the normalised cosine in the hybrid score, chosen likewise
+ALPHA = 0.55  # weight of the normalised cosine in the hybrid score, chosen likewise (with stemmed terms)
+STEMMER = "snowball-english"  # the stemmer of new postings (swembed.runtime.stemmer); None: words as they are
+STEMMERS = (STEMMER,)
 MODES = ("dense", "hybrid", "lexical")
 _WORDS_AT_ONCE = 1 << 16  # passages split into words at once while postings are built
+_WEIGHED_AT_ONCE = 1 << 22  # postings weighed at once (float64 temporaries of 32 MB each)
 
 
 class Splitter(Protocol):  # what the lexical channel needs of a model (StaticEmbedder)
@@ -52,6 +58,12 @@ def check_alpha(alpha: object) -> float:
     return float(alpha)
 
 
+def check_stemmer(stemmer: str | None) -> str | None:
+    if stemmer is not None and stemmer not in STEMMERS:
+        raise ValueError(f"stemmer must be None or one of {', '.join(STEMMERS)}, got {stemmer!r}")
+    return stemmer
+
+
 def split_words(model: Splitter, texts: Sequence[str]) -> list[list[str]]:
     """The words of each text, split by the tokeniser its encoding uses (a multilingual table: its language's)."""
     if not model.tokenizers:
@@ -61,27 +73,49 @@ def split_words(model: Splitter, texts: Sequence[str]) -> list[list[str]]:
     return [model.tokenizers[code].words(text) for code, text in zip(detected, texts)]
 
 
-def _ranges(offsets: np.ndarray, terms: np.ndarray) -> np.ndarray:
-    """The positions ``offsets[t]:offsets[t + 1]`` of every term ``t`` of ``terms``, concatenated."""
-    starts, sizes = offsets[terms], offsets[terms + 1] - offsets[terms]
-    total = int(sizes.sum())
-    return np.repeat(starts - (np.cumsum(sizes) - sizes), sizes) + np.arange(total, dtype=np.int64)
+def split_terms(model: Splitter, texts: Sequence[str], stemmer: str | None = STEMMER) -> list[list[str]]:
+    """The lexical channel's terms of each text: its words (``split_words``), stemmed unless ``stemmer`` is None."""
+    words = split_words(model, texts)
+    if check_stemmer(stemmer) is None:
+        return words
+    stems: dict[str, str] = {}  # texts repeat their words: each distinct word is stemmed once a call
+    return [[stems[w] if w in stems else stems.setdefault(w, stem(w)) for w in text] for text in words]
+
+
+def _stems(words: list[str], stemmer: str | None) -> tuple[list[str], np.ndarray]:
+    """(the terms of ``words`` under ``stemmer``, in first-seen order; each word's term): words of one stem share it."""
+    check_stemmer(stemmer)
+    if stemmer is None:
+        return words, np.arange(len(words), dtype=np.int64)
+    terms: dict[str, int] = {}
+    term_of_word = np.fromiter((terms.setdefault(stem(word), len(terms)) for word in words), dtype=np.int64,
+                               count=len(words))
+    return list(terms), term_of_word
+
+
+def _term_runs(offsets: np.ndarray, postings: int) -> list[tuple[int, int]]:
+    """(first, last) terms of consecutive runs of about ``postings`` postings each (more where one term has more)."""
+    holding = np.searchsorted(offsets, np.arange(postings, offsets[-1], postings), side="right") - 1
+    bounds = np.unique(np.concatenate([[0], holding, [len(offsets) - 1]])).tolist()
+    return list(zip(bounds[:-1], bounds[1:]))
 
 
 class Lexical:
     """BM25 postings of a corpus (see the module's doc) and the term list they are indexed by."""
 
     def __init__(self, terms: Sequence[str], offsets: np.ndarray, docs: np.ndarray, counts: np.ndarray,
-                 lengths: np.ndarray, k1: float = K1, b: float = B, where: object = "<postings>") -> None:
+                 lengths: np.ndarray, k1: float = K1, b: float = B, where: object = "<postings>",
+                 stemmer: str | None = None) -> None:
         self.terms, self.offsets, self.docs, self.counts, self.lengths = terms, offsets, docs, counts, lengths
-        self.k1, self.b, self.where = k1, b, where
+        self.k1, self.b, self.where, self.stemmer = k1, b, where, stemmer
         self._lookup: dict[str, int] | None = None
         self._weights: tuple[float, float, np.ndarray] | None = None
 
     @classmethod
-    def build(cls, model: Splitter, passages: Sequence[str]) -> Lexical:
-        """The postings of ``passages``, split into words with ``model``'s tokeniser."""
-        lookup: dict[str, int] = {}  # terms numbered in first-seen order
+    def build(cls, model: Splitter, passages: Sequence[str], stemmer: str | None = STEMMER) -> Lexical:
+        """The postings of ``passages``, split into terms with ``model``'s tokeniser (``split_terms``: the words,
+        numbered as they come, then each distinct word's stem once for the whole corpus)."""
+        lookup: dict[str, int] = {}  # words numbered in first-seen order
         chunks, lengths = [], []
         for start in range(0, len(passages), _WORDS_AT_ONCE):
             words = split_words(model, passages[start : start + _WORDS_AT_ONCE])
@@ -90,8 +124,10 @@ class Lexical:
             for word in dict.fromkeys(flat):  # the chunk's distinct words
                 lookup.setdefault(word, len(lookup))
             chunks.append(np.fromiter(map(lookup.__getitem__, flat), dtype=np.int64, count=len(flat)))
-        lexical = cls.from_term_ids(list(lookup), chunks, np.concatenate(lengths) if lengths else np.zeros(0, int))
-        lexical._lookup = lookup
+        terms, term_of_word = _stems(list(lookup), stemmer)
+        lexical = cls.from_term_ids(terms, [term_of_word[chunk] for chunk in chunks],
+                                    np.concatenate(lengths) if lengths else np.zeros(0, int))
+        lexical._lookup, lexical.stemmer = {term: i for i, term in enumerate(terms)}, stemmer
         return lexical
 
     @classmethod
@@ -123,42 +159,59 @@ class Lexical:
         return self._lookup
 
     def weights(self) -> np.ndarray:
-        """Each posting's BM25 weight, idf times the saturated term frequency, float32 (made once per k1, b)."""
+        """Each posting's BM25 weight, idf times the saturated term frequency, float32 (made once per k1, b; in
+        float64, a run of terms at a time)."""
         if self._weights is not None and self._weights[:2] == (self.k1, self.b):
             return self._weights[2]
         df = np.diff(self.offsets)
         n = self.passages
         idf = np.log1p((n - df + 0.5) / (df + 0.5))
         average = float(self.lengths.mean()) if n else 0.0
-        norm = self.k1 * (1 - self.b + self.b * self.lengths[self.docs] / max(average, 1e-12))
-        counts = self.counts.astype(np.float64)
-        weights = (np.repeat(idf, df) * counts / (counts + norm)).astype(np.float32)
+        weights = np.empty(len(self.docs), dtype=np.float32)
+        for first, last in _term_runs(self.offsets, _WEIGHED_AT_ONCE):  # float64 temporaries of a run alone
+            start, stop = self.offsets[first], self.offsets[last]
+            norm = self.k1 * (1 - self.b + self.b * self.lengths[self.docs[start:stop]] / max(average, 1e-12))
+            counts = self.counts[start:stop].astype(np.float64)
+            weights[start:stop] = np.repeat(idf[first:last], df[first:last]) * counts / (counts + norm)
         self._weights = (self.k1, self.b, weights)
         return weights
 
     def query_terms(self, model: Splitter, queries: Sequence[str]) -> list[np.ndarray]:
-        """Each query's words as term rows; words the corpus lacks are left out (they score nothing)."""
+        """Each query's terms (stemmed as the postings' are) as term rows; terms the corpus lacks are left out (they
+        score nothing)."""
         get = self.lookup().get
         return [np.array([t for t in map(get, words) if t is not None], dtype=np.int64)
-                for words in split_words(model, queries)]
+                for words in split_terms(model, queries, self.stemmer)]
 
     def scores(self, term_lists: Sequence[np.ndarray]) -> np.ndarray:
-        """(queries, passages) float32 BM25 scores of queries given as term rows."""
+        """(queries, passages) float32 BM25 scores of queries given as term rows: a query's words' runs of
+        postings, each added to the passages it names (a sum of a few columns of the term x passage weights), in
+        float64 and in the query's order of words."""
         weights = self.weights()
         out = np.zeros((len(term_lists), self.passages), dtype=np.float32)
-        for row, terms in enumerate(term_lists):  # a loop over queries; each is scored in one bincount
+        summed = np.zeros(self.passages, dtype=np.float64)
+        for row, terms in enumerate(term_lists):
             if len(terms):
-                at = _ranges(self.offsets, terms)
-                out[row] = np.bincount(self.docs[at], weights=weights[at], minlength=self.passages)
+                summed.fill(0)
+                for term in terms.tolist():  # a term names each passage once: no index repeats in the sum
+                    start, stop = self.offsets[term], self.offsets[term + 1]
+                    summed[self.docs[start:stop]] += weights[start:stop]
+                out[row] = summed
         return out
 
 
 def _centre_and_scale(rows: np.ndarray, weight: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
     """(each row's mean, ``weight`` over its standard deviation; 0 for a constant row), (rows, 1) float32 each; the
-    sums in float64."""
-    spread = rows.std(axis=1, dtype=np.float64, keepdims=True)
+    sums in float64 (as ``mean`` and ``std`` make them, bit for bit), a row at a time (temporaries of one row)."""
+    mean, spread = np.zeros((len(rows), 1)), np.zeros((len(rows), 1))
+    for row in range(len(rows)):
+        values = rows[row : row + 1]
+        mean[row] = np.add.reduce(values, axis=1, dtype=np.float64) / values.shape[1]
+        deviations = values - mean[row]
+        np.multiply(deviations, deviations, out=deviations)
+        spread[row] = np.sqrt(np.add.reduce(deviations, axis=1) / values.shape[1])
     scale = np.divide(weight, spread, out=np.zeros_like(spread), where=spread > 0)
-    return rows.mean(axis=1, dtype=np.float64, keepdims=True).astype(np.float32), scale.astype(np.float32)
+    return mean.astype(np.float32), scale.astype(np.float32)
 
 
 def standardised(scores: np.ndarray, weight: float = 1.0) -> np.ndarray:

@@ -17,9 +17,13 @@ class Key(str, Enum):
     """How a setting enters the cache key of the stage that reads it."""
 
     ALWAYS = "always"  # its value, under its name (or ``key_name``)
-    UNLESS_DEFAULT = "unless default"  # only when not at its default, so caches from before it existed stay valid
+    UNLESS_DEFAULT = "unless default"  # only when not at its default (or ``keyless``), so caches from before it existed
+    # stay valid
     BY_STAGE = "by its stage"  # the stage keys what it reads of it (a file's digest, the teacher that ran, the seed)
     NEVER = "never"  # changes no artifact (where output goes, checkpoint granularity, applied at export)
+
+
+AT_DEFAULT = "<at default>"  # Setting.keyless: the setting's default
 
 
 @dataclass(frozen=True)
@@ -35,6 +39,9 @@ class Setting:
     key_name: str | None = None  # the name it has in its stage's key, where that differs (what older caches hold)
     older_flags: tuple[str, ...] = ()  # earlier names of its flag, still accepted with a one-line warning
     flag_choices: tuple[str, ...] = ()  # choices of the flag only (``--device``: a recipe may also name cuda:N)
+    # Key.UNLESS_DEFAULT: the value left out of the key, where the default has changed since the setting existed
+    # (what the caches from before it were built with); AT_DEFAULT: the default
+    keyless: Any = AT_DEFAULT
 
 
 def setting(default: Any = MISSING, *, key: Key, factory: Callable[[], Any] | None = None, flag: str | bool = False,
@@ -91,6 +98,7 @@ def stage_key(section: object) -> dict:
             raise TypeError(f"{type(section).__name__}.{item.name} is not declared with setting(): say how it enters "
                             "its stage's cache key")
         value = getattr(section, item.name)
-        if meta.key is Key.ALWAYS or (meta.key is Key.UNLESS_DEFAULT and value != default_of(item)):
+        keyless = default_of(item) if meta.keyless == AT_DEFAULT else meta.keyless
+        if meta.key is Key.ALWAYS or (meta.key is Key.UNLESS_DEFAULT and value != keyless):
             key[meta.key_name or item.name] = value
     return key

@@ -86,9 +86,11 @@ def read_passages(path: str, text_column: str | None = None, errors: str = "repl
 
 
 def encode_file(model_path: str, input_path: str, output: str, errors: str = "replace",
-                overwrite: bool = False, text_column: str | None = None, encoding: str | None = None) -> str:
+                overwrite: bool = False, text_column: str | None = None, encoding: str | None = None,
+                kind: str | None = None) -> str:
     """Encode every text of ``input_path`` (``read_passages``) into ``output`` (.npy, float32, written atomically;
-    ``-``: the .npy bytes to stdout, which must not be a terminal); returns a summary."""
+    ``-``: the .npy bytes to stdout, which must not be a terminal) as ``kind`` texts (``StaticEmbedder.encode``);
+    returns a summary."""
     from swembed.runtime.embedder import load
     from swembed.runtime.outputs import atomic_file, check_writable
 
@@ -101,7 +103,7 @@ def encode_file(model_path: str, input_path: str, output: str, errors: str = "re
         check_writable(Path(output), overwrite, read, folder=False)
     model = load(model_path)
     texts, _, bad = read_passages(input_path, text_column, errors, encoding)
-    vectors = model.encode(texts).astype(np.float32)
+    vectors = model.encode(texts, kind=kind).astype(np.float32)
     if to_stdout:
         np.save(sys.stdout.buffer, vectors)
         sys.stdout.buffer.flush()

@@ -245,14 +245,13 @@ class WordTokenizer:
         """The rows of all texts, concatenated; the same as ``rows`` text by text.
 
         One pass over the texts joined by newlines (bytes translate and split for the default word
-        pattern, else one regex) and C-level dictionary lookups; only OOV
+        pattern, else one regex) and C-level dictionary lookups; only the batch's distinct OOV
         words go through Python (and are cached).
         """
-        texts = [t.replace("\n", " ") if "\n" in t else t for t in texts]
         # Teacher-token or segmenter words, or normalisation made or ate a newline: go text by text.
-        prepared = self.prepare("\n".join(texts)) if self.rules.words == "pattern" else None
+        prepared = self._prepare_batch(texts) if self.rules.words == "pattern" else None
         if prepared is None or prepared.count("\n") != len(texts) - 1:
-            return TokenIds.from_lists([self.rows(t) for t in texts])
+            return TokenIds.from_lists([self.rows(t.replace("\n", " ")) for t in texts])
         if self.rules.word_pattern == WORD_PATTERN:
             tokens = _split_bytes(prepared, self._pattern)
             if self._byte_lookup is None:
@@ -268,16 +267,7 @@ class WordTokenizer:
         unknown = np.flatnonzero(ids == -1)
         weights = None
         if len(unknown):
-            words = [tokens[p] for p in unknown]
-            expansions = [self.backoff(w.decode() if isinstance(w, bytes) else w) for w in words]
-            counts = np.ones(len(ids), dtype=np.int64)
-            counts[unknown] = [len(rows) for rows, _ in expansions]
-            starts = np.cumsum(counts) - counts
-            ids = np.repeat(ids, counts)
-            weights = np.ones(len(ids), dtype=np.float32)
-            for position, (rows, row_weights) in zip(starts[unknown], expansions):
-                ids[position : position + len(rows)] = rows
-                weights[position : position + len(rows)] = row_weights
+            ids, weights = self._expand_unknown(ids, unknown, list(map(tokens.__getitem__, unknown.tolist())))
         text_of_token = np.cumsum(ids == -2)
         keep = ids >= 0
         lengths = np.bincount(text_of_token[keep], minlength=len(texts))
@@ -286,6 +276,41 @@ class WordTokenizer:
             if (weights == 1).all():
                 weights = None
         return TokenIds(ids[keep], lengths, weights)
+
+    def _prepare_batch(self, texts: Sequence[str]) -> str:
+        """The texts joined by newlines (a newline inside a text read as a space), each ``prepare``d: only the
+        texts that are not ASCII are normalised, one by one (a newline is a normalisation boundary)."""
+        joined = "\n".join(texts)
+        if joined.count("\n") != len(texts) - 1:  # a text holds a newline
+            texts = [t.replace("\n", " ") for t in texts]
+            joined = "\n".join(texts)
+        form = self.rules.unicode_normalization
+        if form and not joined.isascii() and not unicodedata.is_normalized(cast(NormalForm, form), joined):
+            joined = "\n".join([t if t.isascii() else normalize_text(t, form) for t in texts])
+        return joined.lower() if self.rules.lowercase else joined
+
+    def _expand_unknown(self, ids: np.ndarray, unknown: np.ndarray,
+                        words: Sequence[str | bytes]) -> tuple[np.ndarray, np.ndarray]:
+        """(ids, weights) with each unknown token (at positions ``unknown`` of ``ids``, its word in ``words``)
+        replaced by its back-off rows and their weights; each distinct word is backed off once."""
+        distinct = {word: index for index, word in enumerate(dict.fromkeys(words))}
+        which = np.fromiter(map(distinct.__getitem__, words), dtype=np.int64, count=len(words))
+        expansions = [self.backoff(w.decode() if isinstance(w, bytes) else w) for w in distinct]
+        sizes = np.fromiter((len(rows) for rows, _ in expansions), dtype=np.int64, count=len(expansions))
+        rows = np.array([r for rs, _ in expansions for r in rs], dtype=np.int64)
+        row_weights = np.array([w for _, ws in expansions for w in ws], dtype=np.float32)
+        counts = np.ones(len(ids), dtype=np.int64)
+        counts[unknown] = sizes[which]
+        expanded = np.repeat(ids, counts)
+        weights = np.ones(len(expanded), dtype=np.float32)
+        slots = sizes[which]  # each occurrence's rows
+        occurrence = np.repeat(np.arange(len(unknown)), slots)
+        within = np.arange(int(slots.sum())) - np.repeat(np.cumsum(slots) - slots, slots)
+        target = (np.cumsum(counts) - counts)[unknown][occurrence] + within
+        source = (np.cumsum(sizes) - sizes)[which][occurrence] + within
+        expanded[target] = rows[source]
+        weights[target] = row_weights[source]
+        return expanded, weights
 
     def word_pieces(self, word: str) -> list[int]:
         """The teacher's token ids for ``word`` as it appears inside a sentence (BPE teachers mark a word start
@@ -330,6 +355,7 @@ _WORD_BYTES = bytes(range(48, 58)) + bytes(range(65, 91)) + bytes(range(97, 123)
 # non-ASCII character) are kept, non-word characters among them having been replaced by spaces first.
 _BYTE_TABLE = bytes(b if b in _WORD_BYTES or b >= 128 else (_NEWLINE[0] if b == 10 else 32) for b in range(256))
 _ASCII = bytes(range(128))
+_FEW_CHARACTERS = 8  # up to this many distinct non-ASCII non-word characters are replaced one by one
 _NON_ASCII_IS_WORD: dict[str, bool] = {}  # whether the default word pattern matches each non-ASCII character
 
 
@@ -345,8 +371,11 @@ def _split_bytes(prepared: str, pattern: re.Pattern) -> list[bytes]:
             if char not in _NON_ASCII_IS_WORD:
                 _NON_ASCII_IS_WORD[char] = pattern.fullmatch(char) is not None
         spaces = [char for char in present if not _NON_ASCII_IS_WORD[char]]
-        if spaces:  # one pass for all of them (a replace per character made scientific text, ~100 of them, slow)
+        if len(spaces) > _FEW_CHARACTERS:  # one pass for all (a replace each made scientific text, ~100, slow)
             data = re.sub("|".join(map(re.escape, sorted(spaces))).encode("utf-8"), b" ", data)
+        else:  # a few: a C-level replace each is faster (UTF-8 is self-synchronising: the same bytes as the pass)
+            for char in spaces:
+                data = data.replace(char.encode("utf-8"), b" ")
     return data.translate(_BYTE_TABLE).replace(_NEWLINE, b" " + _NEWLINE + b" ").split()
 
 

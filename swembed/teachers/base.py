@@ -116,13 +116,19 @@ def pick_device(device: str = "auto"):
     return torch.device(device)
 
 
-def pick_batch_tokens(device, batch_tokens: int | None = None) -> int:
-    """Padded tokens per teacher batch: ``batch_tokens`` when given, else by device. On a CPU 1,024: a batch's
-    activations then stay in cache (MiniLM on 2 cores of an AVX2 CPU, float32: 4.9k tokens/s against 4.6k at 2,048
-    and 3.7k at 8,192; ``python -m lab.bench_extract``); on a GPU 8,192."""
+def pick_batch_tokens(device, batch_tokens: int | None = None, dtype=None) -> int:
+    """Padded tokens per teacher batch: ``batch_tokens`` when given, else by device and dtype. On a CPU 1,024 in
+    float32 (and int8): a batch's activations then stay in cache (MiniLM on 2 cores of an AVX2 CPU, float32: 4.9k
+    tokens/s against 4.6k at 2,048 and 3.7k at 8,192; ``python -m lab.bench_extract``); 4,096 in bfloat16, whose
+    AMX / AVX512-BF16 kernels gain from larger matrices (MiniLM on 2 cores of an Intel Xeon with AMX: 23k padded
+    tokens/s at 1,024, 29k at 4,096, 25k at 8,192; reports/build-times.md); on a GPU 8,192."""
     if batch_tokens is not None:
         return batch_tokens
-    return 1024 if device.type == "cpu" else 8192
+    if device.type != "cpu":
+        return 8192
+    import torch
+
+    return 4096 if dtype == torch.bfloat16 else 1024
 
 
 TEACHER_DTYPES = ("auto", "float32", "bfloat16", "int8")  # int8: ONNX Runtime's dynamic quantisation, on a CPU

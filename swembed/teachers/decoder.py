@@ -140,7 +140,7 @@ class DecoderTeacher(BatchedTeacher):
         self.settings = settings or DecoderSettings.read(self.folder)
         self.device = pick_device(device)
         self.dtype = pick_dtype(self.device, self.settings.precision)
-        self.batch_tokens = pick_batch_tokens(self.device, batch_tokens)
+        self.batch_tokens = pick_batch_tokens(self.device, batch_tokens, self.dtype)
         self.tokenizer = Tokenizer.from_file(str(self.folder / "tokenizer.json"))
         self.tokenizer.no_padding()
         self.tokenizer.no_truncation()

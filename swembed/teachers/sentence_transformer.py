@@ -128,7 +128,6 @@ class SentenceTransformerTeacher(BatchedTeacher):
         self.spec = spec
         self.prompt = spec.prompt
         self.device = pick_device(device)
-        self.batch_tokens = pick_batch_tokens(self.device, batch_tokens)
         st_config_path = self.folder / "sentence_bert_config.json"
         st_config = json.loads(st_config_path.read_text()) if st_config_path.is_file() else {}
         self.max_length = int(st_config.get("max_seq_length", 512))
@@ -152,6 +151,9 @@ class SentenceTransformerTeacher(BatchedTeacher):
                               for layer in dense]
         architecture = config.get("model_type") or self.model.config.model_type
         self.runtime, self.onnx = self._start_runtime(runtime, str(architecture))
+        # bfloat16 only runs on torch (ONNX Runtime runs float32 and int8)
+        torch_dtype = self.dtype if self.runtime == "torch" else None
+        self.batch_tokens = pick_batch_tokens(self.device, batch_tokens, torch_dtype)
         hidden_size = int(config.get("hidden_size") or self.model.config.hidden_size)
         self.dim = hidden_size if self.token_map is None else int(self.token_map.shape[1])
         self.pooled_dim = int(self.pooled_layers[-1][0].shape[1]) if self.pooled_layers else self.dim
