@@ -14,6 +14,7 @@ import numpy as np
 from swembed.pipeline import files
 from swembed.pipeline.compose import blend_by_contexts
 from swembed.pipeline.config import AloneConfig
+from swembed.pipeline.extract import what_ran
 from swembed.pipeline.stage import PostTraining, Prepared, PrepareSources, StageContext, StageResult, StageRun, Trained
 from swembed.runtime.settings import stage_key
 
@@ -24,7 +25,7 @@ RIDGE = 1.0
 def run_alone(ctx: StageContext, compose: StageResult, teacher) -> StageResult:
     """Encode each word row of the ``compose`` artifact alone with ``teacher``."""
     identity = {"teacher": {k: v for k, v in teacher.describe().items() if k != "path"},
-                "ran": {"dtype": teacher.dtype_name, "runtime": teacher.runtime}}  # as the extract's key
+                "ran": what_ran(teacher)}
 
     def compute(run: StageRun) -> dict:
         words = files.read_lines(compose.path / files.ROWS)[: len(np.load(compose.path / files.WORD_CONTEXTS))]

@@ -148,10 +148,21 @@ class Selection:
         return cls(texts, None if credit_arrays is None else [set(c.tolist()) for c in credit_arrays], lengths,
                    token_budget_batches(lengths, teacher.batch_tokens), len(sentences), time.time() - start)
 
+    def padded_sizes(self, batches: list[np.ndarray] | None = None) -> np.ndarray:
+        """Padded tokens of each of ``batches`` (rows of the texts; default: the selection's own batches)."""
+        batches = self.batches if batches is None else batches
+        return np.array([len(rows) * int(self.lengths[rows].max()) for rows in batches], dtype=np.int64)
+
     @property
     def padded_tokens(self) -> int:
         """Tokens the teacher runs, padding included."""
-        return int(sum(len(rows) * int(self.lengths[rows].max()) for rows in self.batches))
+        return int(self.padded_sizes().sum())
+
+
+def what_ran(teacher) -> dict:
+    """The dtype and runtime a teacher runs in, for the keys of the stages it runs in: ``auto`` picks them by CPU,
+    so an artifact made in bfloat16 on one machine is not reused for a float32 build on another."""
+    return {"dtype": teacher.dtype_name, "runtime": teacher.runtime}
 
 
 def extract_identity(config: ExtractConfig, rules: TokenizationRules, teacher, seed: int) -> dict:
@@ -163,9 +174,7 @@ def extract_identity(config: ExtractConfig, rules: TokenizationRules, teacher, s
     identity = {**stage_key(config), "rules": rules.splitting_only().to_dict(), "seed": seed if sampled else 0,
                 "teacher": {k: v for k, v in teacher.describe().items() if k != "path"},
                 "batch_tokens": teacher.batch_tokens,  # what ran: unset means by device (pick_batch_tokens)
-                # and the dtype and runtime that ran (``auto`` picks by CPU: an extract made in bfloat16 on one
-                # machine is not reused for a float32 build on another)
-                "ran": {"dtype": teacher.dtype_name, "runtime": teacher.runtime}}
+                "ran": what_ran(teacher)}
     if identity["teacher"].get("prompt"):  # since 2026-11-26 a token holding the prompt's last space (XLM-R's and
         identity["first_token"] = "credited"  # Gemma's '▁A') is the text's: extracts made before are not reused
     return identity

@@ -56,9 +56,8 @@ def probe_seconds(teacher, selection: Selection) -> float:
     if not cuda:
         picks = [rows[: max(1, _PROBE_TOKENS // int(selection.lengths[rows].max()))] for rows in picks]
     inputs = [pinned(teacher.prepare([selection.texts[i] for i in rows]), cuda) for rows in picks]  # as extraction
-    sizes = [len(rows) * int(selection.lengths[rows].max()) for rows in picks]
-    padded = np.array([len(rows) * int(selection.lengths[rows].max()) for rows in batches], dtype=np.float64)
-    fifths = np.array_split(padded, len(picks))
+    sizes = selection.padded_sizes(picks).tolist()
+    fifths = np.array_split(selection.padded_sizes(), len(picks))
     seconds = 0.0
     for batch, size, share in zip(inputs, sizes, fifths):
         # the faster of two timed runs: a moment's load on a shared machine does not set the estimate
