@@ -137,10 +137,19 @@ SEARCH_ROWS = [
      "python -m lab.sci_splits && SWEMBED_NATIVE_BF16=0 swembed build --recipe "
      "lab/pipelines/minilm-256-sci-pairs-all.toml"),
     ("minilm-256-sci", "**the menu's search recipe since 2026-11-28 (eighth session)**: minilm-256-sci-pairs-all's "
-     "settings, built from nothing in a fresh work folder with a float32 teacher on ONNX Runtime "
-     "(reports/build-times.md)",
-     "python -m lab.sci_splits && SWEMBED_NATIVE_BF16=0 swembed build --recipe pipelines/minilm-256-sci.toml "
-     "--work-dir models/minilm-sci-scratch.work"),
+     "settings, built from nothing in a fresh work folder from its public sources through the mirror, with a "
+     "float32 teacher on ONNX Runtime (what `auto` runs on a CPU without AVX512-BF16). Rebuilt 2026-12-06 at "
+     "83630d1 (issue 78): its word and piece rows within 5e-6 of the build of the same recipe a session before "
+     "(gram rows: cosine >= 0.99996), five-task mean 59.85 against 59.86; the eighth session's build scored "
+     "59.62, SciFact 58.46, with the code of then",
+     "SWEMBED_NATIVE_BF16=0 swembed build --recipe pipelines/minilm-256-sci.toml --data-mirror ../shared/data "
+     "--out models/minilm-256-sci --work-dir models/minilm-sci-f32head.work"),
+    ("minilm-256-sci-quiet", "the same recipe from nothing with a bfloat16 teacher in 4,096-token batches (what "
+     "`auto` runs on a CPU with AVX512-BF16) in 19.96 min (reports/build-times.md): against the float32 build, "
+     "STS-B dev -0.03, the scientific pairs +0.03, classifiers +0.04, wiki +0.70; at test five-task mean -0.06, "
+     "SciFact +0.33, avg7 -0.05: the two teacher dtypes give two tables, each rebuilt to its own scores",
+     "swembed build --recipe pipelines/minilm-256-sci.toml --data-mirror ../shared/data "
+     "--out models/minilm-256-sci-quiet --work-dir models/minilm-sci-quiet.work"),
     ("minilm-256-sci-avx2-v2", "the same recipe as of 4dc2fb6 (teacher batches of 1,024 tokens; gram fit in torch, "
      "fused Adam) built from nothing on the AVX2 kind in 55.6 min, float32 teacher (reports/build-times.md)",
      "python -m lab.sci_splits && swembed build --recipe pipelines/minilm-256-sci.toml "
@@ -149,6 +158,40 @@ SEARCH_ROWS = [
      "(`--teacher-dtype int8`), built from nothing on the AVX2 kind in 60.2 min (reports/build-times.md)",
      "python -m lab.sci_splits && swembed build --recipe pipelines/minilm-256-sci.toml --teacher-dtype int8 "
      "--work-dir models/minilm-sci-int8.work --out models/minilm-256-sci-avx2-int8"),
+    ("minilm-256-sci-avx2emu", "issue 78: minilm-256-sci-quiet's distillation and grams re-run from its own "
+     "stages with the AVX2 kernels a CPU without AVX-512 runs (`MKL_CBWR=AVX2 ATEN_CPU_CAPABILITY=avx2`; every "
+     "input byte-identical): the table moved (rows by 0.008 on average, pieces to cosine 0.94), where the default "
+     "build's moves by 5e-6 under the same switch. The recipe distils at a constant rate (1e-3) to its last step, "
+     "so the last table is a snapshot of a trajectory that rounding sends elsewhere; the default decays the rate to "
+     "zero. Against minilm-256-sci-quiet, the noise floor of every column: dev within 0.14, at test five-task mean "
+     "-0.08, SciFact -0.09, avg7 0.00, the hybrid 70.82 against 70.80",
+     "MKL_CBWR=AVX2 ATEN_CPU_CAPABILITY=avx2 swembed build --recipe pipelines/minilm-256-sci.toml --data-mirror "
+     "../shared/data --out models/minilm-256-sci-avx2emu --work-dir models/minilm-sci-avx2emu.work (its stages "
+     "but distill and grams hard-linked from models/minilm-sci-quiet.work)"),
+    ("minilm-256-sci-rcell512", "issue 82: minilm-256-sci-quiet with its contrastive query -> passage batches "
+     "drawn from lexical cells of about 512 pairs (`[retrieval] cell_size = 512`: spherical k-means of each pair's "
+     "IDF-weighted word sketch, `swembed.pipeline.train.lexical_sketches`; this row's and the next one's projection "
+     "drawn by torch, since by numpy so every CPU draws the same), so a batch's other passages share the "
+     "query's rare words (hard negatives, no teacher, a few seconds of k-means). Against minilm-256-sci-quiet: the "
+     "scientific pairs +0.31, wiki +0.43, docstrings +0.24, STS-B dev +0.08, classifiers -0.05; held-out MedQuAD "
+     "+1.09 [+0.23, +1.95], pseudo-queries +0.31 [+0.12, +0.49], SciTLDR +0.39, AG News -0.09 "
+     "(`python -m lab.heldout_retrieval models/minilm-256-sci-quiet models/minilm-256-sci-rcell512`). At test "
+     "SciFact 58.91 (-0.12), five-task mean 59.73 (-0.06), avg7 74.27 (+0.04); the hybrid (`--search hybrid`) "
+     "71.44 against 70.80",
+     "swembed build --recipe lab/pipelines/minilm-256-sci-rcell512.toml --data-mirror ../shared/data"),
+    ("minilm-256-sci-cos", "issues 78 and 82: minilm-256-sci-rcell512's settings (its sketch projection drawn by "
+     "numpy) with the learning rate decaying to zero (cosine from 2e-3 over the same 30,000 steps, not a constant "
+     "1e-3): does the decay damp what another CPU's rounding does, as for the default build? No: its twin under "
+     "the AVX2 kernels moved as far (word rows by 0.009 on average, pieces to cosine 0.88). Against rcell512 on dev "
+     "within the noise floor (the scientific pairs -0.15, wiki -0.29, docstrings -0.07, STS-B dev +0.03; held-out "
+     "mean 76.43 against 76.47). At test SciFact 58.63, five-task mean 59.73, avg7 74.27, hybrid 70.84. Not adopted",
+     "swembed build --recipe lab/pipelines/minilm-256-sci-cos.toml --data-mirror ../shared/data"),
+    ("minilm-256-sci-rcell128", "the same with cells of about 128 pairs, one batch a cell (`cell_size = 128`): "
+     "against minilm-256-sci-quiet, the scientific pairs +0.20, STS-B dev +0.17, wiki and docstrings level, "
+     "classifiers -0.13; held-out MedQuAD +1.73 [+0.82, +2.67] but AG News -0.75 [-1.60, +0.09]: harder negatives "
+     "help the templated health questions and cost the free-text headlines. Not adopted (512 raises every dev "
+     "retrieval set). At test SciFact 58.35, five-task mean 59.62, avg7 74.24, hybrid 70.93",
+     "swembed build --recipe lab/pipelines/minilm-256-sci-rcell128.toml --data-mirror ../shared/data"),
     ("mpnet-me5-256-sci", "the strongest English table with the search text: pipelines/mpnet-me5-256.toml "
      "(mpnet word vectors, KD towards mpnet and multilingual-e5-small) over the shared corpora plus sci/ and news/, "
      "its teachers reading sentences chosen with minilm-256-sci-fill240's settings (482k, 10.43M tokens; bfloat16; "

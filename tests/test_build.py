@@ -736,6 +736,10 @@ def test_loss_weights_and_script_variants_are_checked_before_any_work(tmp_path):
                            ({"script_variants": {"zh": "s2hk"}}, "script_variants: zh = 's2hk' is not one of")):
         with pytest.raises(BuildError, match=re.escape(message)):
             apply_settings(BuildConfig(), {**settings, **extra}, "r.toml").validate()
+    pairs = {"files": ["p.tsv"], "cell_size": 512}
+    with pytest.raises(BuildError, match=re.escape('[retrieval] cell_size is for loss = "contrastive"')):
+        apply_settings(BuildConfig(), {"retrieval": pairs}, "r.toml").validate()
+    apply_settings(BuildConfig(), {"retrieval": {**pairs, "loss": "contrastive"}}, "r.toml").validate()
 
 
 @pytest.mark.parametrize("command,hidden,extra", [  # build without torch: test_bad_input.py

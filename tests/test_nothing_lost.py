@@ -290,23 +290,6 @@ def test_json_past_pythons_limits_is_refused_naming_its_line(tmp_path, tiny_mode
         "too deeply)"
 
 
-@pytest.mark.spark
-def test_spark_refuses_what_one_machine_refuses(tmp_path, tiny_model):
-    (tmp_path / "deep.jsonl").write_text('{"text": "b", "x": ' + "[" * 200_000 + "]" * 200_000 + "}\n")
-    (tmp_path / "names.txt").write_bytes(LATIN_1)
-    spark = ["--engine", "spark", "--spark-master", "local[1]"]
-    assert one_error(dedup(tmp_path, tiny_model, "deep.jsonl", extra=spark)[0], "dedup", False) == \
-        "deep.jsonl:1: not a JSON object swembed can read (nested too deeply)"
-    assert one_error(dedup(tmp_path, tiny_model, "names.txt", extra=spark)[0], "dedup", False).startswith(
-        "names.txt:1: not valid UTF-8 (invalid start byte at byte 6)")
-    records = [{"q": "what is", "a": "love"}, {"q": "what", "a": "is love"}]
-    (tmp_path / "qa.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
-    result, out = dedup(tmp_path, tiny_model, "qa.jsonl", out="qa", extra=[*spark, "--text-column", "q",
-                                                                            "--text-column", "a", "--threshold", "1"])
-    assert result.returncode == 0, result.stderr
-    assert pq.read_table(out / "mapping").column("reason").to_pylist() == ["kept", "kept"]
-
-
 @pytest.mark.parametrize(("arguments", "message"), [
     ({"corpus": 123}, "swembed.build(): corpus takes str or a path or list or tuple or dict, got int 123"),
     ({"recipe": 5}, "swembed.build(): recipe takes str or a path or a BuildConfig, got int 5"),

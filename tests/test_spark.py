@@ -210,3 +210,33 @@ def test_engine_spark_against_references_gives_the_same_mapping(spark, tmp_path,
     summaries = [json.loads((tmp_path / out / "summary.json").read_text()) for out in ("local", "spark")]
     for key in ("records", "kept", "reference_duplicates", "references", "guarantee"):
         assert summaries[0][key] == summaries[1][key], key
+
+
+def test_spark_refuses_what_one_machine_refuses(spark, tiny_model, tmp_path, capsys):
+    """A probe's cases: a too-deep JSON line and a Latin-1 file get swembed dedup's one line; two text columns stay
+    two texts ("what is" + "love" is not "what" + "is love")."""
+    import pyarrow.parquet as pq
+
+    (tmp_path / "deep.jsonl").write_text('{"text": "b", "x": ' + "[" * 200_000 + "]" * 200_000 + "}\n")
+    (tmp_path / "names.txt").write_bytes("Herr Müller\nHerr Möller\n".encode("latin-1"))
+    common = ["--model", str(tiny_model), "--quiet", "--engine", "spark"]
+    for name, message in [("deep.jsonl", "deep.jsonl:1: not a JSON object swembed can read (nested too deeply)"),
+                          ("names.txt", "names.txt:1: not valid UTF-8 (invalid start byte at byte 6)")]:
+        capsys.readouterr()
+        assert main(["dedup", str(tmp_path / name), *common, "--out", str(tmp_path / "out")]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and message in err and "Traceback" not in err, err
+        assert not (tmp_path / "out").exists()
+    records = [{"q": "what is", "a": "love"}, {"q": "what", "a": "is love"}]
+    (tmp_path / "qa.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert main(["dedup", str(tmp_path / "qa.jsonl"), *common, "--out", str(tmp_path / "qa"), "--text-column", "q",
+                 "--text-column", "a", "--threshold", "1"]) == 0
+    assert pq.read_table(tmp_path / "qa" / "mapping").column("reason").to_pylist() == ["kept", "kept"]
+
+
+def test_a_local_master_shuffles_into_one_partition_per_thread_and_a_cluster_keeps_its_own():
+    from swembed.dedup.spark.files import local_shuffle_partitions
+
+    assert [local_shuffle_partitions(m) for m in ("local", "local[1]", "local[3]", "local[2,4]", " local[*] ")] == [
+        1, 1, 3, 2, os.cpu_count()]
+    assert [local_shuffle_partitions(m) for m in ("spark://head:7077", "yarn", "local-cluster[2,1,1024]")] == [None] * 3

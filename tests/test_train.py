@@ -13,6 +13,7 @@ from swembed.pipeline.train import (
     contrastive_objective,
     kd_loss,
     kd_objective,
+    lexical_sketches,
     query_kd_loss,
     query_kd_objective,
     spherical_kmeans,
@@ -296,3 +297,28 @@ def test_a_decayed_run_differs_from_a_constant_one_and_resumes_on_its_schedule(t
         train(table, objectives, decayed, device, tmp_path / "b", 0.0, kill, quiet=True)
     resumed, _ = train(table, objectives, decayed, device, tmp_path / "b", 0.0, quiet=True)
     np.testing.assert_array_equal(resumed, reference)
+
+
+def test_lexical_sketches_put_pairs_that_share_rare_words_in_one_cell():
+    """Eight topics, each a rare word id of its own among common ones: the k-means of the pairs' sketches (both
+    sides summed) finds the topics, so a cell's batch holds one topic's pairs: hard negatives for each other."""
+    rng = np.random.default_rng(0)
+    topics = rng.integers(0, 8, 400)
+    common = np.arange(100, 110)
+
+    def side(topic: int, n: int) -> tuple[list[int], list[float]]:
+        ids = [1000 + topic, *rng.choice(common, n, replace=False).tolist()]
+        return ids, [1.0] * len(ids)
+
+    left = PackedRows(TokenIds.from_lists([side(t, 3) for t in topics]), torch.device("cpu"))
+    right = PackedRows(TokenIds.from_lists([side(t, 6) for t in topics]), torch.device("cpu"))
+    rows = np.arange(400)[::-1]  # in the objective's (shuffled) order
+    sketches = lexical_sketches([left, right], rows, seed=0)
+    assert sketches.shape == (400, 128) and torch.allclose(sketches.norm(dim=1), torch.ones(400, dtype=torch.float64))
+    assert torch.equal(sketches, lexical_sketches([left, right], rows, seed=0))
+    cells = spherical_kmeans(sketches, 8, seed=0)
+    same_topic = topics[rows][:, None] == topics[rows][None, :]
+    assert ((cells[:, None] == cells[None, :]) == same_topic).all()
+    batch = CellBatches(cells)(np.random.default_rng(1), 400, 5, 16)
+    assert all(len(set(topics[rows][b])) == 1 for b in batch)
+

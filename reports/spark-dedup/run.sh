@@ -16,6 +16,7 @@ if [ "$WHAT" != local ]; then
   $PY -m lab.spark_bench memory --json $B/mem-spark-$N.json -- \
     $PY -m swembed.cli dedup $B/dedup-$N.txt --model $M --out $B/out-spark-$N --overwrite --quiet \
     --engine spark --spark-master 'local[2]' --spark-conf spark.driver.memory=2g \
+    --spark-conf spark.sql.shuffle.partitions=200 \
     --spark-conf spark.eventLog.enabled=true --spark-conf spark.eventLog.dir=file://$B/events \
     --spark-conf spark.executor.processTreeMetrics.enabled=true
 fi

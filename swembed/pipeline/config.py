@@ -231,14 +231,17 @@ class RetrievalConfig:
     at ``weight`` beside the sentence objectives so the table learns which long texts a short one should find
     (``swembed.pipeline.retrieval``). ``loss``: ``"kd"``, the teacher's softmax of each query over the batch's
     documents distilled (as ``[paragraphs] query_weight``), or ``"contrastive"``, each query's own document as the
-    label (in-batch InfoNCE, both directions). ``max_pairs`` caps the pairs. Early stopping reads the sentence
-    objectives only. No files: off."""
+    label (in-batch InfoNCE, both directions). ``max_pairs`` caps the pairs. ``cell_size`` (contrastive): draw each
+    batch from one k-means cell of about this many pairs, clustered by their words (``train.lexical_sketches``), so
+    the other pairs of a batch are hard negatives; 0: random batches. Early stopping reads the sentence objectives
+    only. No files: off."""
 
     files: list[str] = setting(key=Key.BY_STAGE, factory=list)  # keyed by the prepared stage's contents
     weight: float = setting(1.0, key=S, key_name="retrieval_weight", within=Range(0))
     loss: str = setting("kd", key=S, key_name="retrieval_loss", choices=RETRIEVAL_LOSSES)
     max_pairs: int | None = setting(None, key=Key.UNLESS_DEFAULT, key_name="retrieval_max_pairs",
                                     within=Range(1, unset="every pair"))
+    cell_size: int = setting(0, key=Key.UNLESS_DEFAULT, key_name="retrieval_cell_size", within=Range(0))
 
     def needs_teacher(self) -> bool:
         """Whether the pairs need the teacher's vectors: ``kd`` distils them; ``contrastive``'s labels are the pairs."""
@@ -428,13 +431,7 @@ class BuildConfig:
             raise BuildError(f"--max-words {self.corpus.max_words} is below --min-words {self.corpus.min_words}")
         if self.lexicon_top_k is not None and self.lexicon_top_k > self.pca.dim:
             raise BuildError(f"--lexicon-top-k must be between 1 and --dim {self.pca.dim}, got {self.lexicon_top_k}")
-        paired = [name for name, section in (("retrieval", self.retrieval), ("query_weights", self.query_weights))
-                  if section.files]
-        if paired and self.multilingual:
-            raise BuildError(f"[{paired[0]}] files are for one-language builds (their pairs train langs[0])")
-        if self.paragraphs.files and (self.multilingual or self.paragraphs.query_weight > 0):
-            raise BuildError("[paragraphs] files are for one-language builds without query_weight (their documents "
-                             "have no corpus line before them)")
+        self._check_pair_sections()
         fill = [name for name, value in (("fill_max_words", self.extract.fill_max_words),
                                          ("fill_sources", self.extract.fill_sources)) if value]
         if fill and (self.extract.sentences != "cover" or not self.extract.max_sentences):
@@ -453,6 +450,19 @@ class BuildConfig:
         if co_weights and not (min(co_weights) > 0 and sum(co_weights) < 1):
             raise BuildError(f"[coteacher] weights must be above 0 and sum to below 1 (the teacher keeps the rest), "
                              f"got {self.coteacher.weights}")
+
+    def _check_pair_sections(self) -> None:
+        """The sections that train on pairs or documents: one language, and settings their loss can use."""
+        paired = [name for name, section in (("retrieval", self.retrieval), ("query_weights", self.query_weights))
+                  if section.files]
+        if paired and self.multilingual:
+            raise BuildError(f"[{paired[0]}] files are for one-language builds (their pairs train langs[0])")
+        if self.paragraphs.files and (self.multilingual or self.paragraphs.query_weight > 0):
+            raise BuildError("[paragraphs] files are for one-language builds without query_weight (their documents "
+                             "have no corpus line before them)")
+        if self.retrieval.cell_size and self.retrieval.loss != "contrastive":
+            raise BuildError("[retrieval] cell_size is for loss = \"contrastive\" (the kd loss's batches are the "
+                             "teacher's softmax over random documents)")
 
     def _check_paths(self) -> None:
         """No empty path among what the build reads (it would name the current folder), and the stage cache

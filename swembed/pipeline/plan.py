@@ -5,14 +5,13 @@ from __future__ import annotations
 import platform
 import threading
 import time
-from pathlib import Path
 
 import numpy as np
 
 from swembed.pipeline.config import BuildConfig
 from swembed.pipeline.extract import Selection, teacher_vocab_size
 from swembed.pipeline.stage import rss_bytes
-from swembed.teachers.base import cpu_has_native_bf16, pinned
+from swembed.teachers.base import cpu_has_native_bf16, cpu_info, pinned
 
 _PROBE_TOKENS = 2048  # padded tokens timed (on CPU) from each of a few of the extraction's own batches
 # a selection of fewer padded tokens is not timed: the probe would cost a good part of its extraction (seconds)
@@ -28,14 +27,18 @@ def spread(items: list) -> list:
     return [items[int(q * (len(items) - 1))] for q in (0.2, 0.5, 0.8)]
 
 
-def seconds_per_size(run, batches: list, sizes: list[int]) -> float:
+def seconds_per_size(run, batches: list, sizes: list[int], repeats: int = 1) -> float:
     """``run``'s seconds per unit of size (padded token, character) over ``batches`` of ``sizes``, after a warm-up
-    run of the first (the first forward pass allocates); ``run`` must wait for the device."""
+    run of the first (the first forward pass allocates): the fastest of ``repeats`` timed passes, so a moment's
+    load on a shared machine does not set it; ``run`` must wait for the device."""
     run(batches[0])
-    start = time.perf_counter()
-    for batch in batches:
-        run(batch)
-    return (time.perf_counter() - start) / sum(sizes)
+    fastest = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for batch in batches:
+            run(batch)
+        fastest = min(fastest, time.perf_counter() - start)
+    return fastest / sum(sizes)
 
 
 # the extract loop's time beyond the teacher's forward passes on a CPU (word and piece sums, tokenising the next
@@ -47,8 +50,8 @@ _PROBE_QUANTILES = (0.1, 0.3, 0.5, 0.7, 0.9)  # five batches spread over the len
 def probe_seconds(teacher, selection: Selection) -> float:
     """The extract stage's time for all of ``selection``'s batches: the teacher's time per padded token on five of
     those batches spread over the lengths (on CPU a slice of each of at most ``_PROBE_TOKENS``; whole batches on an
-    accelerator), each run once to warm its shape up (oneDNN compiles kernels per shape) and then timed, and each
-    standing for the padded tokens of its fifth of the batches; on a CPU times the loop's overhead."""
+    accelerator), each run once to warm its shape up (oneDNN compiles kernels per shape), then timed twice (the faster
+    counts), each standing for the padded tokens of its fifth of the batches; on a CPU times the loop's overhead."""
     batches = selection.batches
     cuda = teacher.device.type == "cuda"
     at = [int(q * (len(batches) - 1)) for q in _PROBE_QUANTILES]
@@ -60,9 +63,7 @@ def probe_seconds(teacher, selection: Selection) -> float:
     fifths = np.array_split(selection.padded_sizes(), len(picks))
     seconds = 0.0
     for batch, size, share in zip(inputs, sizes, fifths):
-        # the faster of two timed runs: a moment's load on a shared machine does not set the estimate
-        per_token = min(seconds_per_size(lambda b: teacher.run(b).pooled.cpu(), [batch], [size])  # .cpu() waits
-                        for _ in range(2))
+        per_token = seconds_per_size(lambda b: teacher.run(b).pooled.cpu(), [batch], [size], repeats=2)  # .cpu() waits
         seconds += float(share.sum()) * per_token
     return seconds * (1.0 if cuda else _CPU_LOOP_OVERHEAD)
 
@@ -109,12 +110,9 @@ def build_plan(config: BuildConfig, teacher, selections: dict[str, Selection | N
 
 def cpu_name() -> str:
     """This CPU's model name (``/proc/cpuinfo``), or the platform's word for it where there is none."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
+    for line in cpu_info().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
     return platform.processor() or platform.machine()
 
 

@@ -72,7 +72,14 @@ def _objectives(config: RetrievalConfig, prepared: Prepared, training: TrainingC
     pair's own document as the label), at ``weight``; it never selects the table."""
     import torch
 
-    from swembed.pipeline.train import PackedRows, contrastive_objective, query_kd_objective
+    from swembed.pipeline.train import (
+        CellBatches,
+        PackedRows,
+        contrastive_objective,
+        lexical_sketches,
+        query_kd_objective,
+        spherical_kmeans,
+    )
 
     (_, lang, stage), = prepared
     distill, tokenizer, device = training.config, training.tokenizers[lang], training.device
@@ -85,6 +92,10 @@ def _objectives(config: RetrievalConfig, prepared: Prepared, training: TrainingC
     if config.loss == "contrastive":
         objective = replace(contrastive_objective(left, right, name="retrieval contrastive", **settings),
                             selects=False)
+        if config.cell_size:
+            sketches = lexical_sketches([left, right], objective.train, training.seed)
+            cells = spherical_kmeans(sketches, -(-len(objective.train) // config.cell_size), training.seed)
+            objective = replace(objective, batches=CellBatches(cells))
     else:
         assert query_targets is not None and document_targets is not None  # a kd stage encodes both sides
         objective = query_kd_objective(left, right, torch.as_tensor(query_targets[order], device=device),

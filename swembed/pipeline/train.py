@@ -152,6 +152,31 @@ def spherical_kmeans(vectors: torch.Tensor, n_cells: int, seed: int, iterations:
     return nearest(vectors).cpu().numpy()
 
 
+def lexical_sketches(parts: list[PackedRows], rows: np.ndarray, seed: int, dim: int = 128) -> torch.Tensor:
+    """A sketch of the words of texts ``rows`` (the same rows of each of ``parts``, summed): a seeded Gaussian
+    projection of each row id, weighted by the texts' weights times the id's inverse document frequency over
+    ``rows``, L2-normalised: texts that share rare words point the same way (a teacher-free TF-IDF). numpy draws
+    the projection and the sums are float64, so every CPU gives the same sketches."""
+    gathered = [part.gather(rows) for part in parts]
+    device = parts[0].ids.device
+    present, inverse = np.unique(torch.cat([ids for ids, _, _ in gathered]).cpu().numpy(), return_inverse=True)
+    projection = torch.as_tensor(np.random.default_rng([seed, 7]).standard_normal((len(present), dim)),
+                                 device=device)
+    sketch = torch.zeros(len(rows), dim, dtype=torch.float64, device=device)
+    start = 0
+    for ids, offsets, weights in gathered:
+        local = torch.as_tensor(inverse[start : start + len(ids)], device=device)
+        start += len(ids)
+        text = torch.repeat_interleave(torch.arange(len(rows), device=device),
+                                       torch.diff(offsets, append=torch.tensor([len(ids)], device=device)))
+        once = torch.unique(text * len(present) + local)  # document frequency: each (text, id) once
+        df = torch.bincount(once % len(present), minlength=len(present)).double()
+        idf = torch.log((1 + len(rows)) / (1 + df)) + 1
+        sketch += F.embedding_bag(local, projection, offsets, mode="sum",
+                                  per_sample_weights=weights.double() * idf[local])
+    return F.normalize(sketch, dim=-1)
+
+
 @dataclass
 class CellBatches:
     """Batches of neighbours: each drawn from one cell (cells in proportion to their size); a cell smaller than

@@ -145,6 +145,14 @@ def onnx_runtime_available() -> bool:
 NATIVE_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 
 
+def cpu_info() -> str:
+    """``/proc/cpuinfo``'s text, or "" where there is none (not Linux)."""
+    try:
+        return Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
 def cpu_has_native_bf16(cpuinfo: str | None = None) -> bool:
     """Whether this CPU computes bfloat16 natively (AVX512-BF16 or AMX-BF16 in ``/proc/cpuinfo``'s flags): there
     bfloat16 runs MiniLM 2-3x faster than float32; on a CPU without them (AVX2 only) it runs ~6x slower. The
@@ -153,10 +161,7 @@ def cpu_has_native_bf16(cpuinfo: str | None = None) -> bool:
     if cpuinfo is None and override in ("0", "1"):
         return override == "1"
     if cpuinfo is None:
-        try:
-            cpuinfo = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return False
+        cpuinfo = cpu_info()
     flags = {flag for line in cpuinfo.splitlines() if line.startswith("flags")
              for flag in line.split(":", 1)[-1].split()}
     return any(flag in flags for flag in NATIVE_BF16_FLAGS)
