@@ -31,7 +31,9 @@ def require_mteb():
 def encode_kind(prompt_type) -> str | None:
     """swembed's ``encode`` kind for mteb's ``PromptType`` (``query``, ``document``; None for any other or none)."""
     value = getattr(prompt_type, "value", prompt_type)
-    return value if value in ("query", "document") else None
+    from swembed.runtime.embedder import ENCODE_KINDS
+
+    return value if value in ENCODE_KINDS else None
 
 
 def _parameters(function) -> set[str]:

@@ -15,7 +15,16 @@ from swembed.pipeline import files
 from swembed.pipeline.compose import blend_by_contexts
 from swembed.pipeline.config import AloneConfig
 from swembed.pipeline.extract import what_ran
-from swembed.pipeline.stage import PostTraining, Prepared, PrepareSources, StageContext, StageResult, StageRun, Trained
+from swembed.pipeline.stage import (
+    PostTraining,
+    Prepared,
+    PrepareSources,
+    StageContext,
+    StageResult,
+    StageRun,
+    Trained,
+    teacher_key,
+)
 from swembed.runtime.settings import stage_key
 
 FIT_CONTEXTS = 20  # the map is fitted on the words seen in at least this many sentences
@@ -24,7 +33,7 @@ RIDGE = 1.0
 
 def run_alone(ctx: StageContext, compose: StageResult, teacher) -> StageResult:
     """Encode each word row of the ``compose`` artifact alone with ``teacher``."""
-    identity = {"teacher": {k: v for k, v in teacher.describe().items() if k != "path"},
+    identity = {"teacher": teacher_key(teacher),
                 "ran": what_ran(teacher)}
 
     def compute(run: StageRun) -> dict:

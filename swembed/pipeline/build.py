@@ -34,7 +34,7 @@ from swembed.pipeline.query_weights import add_query_weights, run_query_weights
 from swembed.pipeline.retrieval import RETRIEVAL
 from swembed.pipeline.shrinkage import SHRINKAGE
 from swembed.pipeline.sources import CorpusError
-from swembed.pipeline.stage import PostTraining, PrepareSources, StageContext, StageResult
+from swembed.pipeline.stage import PostTraining, PrepareSources, StageContext, StageResult, teacher_key
 from swembed.pipeline.variants import add_variants
 from swembed.pipeline.vocab import run_vocab
 from swembed.runtime.folder import update_config, write_model_folder
@@ -230,7 +230,7 @@ def _export(run: BuildRun, plan: dict, pca: StageResult, compose: StageResult, t
         tokenizers = layout.tokenizers(rules, Tokenizer.from_str(run.tokenizer_json))
         layout, table, contexts, added = add_variants(layout, table, contexts, tokenizers, variants)
     report: dict[str, Any] = {
-        "teacher": {k: v for k, v in run.teacher.describe().items() if k != "path"},
+        "teacher": teacher_key(run.teacher),
         "dim": int(table.shape[1]),
         "abtt_dropped": pca.stats.get("drop"),
         "tokenization": rules[config.langs[0]].to_dict(),

@@ -40,7 +40,7 @@ import torch
 from swembed.pipeline import files
 from swembed.pipeline.config import ExtractConfig
 from swembed.pipeline.corpus import source_lines, word_count
-from swembed.pipeline.stage import StageContext, StageResult, StageRun, load_checkpoint
+from swembed.pipeline.stage import StageContext, StageResult, StageRun, load_checkpoint, teacher_key
 from swembed.pipeline.vocab import read_vocab_stage
 from swembed.runtime.outputs import atomic_file
 from swembed.runtime.settings import stage_key
@@ -172,7 +172,7 @@ def extract_identity(config: ExtractConfig, rules: TokenizationRules, teacher, s
     sentence is the same for every seed, so it is recorded as seed 0 and builds that differ in seed share it."""
     sampled = config.sentences in QUOTA_CHOICES or bool(config.max_sentences)
     identity = {**stage_key(config), "rules": rules.splitting_only().to_dict(), "seed": seed if sampled else 0,
-                "teacher": {k: v for k, v in teacher.describe().items() if k != "path"},
+                "teacher": teacher_key(teacher),
                 "batch_tokens": teacher.batch_tokens,  # what ran: unset means by device (pick_batch_tokens)
                 "ran": what_ran(teacher)}
     if identity["teacher"].get("prompt"):  # since 2026-11-26 a token holding the prompt's last space (XLM-R's and

@@ -17,7 +17,7 @@ import numpy as np
 from swembed.pipeline.config import RetrievalConfig
 from swembed.pipeline.parallel import read_pairs, read_parallel, write_pairs
 from swembed.pipeline.sources import HELD_OUT_RULE, describe_source, expand_sources, held_out_keys
-from swembed.pipeline.stage import PostTraining
+from swembed.pipeline.stage import PostTraining, teacher_key
 from swembed.runtime.folder import atomic_save_npy
 from swembed.runtime.settings import stage_key
 
@@ -35,7 +35,7 @@ def run_retrieval_pairs(ctx: StageContext, config: RetrievalConfig, exclude: lis
     with_targets = config.needs_teacher()
     identity = {"files": [describe_source(p) for p in config.files],
                 "exclude": [describe_source(p) for p in expand_sources(exclude)], **HELD_OUT_RULE,
-                **({"teacher": {k: v for k, v in teacher.describe().items() if k != "path"}} if with_targets
+                **({"teacher": teacher_key(teacher)} if with_targets
                    else {"targets": False})}
 
     def compute(run: StageRun) -> dict:

@@ -257,6 +257,12 @@ def run_stage(
     return StageResult(name, key, final, manifest)
 
 
+def teacher_key(teacher) -> dict:
+    """The teacher as a stage's key holds it: its description without the folder it was read from (the same model
+    from another cache path is the same teacher)."""
+    return {k: v for k, v in teacher.describe().items() if k != "path"}
+
+
 @dataclass(frozen=True)
 class StageContext:
     """What every stage of one build shares: the work folder its artifacts go to, the device, the seed, whether to

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from swembed.runtime.folder import (
+    KIND_WEIGHT_FILES,
     TOKENIZER_FILE,
     bad_row_error,
     first_bad_row,
@@ -20,7 +21,7 @@ from swembed.runtime.hub import local_or_hub, push_table
 from swembed.runtime.index import SearchIndex
 from swembed.runtime.langid import LanguageIdentifier
 from swembed.runtime.lexical import check_mode
-from swembed.runtime.search import Hit, dense_scores, rank
+from swembed.runtime.search import Hit, rank_vectors
 from swembed.runtime.tokenizer import TokenIds, TokenizationRules, WordTokenizer
 
 _GATHER_ROWS = 1 << 11  # table rows gathered at once by mean_rows (the gather stays in cache: ~1.5x over 1 << 16)
@@ -31,7 +32,7 @@ _COLUMN_MIN_TEXTS = 16  # fewer texts of one length are gathered whole (a column
 _DIGEST_ROWS = 1 << 16  # table rows hashed at once by digest
 _FLOAT32_TINY = float(np.finfo(np.float32).tiny)
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-ENCODE_KINDS = ("query", "document")  # encode's kinds besides None (search: queries and passages)
+ENCODE_KINDS = tuple(KIND_WEIGHT_FILES)  # encode's kinds besides None (search: queries and passages)
 
 
 class StaticEmbedder:
@@ -241,7 +242,7 @@ class StaticEmbedder:
                 raise ValueError("search needs a corpus of at least one passage; this one is empty")
             return SearchIndex.build(self, passages, keep_texts=False).search(queries, top_k, mode, alpha)
         vectors = self.encode(corpus, kind="document")
-        hits = rank(lambda batch: dense_scores(batch, vectors), self.encode(queries, kind="query"), len(vectors), top_k)
+        hits = rank_vectors(self.encode(queries, kind="query"), vectors, None, top_k)
         return hits[0] if isinstance(queries, str) else hits
 
     def index(self, corpus: Iterable[str], ids: Iterable[int | str] | None = None, dtype: str = "float32",

@@ -286,7 +286,7 @@ class WordTokenizer:
             joined = "\n".join(texts)
         form = self.rules.unicode_normalization
         if form and not joined.isascii() and not unicodedata.is_normalized(cast(NormalForm, form), joined):
-            joined = "\n".join([t if t.isascii() else normalize_text(t, form) for t in texts])
+            joined = "\n".join([normalize_text(t, form) for t in texts])
         return joined.lower() if self.rules.lowercase else joined
 
     def _expand_unknown(self, ids: np.ndarray, unknown: np.ndarray,
