@@ -72,6 +72,43 @@ def test_sigterm_during_a_teacher_forward_ends_the_run_at_once():
     assert proc.returncode == 128 + signal.SIGTERM, err
 
 
+SIGNAL_ON_THE_FORWARD = """
+import ctypes, signal, threading, time
+from swembed.pipeline.extract import interruptible
+from swembed.runtime.outputs import terminate_raises
+
+
+def forward():  # the kernel hands a process's signal to any thread that takes it: here, the forward's own
+    time.sleep(0.5)  # the main thread is waiting by now
+    signal.pthread_kill(threading.get_ident(), signal.SIGTERM)
+    return ctypes.CDLL(None).system(b"exec cat >/dev/null 2>&1")  # a C call that never returns while the test runs
+
+
+with terminate_raises():
+    interruptible(forward)
+"""
+
+
+def test_a_signal_caught_by_the_forward_thread_still_ends_the_run():
+    """CI, 2026-12-06: the test above hung once: the SIGTERM landed on another thread than the main one, whose wait
+    no signal then interrupted. The wait returns every SIGNAL_POLL_S, so the main thread runs the handler whichever
+    thread caught the signal."""
+    import signal
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-c", SIGNAL_ON_THE_FORWARD], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        proc.wait(timeout=60)  # a main thread that never learns of the signal waits here for the whole minute
+    except subprocess.TimeoutExpired:
+        pass
+    finally:
+        proc.kill()
+        _, err = proc.communicate()
+    assert proc.returncode == 128 + signal.SIGTERM, (proc.returncode, err)
+
+
 SLOW_START = """
 import signal, threading
 from swembed.pipeline.extract import interruptible

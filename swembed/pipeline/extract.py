@@ -422,6 +422,9 @@ def _tokenizers_serial():
             os.environ["TOKENIZERS_PARALLELISM"] = before
 
 
+SIGNAL_POLL_S = 0.2  # how soon a signal caught by another thread reaches the main thread's handler
+
+
 def interruptible(run: Callable[..., Any], *args: Any) -> Any:
     """``run(*args)`` in a daemon thread, waited for where a signal can interrupt the wait. A teacher forward is one
     long C call (a minute and more for a large batch on a loaded CPU), during which Python runs no signal handler:
@@ -442,7 +445,8 @@ def interruptible(run: Callable[..., Any], *args: Any) -> Any:
     try:
         forward.start()  # inside the try: start() waits for the thread to run, and a signal can land in that wait
         reached("teacher forward")
-        done.wait()
+        while not done.wait(SIGNAL_POLL_S):  # a timed wait: the kernel may hand the signal to any thread (the
+            pass  # forward's, a thread pool's), and only a wait that returns lets the main thread run its handler
     except BaseException as exc:  # a signal's: unwind now; at exit, end the process without waiting for the forward
         code = exc.code if isinstance(exc, SystemExit) and isinstance(exc.code, int) else 130
         atexit.register(_exit_without, done, code)
