@@ -136,20 +136,44 @@ SEARCH_ROWS = [
      "SciFact 58.46, mean 59.62, STS avg7 74.28 (-0.26)",
      "python -m lab.sci_splits && SWEMBED_NATIVE_BF16=0 swembed build --recipe "
      "lab/pipelines/minilm-256-sci-pairs-all.toml"),
-    ("minilm-256-sci", "**the menu's search recipe since 2026-11-28 (eighth session)**: minilm-256-sci-pairs-all's "
-     "settings, built from nothing in a fresh work folder from its public sources through the mirror, with a "
-     "float32 teacher on ONNX Runtime (what `auto` runs on a CPU without AVX512-BF16). Rebuilt 2026-12-06 at "
-     "83630d1 (issue 78): its word and piece rows within 5e-6 of the build of the same recipe a session before "
-     "(gram rows: cosine >= 0.99996), five-task mean 59.85 against 59.86; the eighth session's build scored "
-     "59.62, SciFact 58.46, with the code of then",
+    ("minilm-256-sci", "**the menu's search recipe since 2026-12-06**: minilm-256-sci-sampled with the batches of "
+     "its cells drawn CPU-stably (`[distill] cell_draws = \"hashed\"`: float64 cells, each step the cell of a "
+     "uniformly drawn example and its members of smallest seeded hash) and its contrastive query -> passage batches "
+     "from lexical cells of about 512 pairs (`[retrieval] cell_size = 512`, chosen on dev as "
+     "minilm-256-sci-rcell512 was). Float32 teacher (what `auto` runs without AVX512-BF16), distillation and grams "
+     "re-run from minilm-256-sci-sampled's stages. Against minilm-256-sci-sampled on dev: the scientific pairs "
+     "+0.27, docstrings +1.24, STS-B dev +0.05, wiki and classifiers level; held-out mean +0.28 (pseudo-queries "
+     "+0.36 [+0.17, +0.55]); at test SciFact 58.21 (-0.49), five-task mean 59.63 (-0.22), avg7 74.20 (-0.08), "
+     "hybrid 70.66 (-0.13). Under the AVX2 kernels (`python -m lab.same_table ... --variants avx2`) its word and piece "
+     "rows stay within 9.4e-6 (grams: cosine >= 0.99997), where the sampled draws moved them by 0.008 a row; with "
+     "its teacher's vectors perturbed (x 1 + 1e-6 N(0, 1), `--variants noise`) within 1.2e-4, every score the same",
      "SWEMBED_NATIVE_BF16=0 swembed build --recipe pipelines/minilm-256-sci.toml --data-mirror ../shared/data "
-     "--out models/minilm-256-sci --work-dir models/minilm-sci-f32head.work"),
-    ("minilm-256-sci-quiet", "the same recipe from nothing with a bfloat16 teacher in 4,096-token batches (what "
-     "`auto` runs on a CPU with AVX512-BF16) in 19.96 min (reports/build-times.md): against the float32 build, "
-     "STS-B dev -0.03, the scientific pairs +0.03, classifiers +0.04, wiki +0.70; at test five-task mean -0.06, "
-     "SciFact +0.33, avg7 -0.05: the two teacher dtypes give two tables, each rebuilt to its own scores",
+     "--work-dir models/minilm-sci-f32head.work"),
+    ("minilm-256-sci-bfloat16", "the same recipe with a bfloat16 teacher (what `auto` runs with AVX512-BF16), its "
+     "distillation and grams re-run from minilm-256-sci-quiet's stages: against minilm-256-sci-quiet on dev the "
+     "scientific pairs +0.20, docstrings +1.10, STS-B dev +0.04, wiki level, classifiers -0.14; held-out mean +0.15; "
+     "at test SciFact 58.03 (-1.00), five-task mean 59.59 (-0.20), avg7 74.27 (+0.04), hybrid 70.69 (-0.11). "
+     "Against minilm-256-sci-rcell512 (the same settings with sampled draws) SciFact -0.88 and docstrings +0.85: "
+     "two draws of batches from one recipe differ by this much, which is why a rebuild must draw the same batches",
      "swembed build --recipe pipelines/minilm-256-sci.toml --data-mirror ../shared/data "
-     "--out models/minilm-256-sci-quiet --work-dir models/minilm-sci-quiet.work"),
+     "--out models/minilm-256-sci-bfloat16 --work-dir models/minilm-sci-quiet.work"),
+    ("minilm-256-sci-sampled", "the menu's search recipe from 2026-11-28 (eighth session) to 2026-12-06: "
+     "minilm-256-sci-pairs-all's settings, built from nothing in a fresh work folder from its public sources "
+     "through the mirror, with a float32 teacher on ONNX Runtime (what `auto` runs on a CPU without AVX512-BF16). "
+     "Rebuilt 2026-12-06 at 83630d1 (issue 78): its word and piece rows within 5e-6 of the build of the same "
+     "recipe a session before (gram rows: cosine >= 0.99996), five-task mean 59.85 against 59.86; the "
+     "eighth session's build scored 59.62, SciFact 58.46, with the code of then",
+     "SWEMBED_NATIVE_BF16=0 swembed build --recipe pipelines/minilm-256-sci.toml --data-mirror "
+     "../shared/data --out models/minilm-256-sci --work-dir models/minilm-sci-f32head.work (at 83630d1, "
+     "the folder then renamed minilm-256-sci-sampled; now: the recipe with cell_draws = \"sampled\" and no "
+     "[retrieval] cell_size)"),
+    ("minilm-256-sci-quiet", "minilm-256-sci-sampled's recipe from nothing with a bfloat16 teacher in 4,096-token "
+     "batches (what `auto` runs on a CPU with AVX512-BF16) in 19.96 min (reports/build-times.md): against the float32 "
+     "build, STS-B dev -0.03, the scientific pairs +0.03, classifiers +0.04, wiki +0.70; at test five-task"
+     " mean -0.06, SciFact +0.33, avg7 -0.05: the two teacher dtypes give two tables, each rebuilt to its "
+     "own scores",
+     "swembed build --recipe pipelines/minilm-256-sci.toml --data-mirror ../shared/data --out "
+     "models/minilm-256-sci-quiet --work-dir models/minilm-sci-quiet.work (at 543bc8f: the recipe then)"),
     ("minilm-256-sci-avx2-v2", "the same recipe as of 4dc2fb6 (teacher batches of 1,024 tokens; gram fit in torch, "
      "fused Adam) built from nothing on the AVX2 kind in 55.6 min, float32 teacher (reports/build-times.md)",
      "python -m lab.sci_splits && swembed build --recipe pipelines/minilm-256-sci.toml "
@@ -158,7 +182,8 @@ SEARCH_ROWS = [
      "(`--teacher-dtype int8`), built from nothing on the AVX2 kind in 60.2 min (reports/build-times.md)",
      "python -m lab.sci_splits && swembed build --recipe pipelines/minilm-256-sci.toml --teacher-dtype int8 "
      "--work-dir models/minilm-sci-int8.work --out models/minilm-256-sci-avx2-int8"),
-    ("minilm-256-sci-avx2emu", "issue 78: minilm-256-sci-quiet's distillation and grams re-run from its own "
+    ("minilm-256-sci-avx2emu", "issue 78, before the hashed draws: minilm-256-sci-quiet's distillation and grams "
+     "re-run from its own "
      "stages with the AVX2 kernels a CPU without AVX-512 runs (`MKL_CBWR=AVX2 ATEN_CPU_CAPABILITY=avx2`; every "
      "input byte-identical): the table moved (rows by 0.008 on average, pieces to cosine 0.94), where the default "
      "build's moves by 5e-6 under the same switch. The recipe distils at a constant rate (1e-3) to its last step, "

@@ -24,9 +24,9 @@ import numpy as np
 import swembed
 from lab.hybrid_search import SOURCES, ndcg
 from lab.mteb_levers import pairs_dev
+from swembed.pipeline.config import QueryWeightsConfig
 from swembed.pipeline.parallel import read_parallel
 from swembed.pipeline.query_weights import (
-    FitSettings,
     Pairs,
     fit_on,
     mine_negatives,
@@ -38,9 +38,9 @@ from swembed.runtime.outputs import atomic_file
 SPLITS = Path("models/corpora/sci")
 TEST_FILE = Path("reports/mteb/query_weights-test.json")  # the chosen settings' test scores, written by hand
 TRAIN = (SPLITS / "pairs.tsv.gz", SPLITS / "pseudo.tsv.gz")
-BASE = FitSettings(l2=0.01)  # the first base; dev chose l2 1, the package's default
+BASE = QueryWeightsConfig(l2=0.01)  # the first base; dev chose l2 1, the package's default
 # One lever at a time from BASE (the last rows: combinations of the best single levers)
-LEVERS: dict[str, FitSettings] = {
+LEVERS: dict[str, QueryWeightsConfig] = {
     "base": BASE,
     "no hard negatives": replace(BASE, negatives=0),
     "l2 0.1": replace(BASE, l2=0.1),
@@ -52,6 +52,11 @@ LEVERS: dict[str, FitSettings] = {
     "1 epoch": replace(BASE, epochs=1),
     "tau 0.1": replace(BASE, tau=0.1),
 }
+
+
+def knobs(config: QueryWeightsConfig) -> dict:
+    """The fit's settings of ``config`` (its files are the recipe's)."""
+    return {k: v for k, v in asdict(config).items() if k != "files"}
 
 
 def dev_sets(model) -> dict[str, tuple[list[str], np.ndarray, np.ndarray]]:
@@ -99,9 +104,9 @@ def run_levers(model, names: list[str], out: Path | None, cache: Path | None, wr
     print(f"{len(data.gold)} pairs encoded, {negatives.shape[1]} negatives mined", file=sys.stderr, flush=True)
     for name in names:
         started = time.time()
-        weights, stats = fit_on(model, data, negatives, LEVERS[name], lambda line: print(line, file=sys.stderr))
+        weights, stats = fit_on(model, data, negatives, LEVERS[name], 0, lambda line: print(line, file=sys.stderr))
         stats["fit_s"] = round(time.time() - started, 1)
-        rows.append({"lever": name, "settings": asdict(LEVERS[name]), "stats": stats,
+        rows.append({"lever": name, "settings": {**knobs(LEVERS[name]), "seed": 0}, "stats": stats,
                      "dev": dev_scores(model, sets, weights)})
         _record(rows[-1], out)
         if name == write:
@@ -125,7 +130,7 @@ def report(rows: list[dict], command: str) -> str:
              "Per-row query weights fitted on the training pairs with the rows frozen (`[query_weights]`, "
              "`swembed.pipeline.query_weights`); dev nDCG@10 of each query's passage among its file's passages, "
              "queries encoded with `kind=\"query\"`, passages as today. One lever at a time from the base "
-             f"settings ({', '.join(f'{k} {v}' for k, v in asdict(BASE).items() if k != 'seed')}); the training "
+             f"settings ({', '.join(f'{k} {v}' for k, v in knobs(BASE).items())}); the training "
              "pairs are the recipe's (`pairs.tsv.gz`, `pseudo.tsv.gz`: 99,000 pairs, 93,872 passages). Rows marked "
              "*(L2 per occurrence)* ran with the first form of the L2 term (the mean of s^2 over a batch's row "
              "occurrences, far weaker); the others with l2 s^2 per row a batch reads, over the batch size. fit s: "

@@ -3,6 +3,10 @@ they ran and once with the AVX2 kernels a CPU without AVX-512 runs (``MKL_CBWR=A
 MKL's and ATen's AVX2 code paths on this CPU), each table compared with the build's own, row by row (words,
 pieces, grams). The inputs of the re-run stages are byte-identical, so what moves is the rounding alone.
 
+The teacher's own kernels (ONNX Runtime's AVX2 against its AVX-512 ones) change its vectors in their last bits,
+which this CPU cannot run; ``--variants noise`` stands in for them: the teacher's stages (extract, alone) copied
+with every vector entry multiplied by 1 + ``--noise`` x N(0, 1) (seeded), and every stage after them re-run.
+
     python -m lab.same_table --recipe pipelines/default.toml --work models/minilm-256.work \\
         --table models/minilm-256 --into /tmp/same
     python -m lab.same_table --recipe pipelines/minilm-256-sci.toml --work models/minilm-sci-quiet.work \\
@@ -17,13 +21,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 
-VARIANTS = {"again": {}, "avx2": {"MKL_CBWR": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}}
+VARIANTS = {"again": {}, "avx2": {"MKL_CBWR": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}, "noise": {}}
+TEACHER_STAGES = ("extract", "alone")  # what the teacher wrote: the noise variant perturbs them
+AFTER_TEACHER = ("compose", "pca")  # what reads them before distillation: re-run in the noise variant
 
 
 def linked_work(work: Path, into: Path, rerun: tuple[str, ...]) -> Path:
@@ -33,6 +40,19 @@ def linked_work(work: Path, into: Path, rerun: tuple[str, ...]) -> Path:
         if stage.is_dir() and not stage.name.endswith(".partial") and not stage.name.startswith(rerun):
             subprocess.run(["cp", "-al", str(stage), str(into / stage.name)], check=True)
     return into
+
+
+def perturbed_copy(stage: Path, into: Path, relative: float, seed: int) -> None:
+    """``stage`` copied into ``into`` with every float array's entries multiplied by 1 + ``relative`` x N(0, 1)."""
+    into.mkdir()
+    rng = np.random.default_rng(seed)
+    for path in sorted(stage.iterdir()):
+        array = np.load(path, mmap_mode="r") if path.suffix == ".npy" else None
+        if array is not None and array.dtype.kind == "f":
+            noise = rng.standard_normal(array.shape, dtype=np.float32)
+            np.save(into / path.name, (array * (1 + relative * noise)).astype(array.dtype))
+        else:
+            shutil.copy2(path, into / path.name)
 
 
 def row_blocks(table: Path) -> dict[str, tuple[int, int]]:
@@ -61,13 +81,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--into", required=True, type=Path, help="a new folder for the variants")
     parser.add_argument("--rerun", nargs="+", default=["distill", "grams"], help="stages to run again")
     parser.add_argument("--data-mirror", default=None)
+    parser.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=["again", "avx2"],
+                        help="which re-runs (each one distillation's time)")
+    parser.add_argument("--noise", type=float, default=1e-6, help="the noise variant's relative size")
     args = parser.parse_args(argv)
     if args.into.exists():
         parser.error(f"--into {args.into} already exists")
     reference = np.load(args.table / "embeddings.npy")
     blocks = row_blocks(args.table)
-    for name, env in VARIANTS.items():
-        work = linked_work(args.work, args.into / f"{name}.work", tuple(args.rerun))
+    for name in args.variants:
+        env = VARIANTS[name]
+        rerun = tuple(args.rerun) + (TEACHER_STAGES + AFTER_TEACHER if name == "noise" else ())
+        work = linked_work(args.work, args.into / f"{name}.work", rerun)
+        if name == "noise":
+            teacher_stages = [stage for stage in sorted(args.work.iterdir()) if stage.is_dir()
+                              and stage.name.startswith(TEACHER_STAGES) and not stage.name.endswith(".partial")]
+            for seed, stage in enumerate(teacher_stages):
+                perturbed_copy(stage, work / stage.name, args.noise, seed)
         out = args.into / name
         command = [sys.executable, "-m", "swembed.cli", "build", "--recipe", args.recipe, "--work-dir", str(work),
                    "--out", str(out), "--quiet"] + (["--data-mirror", args.data_mirror] if args.data_mirror else [])

@@ -167,10 +167,11 @@ def accuracy(queries: np.ndarray, passages: np.ndarray) -> float:
 
 def test_the_fit_weighs_down_words_every_query_has_and_finds_more_passages(tmp_path):
     pytest.importorskip("torch")
-    from swembed.pipeline.query_weights import FitSettings, fit_query_weights, query_weighted
+    from swembed.pipeline.config import QueryWeightsConfig
+    from swembed.pipeline.query_weights import fit_query_weights, query_weighted
 
     model = swembed.load(pair_table(tmp_path / "table"))
-    settings = FitSettings(epochs=6, batch_size=32, negatives=2)
+    settings = QueryWeightsConfig(epochs=6, batch_size=32, negatives=2)
     weights, stats = fit_query_weights(model, make_pairs(600, seed=0), settings)
     assert weights.dtype == np.float32 and weights.shape == (model.rows,)
     rows = {word: i for i, word in enumerate(model.labels)}

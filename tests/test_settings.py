@@ -15,6 +15,7 @@ from swembed.pipeline.config import (
     BuildConfig,
     DistillConfig,
     OptionError,
+    RetrievalConfig,
     apply_settings,
     build_flags,
     load_recipe,
@@ -110,6 +111,7 @@ def _keys_before(config: BuildConfig) -> dict:
     for option in ("center_targets", "rare_word_pieces", "random_batch_weight", "sources", "lr_decay"):
         if distill[option] in (False, 0, [], "none"):
             distill.pop(option)
+    distill.pop("cell_draws")  # keyed by the distill stage, where cells are used (distill_identity)
     pca = asdict(config.pca)
     if not config.pca.sources:
         pca.pop("sources")
@@ -128,7 +130,8 @@ def _keys_before(config: BuildConfig) -> dict:
                            **({"paragraph_query_weight": paragraphs.query_weight}
                               if paragraphs.query_weight > 0 else {})},
             "retrieval": {"retrieval_weight": retrieval.weight, "retrieval_loss": retrieval.loss,
-                          **({"retrieval_max_pairs": retrieval.max_pairs} if retrieval.max_pairs else {})},
+                          **({"retrieval_max_pairs": retrieval.max_pairs} if retrieval.max_pairs else {}),
+                          **({"retrieval_cell_size": retrieval.cell_size} if retrieval.cell_size else {})},
             "grams": {"buckets": config.grams.buckets}}
 
 
@@ -146,3 +149,22 @@ def test_the_shipped_recipes_keep_their_stage_keys(recipe):
     for built in (config, variant):
         derived = {name: stage_key(getattr(built, name)) for name in _keys_before(built)}
         assert derived == _keys_before(built)
+
+
+def test_the_distill_key_names_the_cell_draws_only_where_cells_are_drawn():
+    """``cell_draws`` changes a table only where cells are drawn ([distill] or [retrieval] cell_size), and "sampled"
+    (what caches from before it ran) stays out of the key, so no other build's cache is invalidated."""
+    from swembed.pipeline.distill import DistillInputs, distill_identity
+    from swembed.pipeline.retrieval import RETRIEVAL
+
+    def key(distill: DistillConfig, retrieval: RetrievalConfig | None = None) -> dict:
+        inputs = DistillInputs(None, None, {}, {}, "",  # type: ignore[arg-type]  # what the key does not read
+                               post=[(RETRIEVAL, retrieval)] if retrieval else [])
+        return distill_identity(distill, inputs, seed=0)
+
+    assert "cell_draws" not in key(DistillConfig())
+    hashed = key(DistillConfig(cell_size=160))
+    assert hashed["cell_draws"] == "hashed"
+    assert key(DistillConfig(cell_size=160, cell_draws="sampled")) == {k: v for k, v in hashed.items()
+                                                                        if k != "cell_draws"}
+    assert key(DistillConfig(), RetrievalConfig(files=["p.tsv"], cell_size=512))["cell_draws"] == "hashed"

@@ -14,7 +14,6 @@ import numpy as np
 from swembed.pipeline import files
 from swembed.pipeline.compose import blend_by_contexts
 from swembed.pipeline.config import AloneConfig
-from swembed.pipeline.extract import what_ran
 from swembed.pipeline.stage import (
     PostTraining,
     Prepared,
@@ -23,7 +22,7 @@ from swembed.pipeline.stage import (
     StageResult,
     StageRun,
     Trained,
-    teacher_key,
+    teacher_identity,
 )
 from swembed.runtime.settings import stage_key
 
@@ -33,8 +32,7 @@ RIDGE = 1.0
 
 def run_alone(ctx: StageContext, compose: StageResult, teacher) -> StageResult:
     """Encode each word row of the ``compose`` artifact alone with ``teacher``."""
-    identity = {"teacher": teacher_key(teacher),
-                "ran": what_ran(teacher)}
+    identity = teacher_identity(teacher)
 
     def compute(run: StageRun) -> dict:
         words = files.read_lines(compose.path / files.ROWS)[: len(np.load(compose.path / files.WORD_CONTEXTS))]

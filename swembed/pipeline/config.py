@@ -73,6 +73,7 @@ DEVICES = ("auto", "cpu", "cuda")
 PCA_LEVELS = ("sentence", "word", "none")
 RETRIEVAL_LOSSES = ("kd", "contrastive")
 LR_DECAYS = ("none", "linear", "cosine")
+CELL_DRAWS = ("hashed", "sampled")
 
 
 @dataclass
@@ -180,6 +181,13 @@ class DistillConfig:
     random_batch_weight: float = setting(0.0, key=Key.UNLESS_DEFAULT, within=Range(0))
     # KD on the encoded sentences of these corpus sources only (as [pca] sources); []: all of them
     sources: list[str] = setting(key=Key.UNLESS_DEFAULT, factory=list)
+    # how batches are drawn from cells (cell_size here or in [retrieval]): "hashed": each step takes the cell of a
+    # uniformly drawn example and its members of smallest seeded hash, cells fitted in float64, so another CPU's
+    # rounding leaves the table as it is (rows within 1e-5); "sampled": cells drawn by size and members at random
+    # from float32 cells, what tables built before 2026-12-06 ran (a few rows change cell under another CPU's
+    # rounding and every later batch of those cells changes: rows move ~0.01). Keyed by the distill stage where
+    # cells are used, and only as "hashed" (caches from before it stay valid)
+    cell_draws: str = setting("hashed", key=Key.BY_STAGE, choices=CELL_DRAWS)
 
 
 # The post-training stages, one section each (``swembed.pipeline.post`` registers what each one runs); the names

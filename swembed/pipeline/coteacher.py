@@ -15,7 +15,7 @@ import numpy as np
 from swembed.pipeline import files
 from swembed.pipeline.config import BuildError, CoTeacherConfig
 from swembed.pipeline.plan import seconds_per_size, spread
-from swembed.pipeline.stage import PostTraining, load_checkpoint, teacher_key
+from swembed.pipeline.stage import PostTraining, load_checkpoint, teacher_identity
 from swembed.runtime.folder import atomic_save_npy
 from swembed.runtime.settings import stage_key
 
@@ -31,7 +31,7 @@ PROBE = 128
 
 def run_coteacher(ctx: StageContext, extract: StageResult, teacher, unit: int = UNIT) -> StageResult:
     """Encode the ``extract`` artifact's target sentences with ``teacher``, checkpointing every ``unit``."""
-    identity = {"teacher": teacher_key(teacher)}
+    identity = teacher_identity(teacher)
 
     def compute(run: StageRun) -> dict:
         from tqdm import tqdm

@@ -65,6 +65,9 @@ def distill_identity(config: DistillConfig, inputs: DistillInputs, seed: int) ->
     for step, section in inputs.post:
         if step.identity:
             identity.update(step.identity(section))
+    uses_cells = config.cell_size or any(getattr(section, "cell_size", 0) for _, section in inputs.post)
+    if uses_cells and config.cell_draws != "sampled":
+        identity["cell_draws"] = config.cell_draws
     return identity
 
 
@@ -156,7 +159,7 @@ def sentence_objectives(inputs: DistillInputs, lang: str, training: TrainingCont
         objectives.append(kd_objective(PackedRows(batch, device), goal, tau=config.tau, weight=config.kd_weight,
                                        name=name, n_held=config.val_sentences, batch_size=config.batch_size,
                                        rng=training.rng, max_train=config.max_sentences, cell_size=config.cell_size,
-                                       seed=training.seed))
+                                       seed=training.seed, cell_draws=config.cell_draws))
         if config.cell_size and config.random_batch_weight:
             objectives.append(replace(objectives[-1], name=f"{name} random batches",
                                       weight=config.kd_weight * config.random_batch_weight, batches=random_batches))

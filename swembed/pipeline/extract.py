@@ -40,7 +40,7 @@ import torch
 from swembed.pipeline import files
 from swembed.pipeline.config import ExtractConfig
 from swembed.pipeline.corpus import source_lines, word_count
-from swembed.pipeline.stage import StageContext, StageResult, StageRun, load_checkpoint, teacher_key
+from swembed.pipeline.stage import StageContext, StageResult, StageRun, load_checkpoint, teacher_identity
 from swembed.pipeline.vocab import read_vocab_stage
 from swembed.runtime.outputs import atomic_file
 from swembed.runtime.settings import stage_key
@@ -159,12 +159,6 @@ class Selection:
         return int(self.padded_sizes().sum())
 
 
-def what_ran(teacher) -> dict:
-    """The dtype and runtime a teacher runs in, for the keys of the stages it runs in: ``auto`` picks them by CPU,
-    so an artifact made in bfloat16 on one machine is not reused for a float32 build on another."""
-    return {"dtype": teacher.dtype_name, "runtime": teacher.runtime}
-
-
 def extract_identity(config: ExtractConfig, rules: TokenizationRules, teacher, seed: int) -> dict:
     """What an extract artifact depends on besides its corpus and vocab (checkpoint granularity does not count).
 
@@ -172,9 +166,8 @@ def extract_identity(config: ExtractConfig, rules: TokenizationRules, teacher, s
     sentence is the same for every seed, so it is recorded as seed 0 and builds that differ in seed share it."""
     sampled = config.sentences in QUOTA_CHOICES or bool(config.max_sentences)
     identity = {**stage_key(config), "rules": rules.splitting_only().to_dict(), "seed": seed if sampled else 0,
-                "teacher": teacher_key(teacher),
-                "batch_tokens": teacher.batch_tokens,  # what ran: unset means by device (pick_batch_tokens)
-                "ran": what_ran(teacher)}
+                **teacher_identity(teacher),
+                "batch_tokens": teacher.batch_tokens}  # what ran: unset means by device (pick_batch_tokens)
     if identity["teacher"].get("prompt"):  # since 2026-11-26 a token holding the prompt's last space (XLM-R's and
         identity["first_token"] = "credited"  # Gemma's '▁A') is the text's: extracts made before are not reused
     return identity

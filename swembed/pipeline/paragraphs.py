@@ -32,7 +32,7 @@ from swembed.pipeline.sources import (
     is_held_out,
     read_source,
 )
-from swembed.pipeline.stage import PostTraining, teacher_key
+from swembed.pipeline.stage import PostTraining, teacher_identity
 from swembed.runtime.folder import atomic_save_npy
 from swembed.runtime.settings import stage_key
 
@@ -66,7 +66,7 @@ def _read_by_teacher(ctx: StageContext, stage: str, texts: Callable[[], list[str
                      inputs: list[StageResult], teacher) -> StageResult:
     """The ``stage`` whose artifact is the texts ``texts()`` gives and their vectors from ``teacher``; its identity
     is ``identity`` and the teacher's."""
-    identity = {**identity, "teacher": teacher_key(teacher)}
+    identity = {**identity, **teacher_identity(teacher)}
 
     def compute(run: StageRun) -> dict:
         chosen = texts()

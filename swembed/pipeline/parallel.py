@@ -74,11 +74,11 @@ def run_pairs(ctx, lang: str, paths: list[str], exclude: list[str], teacher, sco
     (``score``) the teacher's cosine of each, so that distillation can drop the pairs the teacher does not
     consider translations; texts the ``extracts`` already encoded are not encoded again. Artifact ``pairs.tsv``,
     ``similarity.npy``."""
-    from swembed.pipeline.stage import StageRun, teacher_key
+    from swembed.pipeline.stage import StageRun, teacher_identity
 
     identity = {"lang": lang, "files": [describe_source(p.split("::")[0]) | {"spec": p} for p in paths],
                 "exclude": [describe_source(p) for p in expand_sources(exclude)], **HELD_OUT_RULE,
-                "teacher": teacher_key(teacher) if score else None}
+                **(teacher_identity(teacher) if score else {"teacher": None})}
 
     def compute(run: StageRun) -> dict:
         pairs = read_parallel(paths, held_out_keys(exclude))

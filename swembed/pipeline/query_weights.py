@@ -40,20 +40,6 @@ LOG_LIMIT = float(np.log(KIND_WEIGHT_RANGE[1]))  # |s| stays within the format's
 QUERY_WEIGHTS_FILE = KIND_WEIGHT_FILES["query"]
 
 
-@dataclass(frozen=True)
-class FitSettings:
-    """The knobs of the fit (``[query_weights]`` in a recipe: ``swembed.pipeline.config.QueryWeightsConfig``)."""
-
-    tau: float = 0.05
-    l2: float = 1.0
-    epochs: int = 2
-    negatives: int = 4
-    batch_size: int = 256
-    lr: float = 0.05
-    min_queries: int = 1
-    seed: int = 0
-
-
 @dataclass
 class Pairs:
     """Training pairs as the fit reads them: each query's rows, the passages' vectors (today's encoding) and the
@@ -111,32 +97,33 @@ def mine_negatives(queries: np.ndarray, passages: np.ndarray, gold: np.ndarray, 
     return out
 
 
-def fit_query_weights(model: StaticEmbedder, pairs: Sequence[tuple[str, str]], settings: FitSettings,
-                      progress: Callable[[str], None] = logger.info) -> tuple[np.ndarray, dict]:
-    """(query weights, one per table row, float32; statistics) fitted on ``pairs`` (query, passage)."""
+def fit_query_weights(model: StaticEmbedder, pairs: Sequence[tuple[str, str]], settings: QueryWeightsConfig,
+                      seed: int = 0, progress: Callable[[str], None] = logger.info) -> tuple[np.ndarray, dict]:
+    """(query weights, one per table row, float32; statistics) fitted on ``pairs`` (query, passage) with the fit's
+    settings of ``settings`` (its ``files`` are not read: ``pairs`` are the pairs)."""
     started = time.time()
     data = Pairs.encode(model, pairs)
-    negatives = mine_negatives(data.base_vectors(model), data.passages, data.gold, settings.negatives, settings.seed)
+    negatives = mine_negatives(data.base_vectors(model), data.passages, data.gold, settings.negatives, seed)
     progress(f"query weights: {len(data.gold):,} pairs, {len(data.passages):,} passages encoded and "
              f"{settings.negatives} hard negatives a query mined in {time.time() - started:.0f} s")
-    weights, stats = fit_on(model, data, negatives, settings, progress)
+    weights, stats = fit_on(model, data, negatives, settings, seed, progress)
     return weights, {**stats, "fit_s": round(time.time() - started, 1)}
 
 
-def fit_on(model: StaticEmbedder, data: Pairs, negatives: np.ndarray, settings: FitSettings,
+def fit_on(model: StaticEmbedder, data: Pairs, negatives: np.ndarray, settings: QueryWeightsConfig, seed: int = 0,
            progress: Callable[[str], None] = logger.info) -> tuple[np.ndarray, dict]:
     """``fit_query_weights`` on pairs already encoded, with their hard negatives mined (the first
     ``settings.negatives`` columns of ``negatives`` are read)."""
     import torch
 
     negatives = negatives[:, : settings.negatives]
-    torch.manual_seed(settings.seed)
+    torch.manual_seed(seed)
     table = torch.from_numpy(np.array(model.float_rows(), dtype=np.float32))  # a writable copy
     passages = torch.from_numpy(data.passages)
     log_weights = torch.zeros(model.rows, dtype=torch.float32, requires_grad=True)
     frozen = torch.from_numpy(np.bincount(data.queries.ids, minlength=model.rows) < settings.min_queries)
     optimiser = torch.optim.Adam([log_weights], lr=settings.lr)
-    rng = np.random.default_rng(settings.seed)
+    rng = np.random.default_rng(seed)
     losses = []
     for epoch in range(settings.epochs):
         order = rng.permutation(len(data.gold))
@@ -158,7 +145,7 @@ def fit_on(model: StaticEmbedder, data: Pairs, negatives: np.ndarray, settings: 
 
 
 def _batch_loss(torch, table, passages, log_weights, data: Pairs, batch: np.ndarray, negatives: np.ndarray,
-                settings: FitSettings):
+                settings: QueryWeightsConfig):
     """InfoNCE of one batch of queries over the batch's passages and their hard negatives, plus the L2 term."""
     lengths = data.queries.lengths[batch]
     positions = np.concatenate([np.arange(s, s + n) for s, n in zip(data.starts[batch], lengths)]) \
@@ -197,9 +184,7 @@ def run_query_weights(ctx: StageContext, config: QueryWeightsConfig, folder: Pat
         pairs = read_parallel(config.files, held_out_keys(exclude))
         if not pairs:
             raise ValueError(f"[query_weights] files {config.files}: no query<TAB>passage pair")
-        settings = FitSettings(config.tau, config.l2, config.epochs, config.negatives, config.batch_size, config.lr,
-                               config.min_queries, ctx.seed)
-        weights, stats = fit_query_weights(StaticEmbedder.load(folder), pairs, settings)
+        weights, stats = fit_query_weights(StaticEmbedder.load(folder), pairs, config, ctx.seed)
         atomic_save_npy(run.out / QUERY_WEIGHTS_FILE, weights)
         return stats
 

@@ -17,7 +17,7 @@ import numpy as np
 from swembed.pipeline.config import RetrievalConfig
 from swembed.pipeline.parallel import read_pairs, read_parallel, write_pairs
 from swembed.pipeline.sources import HELD_OUT_RULE, describe_source, expand_sources, held_out_keys
-from swembed.pipeline.stage import PostTraining, teacher_key
+from swembed.pipeline.stage import PostTraining, teacher_identity
 from swembed.runtime.folder import atomic_save_npy
 from swembed.runtime.settings import stage_key
 
@@ -35,7 +35,7 @@ def run_retrieval_pairs(ctx: StageContext, config: RetrievalConfig, exclude: lis
     with_targets = config.needs_teacher()
     identity = {"files": [describe_source(p) for p in config.files],
                 "exclude": [describe_source(p) for p in expand_sources(exclude)], **HELD_OUT_RULE,
-                **({"teacher": teacher_key(teacher)} if with_targets
+                **(teacher_identity(teacher) if with_targets
                    else {"targets": False})}
 
     def compute(run: StageRun) -> dict:
@@ -93,9 +93,11 @@ def _objectives(config: RetrievalConfig, prepared: Prepared, training: TrainingC
         objective = replace(contrastive_objective(left, right, name="retrieval contrastive", **settings),
                             selects=False)
         if config.cell_size:
+            hashed = distill.cell_draws == "hashed"
             sketches = lexical_sketches([left, right], objective.train, training.seed)
-            cells = spherical_kmeans(sketches, -(-len(objective.train) // config.cell_size), training.seed)
-            objective = replace(objective, batches=CellBatches(cells))
+            cells = spherical_kmeans(sketches, -(-len(objective.train) // config.cell_size), training.seed,
+                                     dtype=torch.float64 if hashed else torch.float32)
+            objective = replace(objective, batches=CellBatches(cells, hashed))
     else:
         assert query_targets is not None and document_targets is not None  # a kd stage encodes both sides
         objective = query_kd_objective(left, right, torch.as_tensor(query_targets[order], device=device),

@@ -263,6 +263,17 @@ def teacher_key(teacher) -> dict:
     return {k: v for k, v in teacher.describe().items() if k != "path"}
 
 
+def what_ran(teacher) -> dict:
+    """The dtype and runtime a teacher runs in: ``auto`` picks them by CPU, so an artifact made in bfloat16 on one
+    machine is not reused for a float32 build on another."""
+    return {"dtype": teacher.dtype_name, "runtime": teacher.runtime}
+
+
+def teacher_identity(teacher) -> dict:
+    """The key parts of a stage the teacher runs in: the teacher and what it ran in."""
+    return {"teacher": teacher_key(teacher), "ran": what_ran(teacher)}
+
+
 @dataclass(frozen=True)
 class StageContext:
     """What every stage of one build shares: the work folder its artifacts go to, the device, the seed, whether to

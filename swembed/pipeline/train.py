@@ -124,13 +124,14 @@ def random_batches(rng: np.random.Generator, n_train: int, steps: int, batch: in
 
 
 def spherical_kmeans(vectors: torch.Tensor, n_cells: int, seed: int, iterations: int = 10,
-                     sample_per_cell: int = 40) -> np.ndarray:
+                     sample_per_cell: int = 40, dtype: torch.dtype = torch.float64) -> np.ndarray:
     """The cell of each (L2-normalised) row: spherical k-means fitted on a seeded sample (k-means++ start on its
-    first 16 rows per cell), then every row assigned to its nearest centroid."""
+    first 16 rows per cell), then every row assigned to its nearest centroid. In float64 no CPU's rounding moves a
+    row to another cell (float32: the cells of tables built before 2026-12-06, ``cell_draws = "sampled"``)."""
     rng = np.random.default_rng(seed)
     n_cells = max(1, min(n_cells, len(vectors)))
     pick = rng.permutation(len(vectors))[: n_cells * sample_per_cell]
-    sample = vectors[torch.as_tensor(pick, device=vectors.device)].float()
+    sample = vectors[torch.as_tensor(pick, device=vectors.device)].to(dtype)
     seeds = sample[: 16 * n_cells]
     chosen = [0]
     distance = 1 - seeds @ seeds[0]
@@ -142,7 +143,7 @@ def spherical_kmeans(vectors: torch.Tensor, n_cells: int, seed: int, iterations:
     centroids = seeds[torch.as_tensor(chosen, device=seeds.device)].clone()
 
     def nearest(x: torch.Tensor) -> torch.Tensor:
-        return torch.cat([(x[i : i + 65536].float() @ centroids.T).argmax(1) for i in range(0, len(x), 65536)])
+        return torch.cat([(x[i : i + 65536].to(dtype) @ centroids.T).argmax(1) for i in range(0, len(x), 65536)])
 
     for _ in range(iterations):
         labels = nearest(sample)
@@ -177,12 +178,25 @@ def lexical_sketches(parts: list[PackedRows], rows: np.ndarray, seed: int, dim: 
     return F.normalize(sketch, dim=-1)
 
 
+def splitmix64(values: np.ndarray) -> np.ndarray:
+    """SplitMix64's finaliser of each uint64: a seeded order of ids that another id's presence does not change."""
+    x = values + np.uint64(0x9E3779B97F4A7C15)
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
 @dataclass
 class CellBatches:
-    """Batches of neighbours: each drawn from one cell (cells in proportion to their size); a cell smaller than
-    the batch is topped up with random examples."""
+    """Batches of neighbours, each from one cell; a cell smaller than the batch is topped up with random examples.
+
+    ``hashed``: each step's cell is the cell of a uniformly drawn example, its members those of smallest SplitMix64
+    hash under the step's salt: a row that changes cell changes only the batches it is (or would be) in. Else
+    (``cell_draws = "sampled"``, tables before 2026-12-06): cells drawn in proportion to their size and members by
+    ``rng.choice``, so one row more or less in a cell changes all of that cell's later batches."""
 
     cells: np.ndarray  # cell of each training example
+    hashed: bool = True
 
     def __post_init__(self) -> None:
         self.order = np.argsort(self.cells, kind="stable")
@@ -190,12 +204,24 @@ class CellBatches:
         sizes = np.diff(self.bounds)
         self.weights = sizes / sizes.sum()
 
+    def members(self, cell: int) -> np.ndarray:
+        return self.order[self.bounds[cell] : self.bounds[cell + 1]]
+
     def __call__(self, rng: np.random.Generator, n_train: int, steps: int, batch: int) -> np.ndarray:
         out = rng.integers(0, n_train, size=(steps, batch))
-        for step, cell in enumerate(rng.choice(len(self.weights), size=steps, p=self.weights)):
-            members = self.order[self.bounds[cell] : self.bounds[cell + 1]]
-            take = min(batch, len(members))
-            out[step, :take] = rng.choice(members, take, replace=False)
+        if not self.hashed:
+            for step, cell in enumerate(rng.choice(len(self.weights), size=steps, p=self.weights)):
+                members = self.members(cell)
+                take = min(batch, len(members))
+                out[step, :take] = rng.choice(members, take, replace=False)
+            return out
+        anchors = rng.integers(0, n_train, size=steps)
+        salts = rng.integers(0, 2**63, size=steps, dtype=np.int64).astype(np.uint64)
+        for step, (anchor, salt) in enumerate(zip(anchors, salts)):
+            members = self.members(self.cells[anchor])
+            if len(members) > batch:
+                members = members[np.argpartition(splitmix64(members.astype(np.uint64) ^ salt), batch - 1)[:batch]]
+            out[step, : len(members)] = np.sort(members)
         return out
 
 
@@ -217,11 +243,12 @@ class Objective:
 
 def kd_objective(packed: PackedRows, targets: torch.Tensor, *, tau: float, weight: float, name: str, n_held: int,
                  batch_size: int, rng: np.random.Generator, max_train: int | None = None,
-                 cell_size: int = 0, seed: int = 0) -> Objective:
+                 cell_size: int = 0, seed: int = 0, cell_draws: str = "hashed") -> Objective:
     """Distillation on the texts of ``packed`` towards their teacher vectors ``targets`` (same order).
 
     ``cell_size``: draw each batch from one k-means cell of about this many training sentences (neighbours);
     held-out batches are then an anchor's nearest held-out sentences. 0: random batches (the paper).
+    ``cell_draws``: ``CellBatches``'s draws, "hashed" (float64 cells and neighbours) or "sampled" (float32).
     """
     rows = packed.nonempty()
     rows = rows[rng.permutation(len(rows))]
@@ -238,14 +265,18 @@ def kd_objective(packed: PackedRows, targets: torch.Tensor, *, tau: float, weigh
     if not cell_size:
         return Objective(name, weight, train, np.array_split(held, n_batches), (packed,), loss)
 
-    def vectors(rows: np.ndarray) -> torch.Tensor:
-        return targets[torch.as_tensor(rows, device=targets.device)].float()
+    hashed = cell_draws == "hashed"
+    dtype = torch.float64 if hashed else torch.float32
 
-    cells = spherical_kmeans(vectors(train), -(-len(train) // cell_size), seed)
+    def vectors(rows: np.ndarray) -> torch.Tensor:
+        return targets[torch.as_tensor(rows, device=targets.device)].to(dtype)
+
+    cells = spherical_kmeans(vectors(train), -(-len(train) // cell_size), seed, dtype=dtype)
     held_vectors = vectors(held)
     anchors = held_vectors[torch.as_tensor(rng.choice(len(held), n_batches, replace=False), device=targets.device)]
     nearest = (anchors @ held_vectors.T).topk(min(batch_size, len(held)), dim=1).indices.cpu().numpy()
-    return Objective(name, weight, train, [np.sort(held[n]) for n in nearest], (packed,), loss, CellBatches(cells))
+    return Objective(name, weight, train, [np.sort(held[n]) for n in nearest], (packed,), loss,
+                     CellBatches(cells, hashed))
 
 
 def query_kd_objective(queries: PackedRows, documents: PackedRows, query_targets: torch.Tensor,
