@@ -104,6 +104,10 @@ class PackedRows:
     def nonempty(self) -> np.ndarray:
         return np.flatnonzero(self._lengths > 0)
 
+    def lengths(self, rows: np.ndarray) -> np.ndarray:
+        """The number of rows each text of ``rows`` reads."""
+        return self._lengths[np.asarray(rows)]
+
     def gather(self, rows: torch.Tensor | np.ndarray) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(ids, offsets, per-row weights) of texts ``rows`` (indices on the CPU), for ``embedding_bag``."""
         rows = np.asarray(rows)
@@ -165,11 +169,11 @@ def lexical_sketches(parts: list[PackedRows], rows: np.ndarray, seed: int, dim: 
                                  device=device)
     sketch = torch.zeros(len(rows), dim, dtype=torch.float64, device=device)
     start = 0
-    for ids, offsets, weights in gathered:
+    for part, (ids, offsets, weights) in zip(parts, gathered):
         local = torch.as_tensor(inverse[start : start + len(ids)], device=device)
         start += len(ids)
         text = torch.repeat_interleave(torch.arange(len(rows), device=device),
-                                       torch.diff(offsets, append=torch.tensor([len(ids)], device=device)))
+                                       torch.as_tensor(part.lengths(rows), device=device))
         once = torch.unique(text * len(present) + local)  # document frequency: each (text, id) once
         df = torch.bincount(once % len(present), minlength=len(present)).double()
         idf = torch.log((1 + len(rows)) / (1 + df)) + 1
