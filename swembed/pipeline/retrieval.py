@@ -73,12 +73,11 @@ def _objectives(config: RetrievalConfig, prepared: Prepared, training: TrainingC
     import torch
 
     from swembed.pipeline.train import (
-        CellBatches,
         PackedRows,
+        cell_batches,
         contrastive_objective,
         lexical_sketches,
         query_kd_objective,
-        spherical_kmeans,
     )
 
     (_, lang, stage), = prepared
@@ -93,11 +92,9 @@ def _objectives(config: RetrievalConfig, prepared: Prepared, training: TrainingC
         objective = replace(contrastive_objective(left, right, name="retrieval contrastive", **settings),
                             selects=False)
         if config.cell_size:
-            hashed = distill.cell_draws == "hashed"
             sketches = lexical_sketches([left, right], objective.train, training.seed)
-            cells = spherical_kmeans(sketches, -(-len(objective.train) // config.cell_size), training.seed,
-                                     dtype=torch.float64 if hashed else torch.float32)
-            objective = replace(objective, batches=CellBatches(cells, hashed))
+            objective = replace(objective, batches=cell_batches(sketches, config.cell_size, training.seed,
+                                                                distill.cell_draws))
     else:
         assert query_targets is not None and document_targets is not None  # a kd stage encodes both sides
         objective = query_kd_objective(left, right, torch.as_tensor(query_targets[order], device=device),

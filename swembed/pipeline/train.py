@@ -229,6 +229,16 @@ class CellBatches:
         return out
 
 
+CELL_DTYPES = {"hashed": torch.float64, "sampled": torch.float32}  # the cells' precision under each cell_draws
+
+
+def cell_batches(vectors: torch.Tensor, cell_size: int, seed: int, cell_draws: str) -> CellBatches:
+    """Batches from the k-means cells of about ``cell_size`` rows of ``vectors`` (L2-normalised), fitted and drawn
+    as ``cell_draws`` says ("hashed" or "sampled", ``DistillConfig.cell_draws``)."""
+    cells = spherical_kmeans(vectors, -(-len(vectors) // cell_size), seed, dtype=CELL_DTYPES[cell_draws])
+    return CellBatches(cells, hashed=cell_draws == "hashed")
+
+
 @dataclass
 class Objective:
     """One loss on batches of example indices (numpy): a batch ``rows`` encodes those texts of each of ``texts``
@@ -269,18 +279,14 @@ def kd_objective(packed: PackedRows, targets: torch.Tensor, *, tau: float, weigh
     if not cell_size:
         return Objective(name, weight, train, np.array_split(held, n_batches), (packed,), loss)
 
-    hashed = cell_draws == "hashed"
-    dtype = torch.float64 if hashed else torch.float32
-
     def vectors(rows: np.ndarray) -> torch.Tensor:
-        return targets[torch.as_tensor(rows, device=targets.device)].to(dtype)
+        return targets[torch.as_tensor(rows, device=targets.device)].to(CELL_DTYPES[cell_draws])
 
-    cells = spherical_kmeans(vectors(train), -(-len(train) // cell_size), seed, dtype=dtype)
+    batches = cell_batches(vectors(train), cell_size, seed, cell_draws)
     held_vectors = vectors(held)
     anchors = held_vectors[torch.as_tensor(rng.choice(len(held), n_batches, replace=False), device=targets.device)]
     nearest = (anchors @ held_vectors.T).topk(min(batch_size, len(held)), dim=1).indices.cpu().numpy()
-    return Objective(name, weight, train, [np.sort(held[n]) for n in nearest], (packed,), loss,
-                     CellBatches(cells, hashed))
+    return Objective(name, weight, train, [np.sort(held[n]) for n in nearest], (packed,), loss, batches)
 
 
 def query_kd_objective(queries: PackedRows, documents: PackedRows, query_targets: torch.Tensor,
