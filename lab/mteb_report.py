@@ -217,6 +217,15 @@ SEARCH_ROWS = [
      "help the templated health questions and cost the free-text headlines. Not adopted (512 raises every dev "
      "retrieval set). At test SciFact 58.35, five-task mean 59.62, avg7 74.24, hybrid 70.93",
      "swembed build --recipe lab/pipelines/minilm-256-sci-rcell128.toml --data-mirror ../shared/data"),
+    ("minilm-256-sci-window5", "issue 80, fewer teacher tokens: minilm-256-sci-bfloat16's recipe with each "
+     "sentence its cover chose read as the window from 5 words before the first word it was chosen for to 5 after "
+     "the last (`[extract] window = 5`; the 120k fill sentences whole): 6.73M padded teacher tokens against 8.80M "
+     "(76%; `python -m lab.window_savings`: width 3 69%, 8 85%), but the bfloat16 extract took 272 s against 302 s "
+     "(short texts run fewer tokens a second: 24.7k against 29k). Against minilm-256-sci-bfloat16 on dev: the "
+     "scientific pairs -0.75, wiki -2.44, docstrings -1.23, STS-B dev -0.15, classifiers +0.24; held-out mean "
+     "75.90 against 76.20. At test SciFact 56.88 (-1.15), five-task mean 59.71 (+0.12), avg7 74.12 (-0.15). Not "
+     "adopted: a word's vector needs more context than the window around it",
+     "swembed build --recipe lab/pipelines/minilm-256-sci-window5.toml --data-mirror ../shared/data"),
     ("mpnet-me5-256-sci", "the strongest English table with the search text: pipelines/mpnet-me5-256.toml "
      "(mpnet word vectors, KD towards mpnet and multilingual-e5-small) over the shared corpora plus sci/ and news/, "
      "its teachers reading sentences chosen with minilm-256-sci-fill240's settings (482k, 10.43M tokens; bfloat16; "

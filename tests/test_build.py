@@ -506,15 +506,50 @@ def test_cover_encodes_the_quota_sentences_and_credits_every_word_in_them():
     from swembed.pipeline.extract import select_sentences
 
     sentences, words, counts, index, splitter = _rare_word_corpus(seed=1)
-    quota, credits = select_sentences(ExtractConfig(sentences="quota", sentences_per_word=3), sentences, index,
+    quota, credits, _ = select_sentences(ExtractConfig(sentences="quota", sentences_per_word=3), sentences, index,
+                                         counts, splitter, seed=0)
+    cover, none, _ = select_sentences(ExtractConfig(sentences="cover", sentences_per_word=3), sentences, index,
                                       counts, splitter, seed=0)
-    cover, none = select_sentences(ExtractConfig(sentences="cover", sentences_per_word=3), sentences, index, counts,
-                                   splitter, seed=0)
     assert none is None and credits is not None
     assert cover.tolist() == sorted(quota.tolist()) and len(cover) < len(sentences)
     chosen = [sentences[i] for i in cover]
     assert all(sum(w in s.split() for s in chosen) >= min(3, c) for w, c in zip(words, counts))
     assert sum("the" in s.split() for s in chosen) > 3  # credited everywhere, not only up to the quota
+
+
+def test_a_context_window_reads_around_the_words_a_sentence_was_chosen_for_and_leaves_the_fill_whole():
+    """``[extract] window``: each sentence the quota chose is read from ``window`` words before the first word it
+    was chosen for to as many after the last (the whole sentence when that reaches both ends); the random fill and
+    a build without the setting read whole sentences."""
+    from swembed.pipeline.config import ExtractConfig
+    from swembed.pipeline.extract import select_sentences
+
+    rng = np.random.default_rng(3)
+    common, rare = ["the", "a", "cat", "dog", "sat", "on", "mat"], [f"rare{i}" for i in range(30)]
+    sentences = [" ".join([*rng.choice(common, 6), rare[i], *rng.choice(common, 6)]) for i in range(30)]
+    sentences += [" ".join(rng.choice(common, 4)) for _ in range(40)]  # fill: short sentences of common words
+    words = sorted({w for s in sentences for w in s.split()})
+    counts = [sum(s.split().count(w) for s in sentences) for w in words]
+    index = {w: i for i, w in enumerate(words)}
+    from swembed.runtime.tokenizer import TokenizationRules, word_splitter
+
+    splitter = word_splitter(TokenizationRules(), None)
+
+    def select(window: int | None):
+        config = ExtractConfig(sentences="cover", sentences_per_word=1, max_sentences=45, window=window)
+        return select_sentences(config, sentences, index, counts, splitter, seed=0)
+
+    rows, _, windows = select(2)
+    assert rows.tolist() == select(None).rows.tolist() and select(None).windows == {}
+    chosen = [r for r in rows if r < 30]
+    assert len(chosen) == 30 and set(windows) == set(chosen)  # every rare word's sentence, no fill row
+    for row in chosen:
+        text, words_of = windows[row], sentences[row].split()
+        assert text in sentences[row] and f"rare{row}" in text.split()
+        assert " ".join(words_of[4:9]) in text  # rare{row} is word 6, two words either side
+    # a common word is credited to the first sentences that hold it, later ones to their rare word alone
+    assert sum(windows[r].split() == sentences[r].split()[4:9] for r in chosen) >= 20
+    assert all(text == sentences[r] for r, text in select(20).windows.items())
 
 
 def test_cover_with_a_budget_keeps_its_rarest_first_sentences_or_fills_at_random():

@@ -116,7 +116,7 @@ def _keys_before(config: BuildConfig) -> dict:
     if not config.pca.sources:
         pca.pop("sources")
     extract = {k: v for k, v in asdict(config.extract).items() if k not in ("unit_sentences", "batch_tokens")}
-    extract = {k: v for k, v in extract.items() if v or k not in ("fill_max_words", "fill_sources")}
+    extract = {k: v for k, v in extract.items() if v or k not in ("fill_max_words", "fill_sources", "window")}
     compose = asdict(config.compose)
     compose["shrinkage"] = compose.pop("piece_prior")
     paragraphs, retrieval = config.paragraphs, config.retrieval
@@ -144,7 +144,8 @@ def test_the_shipped_recipes_keep_their_stage_keys(recipe):
     config = load_recipe(recipe)
     variant = load_recipe(recipe)
     apply_settings(variant, {"distill": {"lr_decay": "cosine", "center_targets": True, "sources": ["a"]},
-                             "pca": {"sources": ["a"]}, "extract": {"fill_max_words": 9, "fill_sources": ["a"]},
+                             "pca": {"sources": ["a"]},
+                             "extract": {"fill_max_words": 9, "fill_sources": ["a"], "window": 5},
                              "paragraphs": {"query_weight": 0.3}, "retrieval": {"max_pairs": 50}}, "variant")
     for built in (config, variant):
         derived = {name: stage_key(getattr(built, name)) for name in _keys_before(built)}

@@ -93,6 +93,9 @@ class ExtractConfig:
     fill_max_words: int | None = setting(None, key=Key.UNLESS_DEFAULT, within=Range(1, unset="any length"))
     # ... and only with sentences of these corpus sources
     fill_sources: list[str] = setting(key=Key.UNLESS_DEFAULT, factory=list)
+    # "quota"/"cover": read each chosen sentence as the window from this many words before the first word it was
+    # chosen for to as many after the last (issue 80: fewer teacher tokens); the fill stays whole
+    window: int | None = setting(None, key=Key.UNLESS_DEFAULT, within=Range(1, unset="whole sentences"))
     # padded tokens per teacher batch (sentences sorted by length); unset: by device, 1,024 on a CPU and 8,192 on a
     # GPU (swembed.teachers.base.pick_batch_tokens); the key holds the number that ran
     batch_tokens: int | None = setting(None, key=Key.BY_STAGE, within=Range(1, unset="1024 on a CPU, 8192 on a GPU"),

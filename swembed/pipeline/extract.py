@@ -32,7 +32,7 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -102,22 +102,51 @@ def fill_to_budget(chosen: np.ndarray, sentences: list[str], budget: int, seed: 
     return np.concatenate([chosen, extra])
 
 
+class Chosen(NamedTuple):
+    """What ``select_sentences`` picks: corpus rows, the quota's credits (``quota`` mode only) and, with
+    ``[extract] window``, the window of each quota-chosen row that the teacher reads instead of the whole sentence."""
+
+    rows: np.ndarray
+    credits: list[np.ndarray] | None
+    windows: dict[int, str]
+
+
+def window_of(sentence: str, credited: np.ndarray, splitter: WordTokenizer, index: dict[str, int],
+              width: int) -> str:
+    """The part of ``sentence`` from ``width`` words before its first credited word to ``width`` words after its
+    last (the whole sentence when that reaches both ends): the context the quota chose the sentence for."""
+    spans = splitter.spans(sentence)
+    wanted = set(credited.tolist())
+    at = [k for k, (word, _, _) in enumerate(spans) if index.get(word) in wanted]
+    if not at:
+        return sentence
+    first, last = max(0, at[0] - width), min(len(spans) - 1, at[-1] + width)
+    if first == 0 and last == len(spans) - 1:
+        return sentence
+    return sentence[spans[first][1] : spans[last][2]]
+
+
 def select_sentences(config: ExtractConfig, sentences: list[str], index: dict[str, int], counts: list[int],
-                     splitter: WordTokenizer, seed: int,
-                     fill_from: np.ndarray | None = None) -> tuple[np.ndarray, list[np.ndarray] | None]:
+                     splitter: WordTokenizer, seed: int, fill_from: np.ndarray | None = None) -> Chosen:
     """The sentences extraction encodes: the quota's choice (with its credits; ``cover``: in corpus order, no
     credits, and with ``max_sentences`` cut or filled to that budget, from the rows ``fill_from`` when given), or
-    every sentence (a seeded sample of ``max_sentences`` when set; no credits)."""
+    every sentence (a seeded sample of ``max_sentences`` when set; no credits). With ``window``, each quota-chosen
+    sentence (not the fill) is read as the window around the words it was chosen for (``window_of``)."""
     if config.sentences in QUOTA_CHOICES:
         chosen, credits = choose_sentences(sentences, index, counts, config.sentences_per_word, splitter, seed)
+        windows = {}
+        if config.window:
+            windows = {int(row): window_of(sentences[row], credited, splitter, index, config.window)
+                       for row, credited in zip(chosen, credits)}
         if config.sentences == "quota":
-            return chosen, credits
+            return Chosen(chosen, credits, windows)
         if config.max_sentences:
             chosen = fill_to_budget(chosen, sentences, config.max_sentences, seed, config.fill_max_words, fill_from)
-        return np.sort(chosen), None
+        return Chosen(np.sort(chosen), None, windows)
     if config.max_sentences and config.max_sentences < len(sentences):
-        return np.sort(np.random.default_rng(seed).permutation(len(sentences))[: config.max_sentences]), None
-    return np.arange(len(sentences)), None
+        return Chosen(np.sort(np.random.default_rng(seed).permutation(len(sentences))[: config.max_sentences]), None,
+                      {})
+    return Chosen(np.arange(len(sentences)), None, {})
 
 
 @dataclass
@@ -141,9 +170,9 @@ class Selection:
         sentences = files.read_lines(corpus.path / files.SENTENCES)
         splitter = word_splitter(rules, teacher.tokenizer_json())
         fill_from = source_lines(corpus, config.fill_sources, "[extract] fill_sources") if config.fill_sources else None
-        chosen, credit_arrays = select_sentences(config, sentences, {w: i for i, w in enumerate(words)}, counts,
-                                                 splitter, seed, fill_from)
-        texts = [sentences[i] for i in chosen]
+        chosen, credit_arrays, windows = select_sentences(config, sentences, {w: i for i, w in enumerate(words)},
+                                                          counts, splitter, seed, fill_from)
+        texts = [windows.get(int(i), sentences[i]) for i in chosen]
         lengths = teacher.token_lengths(texts) + 2
         return cls(texts, None if credit_arrays is None else [set(c.tolist()) for c in credit_arrays], lengths,
                    token_budget_batches(lengths, teacher.batch_tokens), len(sentences), time.time() - start)

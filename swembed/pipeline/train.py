@@ -205,16 +205,15 @@ class CellBatches:
     def __post_init__(self) -> None:
         self.order = np.argsort(self.cells, kind="stable")
         self.bounds = np.searchsorted(self.cells[self.order], np.arange(self.cells.max() + 2))
-        sizes = np.diff(self.bounds)
-        self.weights = sizes / sizes.sum()
 
     def members(self, cell: int) -> np.ndarray:
         return self.order[self.bounds[cell] : self.bounds[cell + 1]]
 
     def __call__(self, rng: np.random.Generator, n_train: int, steps: int, batch: int) -> np.ndarray:
         out = rng.integers(0, n_train, size=(steps, batch))
-        if not self.hashed:
-            for step, cell in enumerate(rng.choice(len(self.weights), size=steps, p=self.weights)):
+        if not self.hashed:  # cells in proportion to their size
+            sizes = np.diff(self.bounds)
+            for step, cell in enumerate(rng.choice(len(sizes), size=steps, p=sizes / sizes.sum())):
                 members = self.members(cell)
                 take = min(batch, len(members))
                 out[step, :take] = rng.choice(members, take, replace=False)
