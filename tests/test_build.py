@@ -748,6 +748,13 @@ def test_loss_weights_and_script_variants_are_checked_before_any_work(tmp_path):
                            ({"distill": {"random_batch_weight": -1.0}},
                             "r.toml: [distill] random_batch_weight must be at least 0, got -1.0"),
                            ({"distill": {"random_batch_weight": 1.0}}, "random_batch_weight needs cell_size"),
+                           ({"extract": {"window": 5}}, '[extract] window is for the sentences a quota chooses'),
+                           ({"extract": {"sentences": "cover", "window": 5}, "distill": {"sources": ["a.txt"]}},
+                            "[extract] window reads parts of sentences, which [distill] sources cannot trace"),
+                           ({"extract": {"sentences": "quota", "window": 5}, "pca": {"sources": ["a.txt"]}},
+                            "[extract] window reads parts of sentences, which [pca] sources cannot trace"),
+                           ({"extract": {"window": 0}},
+                            "r.toml: [extract] window must be at least 1 (leave it out for whole sentences), got 0"),
                            ({"distill": {"shrinkage": -1.0}}, "r.toml: [distill] shrinkage must be at least 0, got"),
                            ({"shrinkage": {"k": -1.0}}, "r.toml: [shrinkage] k must be at least 0, got -1.0"),
                            ({"distill": {"alone_shrinkage": -1.0}}, "[distill] alone_shrinkage must be at least 0"),
@@ -775,6 +782,7 @@ def test_loss_weights_and_script_variants_are_checked_before_any_work(tmp_path):
     with pytest.raises(BuildError, match=re.escape('[retrieval] cell_size is for loss = "contrastive"')):
         apply_settings(BuildConfig(), {"retrieval": pairs}, "r.toml").validate()
     apply_settings(BuildConfig(), {"retrieval": {**pairs, "loss": "contrastive"}}, "r.toml").validate()
+    apply_settings(BuildConfig(), {"extract": {"sentences": "cover", "window": 5}}, "r.toml").validate()
 
 
 @pytest.mark.parametrize("command,hidden,extra", [  # build without torch: test_bad_input.py

@@ -448,6 +448,13 @@ class BuildConfig:
         if fill and (self.extract.sentences != "cover" or not self.extract.max_sentences):
             raise BuildError(f"[extract] {fill[0]} is for a cover filled to max_sentences (sentences = \"cover\" "
                              "with max_sentences set)")
+        if self.extract.window and self.extract.sentences not in ("quota", "cover"):
+            raise BuildError("[extract] window is for the sentences a quota chooses (sentences = \"quota\" or "
+                             "\"cover\")")
+        by_source = [name for name, section in (("pca", self.pca), ("distill", self.distill)) if section.sources]
+        if self.extract.window and by_source:
+            raise BuildError(f"[extract] window reads parts of sentences, which [{by_source[0]}] sources cannot "
+                             "trace to their corpus source; use one or the other")
         on_cuda = self.device.startswith("cuda")
         if self.extract.teacher_runtime == "onnx" and (self.extract.teacher_dtype == "bfloat16" or on_cuda):
             raise BuildError("--teacher-runtime onnx runs a float32 teacher on the CPU, not with --teacher-dtype "
