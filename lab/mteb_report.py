@@ -413,8 +413,8 @@ def search_table() -> list[str]:
 
 
 def _section(path: Path) -> list[str]:
-    """The lines of a subsection another lab script generates (``lab.query_weights``, ``lab.lexical_weights``), or
-    none before it has."""
+    """The lines of a subsection another lab script generates (``lab.query_weights``, ``lab.lexical_weights``,
+    ``lab.search_time_levers``), or none before it has."""
     return [*path.read_text(encoding="utf-8").rstrip().splitlines(), ""] if path.is_file() else []
 
 
@@ -425,6 +425,7 @@ def render(data: Path, intro: str) -> str:
              "<!-- generated: python -m lab.mteb_report (rows: lab.mteb_report.SEARCH_ROWS and their commands) -->",
              "", *search_table(), "", *_section(ROOT / "reports" / "mteb" / "query_weights.md"),
              *_section(ROOT / "reports" / "mteb" / "lexical_weights.md"),
+             *_section(ROOT / "reports" / "mteb" / "search_time_levers.md"),
              "## Test scores (MTEB main score x100)", "",
              "<!-- generated: python -m lab.mteb_report (rows: the commands below) -->", "", *score_table(data), "",
              "Commands (each measured row):", "", *commands(), "",
