@@ -67,12 +67,17 @@ def rrf_rows(scores: np.ndarray) -> np.ndarray:
 NORMS: dict[str, Callable[[np.ndarray], np.ndarray]] = {"z": standardised, "minmax": minmax_rows, "rrf": rrf_rows}
 
 
-def ndcg(scores: np.ndarray, gold: np.ndarray) -> float:
-    """Mean nDCG@10 x 100, one relevant passage a query, ties to the lower row."""
+def ndcg_per_query(scores: np.ndarray, gold: np.ndarray) -> np.ndarray:
+    """Each query's nDCG@10 (0..1), one relevant passage a query, ties to the lower row."""
     gold_scores = scores[np.arange(len(gold)), gold][:, None]
     columns = np.arange(scores.shape[1])[None, :]
     rank = (scores > gold_scores).sum(axis=1) + ((scores == gold_scores) & (columns < gold[:, None])).sum(axis=1)
-    return float(100 * np.where(rank < 10, 1 / np.log2(rank + 2), 0.0).mean())
+    return np.where(rank < 10, 1 / np.log2(rank + 2), 0.0)
+
+
+def ndcg(scores: np.ndarray, gold: np.ndarray) -> float:
+    """Mean nDCG@10 x 100, one relevant passage a query, ties to the lower row."""
+    return float(100 * ndcg_per_query(scores, gold).mean())
 
 
 def bm25s_scores(passages: list[str], queries: list[str], tokens=None, **settings) -> np.ndarray:

@@ -35,7 +35,7 @@ from scipy import sparse
 
 import swembed
 from lab.heldout_retrieval import interval
-from lab.hybrid_search import ALPHAS, SOURCES, ndcg, scifact, trec_ndcg
+from lab.hybrid_search import ALPHAS, SOURCES, ndcg, ndcg_per_query, scifact, trec_ndcg
 from lab.mteb_levers import pairs_dev
 from swembed.runtime.lexical import ALPHA, Lexical, standardised
 from swembed.runtime.outputs import atomic_file
@@ -152,14 +152,6 @@ def weighted_bm25(model, passages: list[str], queries: list[str], weight_of: dic
     return lexical.scores(lexical.query_terms(model, queries))
 
 
-def per_query_ndcg(scores: np.ndarray, gold: np.ndarray) -> np.ndarray:
-    """nDCG@10 (0..1) of each query with one relevant passage, ties to the lower row (``lab.hybrid_search.ndcg``)."""
-    own = scores[np.arange(len(gold)), gold][:, None]
-    columns = np.arange(scores.shape[1])[None, :]
-    rank = (scores > own).sum(axis=1) + ((scores == own) & (columns < gold[:, None])).sum(axis=1)
-    return np.where(rank < 10, 1 / np.log2(rank + 2), 0.0)
-
-
 def mixed(cosines: np.ndarray, bm25: np.ndarray, alpha: float) -> np.ndarray:
     return alpha * standardised(cosines) + (1 - alpha) * standardised(bm25)
 
@@ -170,7 +162,7 @@ def dev_scores(model, sets: dict, weight_of: dict[str, float], cosines: dict) ->
     out = {}
     for name, (queries, passages, gold) in sets.items():
         bm25 = weighted_bm25(model, passages, queries, weight_of)
-        hybrid = {a: per_query_ndcg(mixed(cosines[name], bm25, a), gold) for a in ALPHAS}
+        hybrid = {a: ndcg_per_query(mixed(cosines[name], bm25, a), gold) for a in ALPHAS}
         out[name] = {"bm25": ndcg(bm25, gold), "hybrid": {a: 100 * float(v.mean()) for a, v in hybrid.items()},
                      "per_query": hybrid}
     return out

@@ -68,6 +68,7 @@ class VocabConfig:
 
 
 EXTRACT_SENTENCES = ("all", "quota", "cover")
+QUOTA_CHOICES = ("quota", "cover")  # the sentence choices a quota makes (swembed.pipeline.extract.choose_sentences)
 TABLE_DTYPES = ("float32", "float16")
 DEVICES = ("auto", "cpu", "cuda")
 PCA_LEVELS = ("sentence", "word", "none")
@@ -448,7 +449,7 @@ class BuildConfig:
         if fill and (self.extract.sentences != "cover" or not self.extract.max_sentences):
             raise BuildError(f"[extract] {fill[0]} is for a cover filled to max_sentences (sentences = \"cover\" "
                              "with max_sentences set)")
-        if self.extract.window and self.extract.sentences not in ("quota", "cover"):
+        if self.extract.window and self.extract.sentences not in QUOTA_CHOICES:
             raise BuildError("[extract] window is for the sentences a quota chooses (sentences = \"quota\" or "
                              "\"cover\")")
         by_source = [name for name, section in (("pca", self.pca), ("distill", self.distill)) if section.sources]

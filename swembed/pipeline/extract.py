@@ -38,7 +38,7 @@ import numpy as np
 import torch
 
 from swembed.pipeline import files
-from swembed.pipeline.config import ExtractConfig
+from swembed.pipeline.config import QUOTA_CHOICES, ExtractConfig
 from swembed.pipeline.corpus import source_lines, word_count
 from swembed.pipeline.stage import StageContext, StageResult, StageRun, load_checkpoint, teacher_identity
 from swembed.pipeline.vocab import read_vocab_stage
@@ -49,7 +49,6 @@ from swembed.runtime.tokenizer import TokenizationRules, WordTokenizer, word_spl
 from swembed.teachers.base import Pinnable, pinned, token_budget_batches
 
 logger = logging.getLogger(__name__)
-QUOTA_CHOICES = ("quota", "cover")  # the sentence choices made by choose_sentences (seeded)
 _STATE = "state.npz"
 
 
