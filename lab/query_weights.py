@@ -31,8 +31,8 @@ from swembed.pipeline.query_weights import (
     fit_on,
     mine_negatives,
     query_weighted,
-    write_query_weights,
 )
+from swembed.pipeline.row_weights import write_row_weights
 from swembed.runtime.outputs import atomic_file
 
 SPLITS = Path("models/corpora/sci")
@@ -110,7 +110,7 @@ def run_levers(model, names: list[str], out: Path | None, cache: Path | None, wr
                      "dev": dev_scores(model, sets, weights)})
         _record(rows[-1], out)
         if name == write:
-            write_query_weights(model.path, weights)
+            write_row_weights(model.path, "query", weights)
         if keep is not None:
             np.save(keep / f"{name.replace(' ', '-')}.npy", weights)
     return rows

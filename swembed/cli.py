@@ -457,9 +457,9 @@ def _add_model_commands(sub) -> None:
                    help="lines that do not decode: decode with U+FFFD (default), leave out, or stop")
     p.add_argument("--encoding", metavar="NAME", help="of the input, e.g. latin-1 or cp1251 (default: UTF-8, or "
                    "what a byte-order mark says: UTF-8, UTF-16, UTF-32)")
-    from swembed.runtime.folder import KIND_WEIGHT_FILES
+    from swembed.runtime.embedder import ENCODE_KINDS
 
-    p.add_argument("--kind", choices=list(KIND_WEIGHT_FILES), help="the texts are search queries or passages: a table "
+    p.add_argument("--kind", choices=list(ENCODE_KINDS), help="the texts are search queries or passages: a table "
                    "with that kind's row weights (kind_weights) applies them (default: neither)")
     p.add_argument("--overwrite", action="store_true")
     from swembed.integrations.formats import DTYPES, FORMATS

@@ -21,7 +21,7 @@ def with_weights(folder, weights, named=None):
          "(issue 82) no such key: query weights did not exist",
          "refused on load and by every command naming the key, or the missing file; the folder unchanged",
          '<folder>/config.json: kind_weights must be an object of some of {"query": "query_weights.npy", '
-         '"document": "document_weights.npy"}, got <value>',
+         '"document": "document_weights.npy", "lexical": "lexical_weights.npy"}, got <value>',
          "<folder>: document_weights.npy is missing (kind_weights in config.json names it)")
 def test_kind_weights_named_badly(tmp_path, tiny_model, promised):
     weights = np.ones(len(TINY_WORDS), dtype=np.float32)

@@ -15,6 +15,7 @@ from conftest import run_cli
 from test_search import random_texts, write_word_model
 
 import swembed
+from swembed.pipeline.row_weights import write_row_weights
 from swembed.runtime import lexical as lexical_module
 from swembed.runtime import search as search_module
 from swembed.runtime.index import SearchIndex, SearchIndexError
@@ -24,6 +25,15 @@ from swembed.runtime.stemmer import stem
 @pytest.fixture(scope="module")
 def model(tmp_path_factory) -> swembed.StaticEmbedder:
     return swembed.load(write_word_model(tmp_path_factory.mktemp("lexical") / "words", words=60))
+
+
+@pytest.fixture(scope="module")
+def weighted(model, tmp_path_factory) -> swembed.StaticEmbedder:
+    """``model`` with random lexical weights (kind_weights "lexical"), as the build's stage adds them."""
+    folder = model.save(tmp_path_factory.mktemp("lexical") / "weighted")
+    weights = np.exp(np.random.default_rng(3).normal(size=model.rows)).astype(np.float32)
+    write_row_weights(folder, "lexical", weights)
+    return swembed.load(folder)
 
 
 @pytest.fixture(scope="module")
@@ -42,17 +52,19 @@ def terms(model, text: str, stemmed: bool = True) -> list[str]:
 
 def brute_bm25(model, query: str, corpus: list[str], k1: float, b: float, stemmed: bool = True) -> np.ndarray:
     """BM25 written out: Lucene's idf and saturation, over the tokeniser's words (stemmed unless ``stemmed`` is
-    False), one passage at a time."""
+    False), one passage at a time; a table with lexical weights multiplies a query word's term by its row's."""
     docs = [Counter(terms(model, text, stemmed)) for text in corpus]
     lengths = [sum(d.values()) for d in docs]
     average = sum(lengths) / len(docs)
     scores = np.zeros(len(docs))
-    for word in terms(model, query, stemmed):
-        df = sum(1 for d in docs if word in d)
+    rows, lexical = model.tokenizer.vocab, model.kind_weights.get("lexical")
+    for word, term in zip(model.tokenizer.words(query), terms(model, query, stemmed)):
+        weight = 1.0 if lexical is None or word not in rows else float(lexical[rows[word]])
+        df = sum(1 for d in docs if term in d)
         idf = math.log(1 + (len(docs) - df + 0.5) / (df + 0.5))
         for i, d in enumerate(docs):
-            if d[word]:
-                scores[i] += idf * d[word] / (d[word] + k1 * (1 - b + b * lengths[i] / average))
+            if d[term]:
+                scores[i] += weight * idf * d[term] / (d[term] + k1 * (1 - b + b * lengths[i] / average))
     return scores
 
 
@@ -86,6 +98,31 @@ def test_bm25_equals_the_formula(model, corpus, k1, b):
     for query, hits in zip(queries, index.search(queries, 8, mode="lexical")):
         if k1 == lexical_module.K1:
             check_ranking(hits, brute_bm25(model, query, corpus, k1, b), 8)
+
+
+def test_lexical_weights_multiply_each_query_words_term_weights(model, weighted, corpus):
+    """A table's lexical weights scale a query word's BM25 term weights by its row's weight (a word without a row:
+    1) in lexical and hybrid search; the postings, the cosines and a table without them are as before."""
+    queries = queries_of(weighted, corpus)
+    assert any(word not in weighted.tokenizer.vocab for q in queries for word in weighted.tokenizer.words(q))
+    index, plain = weighted.index(corpus), model.index(corpus)
+    for name in ("offsets", "docs", "counts", "lengths"):
+        np.testing.assert_array_equal(getattr(index.postings(), name), getattr(plain.postings(), name))
+    found = index.postings().scores(*index.postings().weighted_query_terms(weighted, queries))
+    unweighted = plain.postings().scores(plain.postings().query_terms(model, queries))
+    for query, row, before in zip(queries, found, unweighted):
+        np.testing.assert_allclose(row, brute_bm25(weighted, query, corpus, lexical_module.K1, lexical_module.B),
+                                   rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(before, brute_bm25(model, query, corpus, lexical_module.K1, lexical_module.B),
+                                   rtol=1e-5, atol=1e-6)
+    assert not np.allclose(found, unweighted)
+    for query, hits in zip(queries, index.search(queries, 9, mode="hybrid")):
+        check_ranking(hits, brute_hybrid(weighted, query, corpus, lexical_module.ALPHA), 9)
+    assert weighted.search(queries, corpus, 9, mode="lexical") == index.search(queries, 9, "lexical")
+    assert [[h.index for h in hits] for hits in index.search(queries, 9)] == \
+        [[h.index for h in hits] for hits in plain.search(queries, 9)]  # dense search does not read them
+    with pytest.raises(ValueError, match="kind must be one of query, document or None, got 'lexical'"):
+        weighted.encode("a text", kind="lexical")
 
 
 def test_bm25_ranks_as_bm25s_with_the_same_words(model, corpus):
@@ -403,15 +440,18 @@ console.log(JSON.stringify({ found, defaults: [BM25_K1, BM25_B, HYBRID_ALPHA] })
 """
 
 
-def test_node_ranks_lexical_and_hybrid_as_python(model, corpus):
+@pytest.mark.parametrize("lexical_weights", [False, True])
+def test_node_ranks_lexical_and_hybrid_as_python(model, weighted, corpus, lexical_weights):
     """The JS package's ``search(..., {mode, alpha})`` gives Python's hits: the same scores (float32, to 1e-5),
-    cosines and BM25 scores, in the same order except where Python's scores lie within 1e-5 of each other."""
+    cosines and BM25 scores, in the same order except where Python's scores lie within 1e-5 of each other; with the
+    table's lexical weights too."""
     import shutil
     import subprocess
 
     node = shutil.which("node")
     if node is None:
         pytest.skip("node is not installed")
+    model = weighted if lexical_weights else model
     queries = queries_of(model, corpus)
     request = {"table": str(model.path), "queries": queries, "corpus": corpus, "topK": 10}
     result = subprocess.run([node, "--input-type=module", "-e", SEARCH_IN_NODE], input=json.dumps(request),

@@ -188,7 +188,8 @@ def test_the_fit_weighs_down_words_every_query_has_and_finds_more_passages(tmp_p
 def test_the_stage_fits_once_and_the_folder_then_encodes_queries_with_the_weights(tmp_path):
     pytest.importorskip("torch")
     from swembed.pipeline.config import QueryWeightsConfig
-    from swembed.pipeline.query_weights import add_query_weights, query_weighted, run_query_weights
+    from swembed.pipeline.query_weights import fit_query_weights, query_weighted
+    from swembed.pipeline.row_weights import add_row_weights, run_row_weights
     from swembed.pipeline.stage import StageContext
 
     folder = pair_table(tmp_path / "table")
@@ -196,10 +197,14 @@ def test_the_stage_fits_once_and_the_folder_then_encodes_queries_with_the_weight
     pairs.write_text("".join(f"{q}\t{p}\n" for q, p in make_pairs(300, seed=0)), encoding="utf-8")
     config = QueryWeightsConfig(files=[str(pairs)], epochs=2, batch_size=32, negatives=2)
     ctx = StageContext(tmp_path / "work", quiet=True)
-    stage = run_query_weights(ctx, config, folder, [], [])
+
+    def run_query_weights(ctx, config, folder):
+        return run_row_weights(ctx, "query_weights", "query", config, folder, [], [], fit_query_weights)
+
+    stage = run_query_weights(ctx, config, folder)
     assert not stage.cached and stage.stats["pairs"] == 300
-    assert run_query_weights(ctx, config, folder, [], []).cached
-    add_query_weights(folder, stage)
+    assert run_query_weights(ctx, config, folder).cached
+    add_row_weights(folder, "query", stage)
     assert json.loads((folder / "config.json").read_text())[KIND_WEIGHTS] == {"query": "query_weights.npy"}
     model = swembed.load(folder)
     weights = np.load(stage.path / "query_weights.npy")
@@ -208,7 +213,7 @@ def test_the_stage_fits_once_and_the_folder_then_encodes_queries_with_the_weight
     np.testing.assert_allclose(model.encode(queries, kind="query"), query_weighted(swembed.load(folder), queries,
                                                                                      weights), atol=1e-6)
     other = run_query_weights(ctx, QueryWeightsConfig(files=[str(pairs)], epochs=2, batch_size=32, negatives=2,
-                                                      tau=0.1), folder, [], [])
+                                                      tau=0.1), folder)
     assert not other.cached  # a setting is in the stage's key
 
 

@@ -12,8 +12,13 @@ export const FORMAT_NAME = 'swe-static';
 export const FORMAT_VERSION = 1;
 const MAGNITUDES = [1e-15, 1e15]; // a non-zero row's largest |value| (and every scale), as Python checks it
 const FLOAT32_TINY = 2 ** -126;
-/** encode's kinds besides none, and the file of each kind's row weights (config.json's kind_weights names them). */
-export const KIND_WEIGHT_FILES = { query: 'query_weights.npy', document: 'document_weights.npy' };
+/** The file of each kind of row weights (config.json's kind_weights names them): a query's and a passage's rows in
+ * its mean (encode's kinds), and the BM25 weight of a query word's term in lexical and hybrid search (search.js). */
+export const KIND_WEIGHT_FILES = {
+  query: 'query_weights.npy', document: 'document_weights.npy', lexical: 'lexical_weights.npy',
+};
+/** encode's kinds besides none. */
+export const ENCODE_KINDS = ['query', 'document'];
 const KIND_WEIGHT_RANGE = [1e-6, 1e6];
 
 /** What encode and encodeBatch throw for an argument that is not a text (a TypeError). */
@@ -133,8 +138,8 @@ export class StaticEmbedder {
 
   /** The row weights of `kind` (null: none, as for a table without them); an unknown kind is refused. */
   rowWeights(kind) {
-    if (kind !== null && kind !== undefined && !(kind in KIND_WEIGHT_FILES)) {
-      throw new RangeError(`kind must be one of ${Object.keys(KIND_WEIGHT_FILES).join(', ')} or null, got ${kind}`);
+    if (kind !== null && kind !== undefined && !ENCODE_KINDS.includes(kind)) {
+      throw new RangeError(`kind must be one of ${ENCODE_KINDS.join(', ')} or null, got ${kind}`);
     }
     return (kind && this.kindWeights[kind]) || null;
   }

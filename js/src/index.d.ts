@@ -64,8 +64,9 @@ export interface FolderParts {
   scales?: ArrayBuffer | null;
   codes?: ArrayBuffer | null;
   tokenizerJson?: object | null;
-  /** The .npy bytes of the row weights config.json's kind_weights names (query_weights.npy, document_weights.npy). */
-  kindWeights?: { query?: ArrayBuffer; document?: ArrayBuffer };
+  /** The .npy bytes of the row weights config.json's kind_weights names (query_weights.npy, document_weights.npy,
+   * lexical_weights.npy). */
+  kindWeights?: { query?: ArrayBuffer; document?: ArrayBuffer; lexical?: ArrayBuffer };
 }
 
 export declare class StaticEmbedder {
@@ -77,8 +78,9 @@ export declare class StaticEmbedder {
   readonly config: object;
   readonly words: string[];
   readonly tokenizer: WordTokenizer;
-  /** Each kind's row weights (config.json's kind_weights): absent for a table without them. */
-  readonly kindWeights: { query?: Float32Array; document?: Float32Array };
+  /** Each kind's row weights (config.json's kind_weights): absent for a table without them; lexical: each query
+   * word's weight on its BM25 term weights in lexical and hybrid search. */
+  readonly kindWeights: { query?: Float32Array; document?: Float32Array; lexical?: Float32Array };
   /** The L2-normalised sentence vector of a text (the zero vector when no word has a row); `kind` 'query' or
    * 'document' applies that kind's row weights where the table has them (docs/format.md). */
   encode(text: string, kind?: EncodeKind | null): Float32Array;

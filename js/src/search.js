@@ -42,7 +42,8 @@ export function rank(query, vectors, topK = 10) {
  * BM25 of every passage of `corpus` for each query (one Float32Array per query), over the terms of each text: the
  * words the model's tokenizer splits it into, each stemmed (`stemmed = false`: as they are): Lucene's idf
  * ln(1 + (N - df + 0.5) / (df + 0.5)) and saturation tf / (tf + k1 (1 - b + b length / average length)); a repeated
- * query term counts each time.
+ * query term counts each time. A table with lexical weights (kind_weights "lexical") multiplies each query word's
+ * term weights by its row's weight (float32; a word without a row: 1), as Python does.
  */
 export function bm25(model, queries, corpus, { k1 = BM25_K1, b = BM25_B, stemmed = true } = {}) {
   const cache = new Map(); // a corpus repeats its words: each distinct word is stemmed once
@@ -64,18 +65,26 @@ export function bm25(model, queries, corpus, { k1 = BM25_K1, b = BM25_B, stemmed
   });
   const n = corpus.length;
   const average = lengths.reduce((sum, x) => sum + x, 0) / Math.max(n, 1);
+  const lexicalWeights = model.kindWeights.lexical || null;
+  const weightOf = (word) => {
+    const row = lexicalWeights ? model.tokenizer.vocab.get(word) : undefined;
+    return row === undefined ? 1 : lexicalWeights[row];
+  };
   return queries.map((query) => {
     const scores = new Float64Array(n);
-    for (const word of terms(query)) {
-      const found = postings.get(word);
-      if (!found) continue;
+    const words = model.tokenizer.words(query);
+    terms(query).forEach((term, i) => {
+      const found = postings.get(term);
+      if (!found) return;
       const df = found.length / 2;
       const idf = Math.log1p((n - df + 0.5) / (df + 0.5));
+      const weight = weightOf(words[i]);
       for (let j = 0; j < found.length; j += 2) {
         const [row, tf] = [found[j], found[j + 1]];
-        scores[row] += Math.fround(idf * tf / (tf + k1 * (1 - b + (b * lengths[row]) / Math.max(average, 1e-12))));
+        const posted = Math.fround(idf * tf / (tf + k1 * (1 - b + (b * lengths[row]) / Math.max(average, 1e-12))));
+        scores[row] += weight === 1 ? posted : Math.fround(posted * weight);
       }
-    }
+    });
     return Float32Array.from(scores);
   });
 }

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from swembed.runtime import StaticEmbedder
+from swembed.runtime.embedder import ENCODE_KINDS
 
 CONFORMANCE_FORMAT = "swe-static-conformance"
 CONFORMANCE_VERSION = 1
@@ -78,7 +79,8 @@ def conformance(model_path: str | Path, extra: list[str] | None = None) -> dict:
     cases = conformance_texts(model, extra)
     texts = [text for _, text in cases]
     vectors = model.encode(texts)
-    kinds = {f"{kind}_vector": model.encode(texts, kind=kind) for kind in sorted(model.kind_weights)}
+    kinds = {f"{kind}_vector": model.encode(texts, kind=kind) for kind in sorted(model.kind_weights)
+             if kind in ENCODE_KINDS}
     embeddings = Path(model_path) / "embeddings.npy"
     items = []
     for i, ((about, text), vector) in enumerate(zip(cases, vectors)):

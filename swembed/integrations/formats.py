@@ -126,9 +126,9 @@ def export_format(name: str) -> ExportFormat:
 
 
 def kinds_left_out(model_path: str | Path, fmt: str) -> str | None:
-    """What an ``st`` or ``model2vec`` export of a table with query or document weights says: those formats have no
-    kinds, so the export encodes every text with no kind (the document side of a table with query weights only); npy
-    keeps the weights. None when nothing is left out."""
+    """What an ``st`` or ``model2vec`` export of a table with query, document or lexical weights says: those formats
+    have no kinds and no lexical channel, so the export encodes every text with no kind (the document side of a table
+    with query weights only); npy keeps the weights. None when nothing is left out."""
     from swembed.runtime.folder import KIND_WEIGHTS, read_config
 
     kinds = sorted(read_config(Path(local_or_hub(model_path))).get(KIND_WEIGHTS) or {})

@@ -2,8 +2,9 @@
 
 Per language: corpus -> vocab -> extract (cached per language, so English is extracted once for every
 table that has it). Then, over all languages: compose -> pca -> (alone) -> distill -> script variants
-(``swembed.pipeline.variants``) -> the model folder -> (query weights, ``swembed.pipeline.query_weights``). Every stage
-is cached under the work directory by the hash of its config and inputs, and resumes after a crash.
+(``swembed.pipeline.variants``) -> the model folder -> (query weights, ``swembed.pipeline.query_weights``;
+lexical weights, ``swembed.pipeline.lexical_weights``). Every stage is cached under the work directory by the hash
+of its config and inputs, and resumes after a crash.
 """
 from __future__ import annotations
 
@@ -26,12 +27,14 @@ from swembed.pipeline.coteacher import COTEACHER
 from swembed.pipeline.distill import DistillInputs, run_distill
 from swembed.pipeline.extract import Selection, extract_identity, run_extract
 from swembed.pipeline.grams import GRAM_ROWS
+from swembed.pipeline.lexical_weights import fit_lexical_weights
 from swembed.pipeline.paragraphs import PARAGRAPHS
 from swembed.pipeline.parallel import run_pairs
 from swembed.pipeline.pca import check_dims, kept_components, run_pca
 from swembed.pipeline.plan import DeviceMonitor, build_plan
-from swembed.pipeline.query_weights import add_query_weights, run_query_weights
+from swembed.pipeline.query_weights import fit_query_weights
 from swembed.pipeline.retrieval import RETRIEVAL
+from swembed.pipeline.row_weights import add_row_weights, run_row_weights
 from swembed.pipeline.shrinkage import SHRINKAGE
 from swembed.pipeline.sources import CorpusError
 from swembed.pipeline.stage import PostTraining, PrepareSources, StageContext, StageResult, teacher_key
@@ -42,6 +45,9 @@ from swembed.runtime.tokenizer import TokenizationRules
 from swembed.teachers.base import Teacher
 
 logger = logging.getLogger(__name__)
+
+# the stages on the written folder, in order: (recipe section, kind_weights kind, fit)
+ROW_WEIGHT_STAGES = (("query_weights", "query", fit_query_weights), ("lexical_weights", "lexical", fit_lexical_weights))
 
 # The stages around training, each reading its own config section (BuildConfig.<section>), in the order they run:
 # prepare hooks before training, refine hooks on the trained table (shrinkage before alone), rows after it.
@@ -136,12 +142,14 @@ def _build(run: BuildRun, started: float, overwrite: bool) -> dict:
             run.stages.append((step.section, extra_rows[-1][1]))
     report = _export(run, plan, pca, compose, np.load(final.path / files.TABLE), extra_rows, overwrite)
     run.monitor.phase("export")
-    if config.query_weights.files:
-        weights = run_query_weights(run.ctx, config.query_weights, Path(config.out),
-                                    [final, *(stage for _, stage, _, _ in extra_rows)], config.exclude)
-        add_query_weights(Path(config.out), weights)
-        report["build"]["stages"].update(stage_summary([("query_weights", weights)]))
-        run.monitor.phase("query weights")
+    for section, kind, fit in ROW_WEIGHT_STAGES:  # on the written folder: fitted on pairs, one weight a row
+        settings = getattr(config, section)
+        if settings.files:
+            weights = run_row_weights(run.ctx, section, kind, settings, Path(config.out),
+                                      [final, *(stage for _, stage, _, _ in extra_rows)], config.exclude, fit)
+            add_row_weights(Path(config.out), kind, weights)
+            report["build"]["stages"].update(stage_summary([(section, weights)]))
+            run.monitor.phase(section.replace("_", " "))
     report["build"]["device"] = run.monitor.report()
     report["build"]["total_wall_s"] = round(time.time() - started, 2)
     update_config(Path(config.out), {"build": report["build"]})
@@ -176,6 +184,10 @@ def _plan_and_extract(run: BuildRun, corpora: dict[str, StageResult],
     vocab_sizes = {lang: vocabs[lang].stats["vocab_size"] for lang in config.langs}
     later = [line for step, section in run.post if step.plan and config.distill_enabled
              for line in step.plan(section, sum(vocab_sizes.values()))]
+    later += [f"on the written table, the {what} weights fitted on the pairs of {len(section.files)} file(s) "
+              f"([{what}_weights]; no teacher time, about a minute per 100k pairs)"
+              for what, section in (("query", config.query_weights), ("lexical", config.lexical_weights))
+              if section.files]
     plan = build_plan(config, teacher, selections, vocab_sizes, tuple(later))
     print(plan["text"], file=sys.stderr, flush=True)
     run.monitor.phase("corpus, vocab, plan")

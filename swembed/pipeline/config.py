@@ -3,8 +3,8 @@
 A recipe (``pipelines/*.toml``) has top-level keys (``teacher``, ``out``, ``langs``, ...) and one table per
 section: ``[corpus]``, ``[tokenization]`` (the one rule set every stage and the exported model share),
 ``[vocab]``, ``[extract]``, ``[compose]``, ``[pca]``, ``[distill]``, and one per post-training stage:
-``[coteacher]``, ``[paragraphs]``, ``[shrinkage]``, ``[alone]``, ``[grams]``, then ``[query_weights]`` on the
-written table (older keys, such as their
+``[coteacher]``, ``[paragraphs]``, ``[shrinkage]``, ``[alone]``, ``[grams]``, then ``[query_weights]`` and
+``[lexical_weights]`` on the written table (older keys, such as their
 ``[distill]`` keys, still load with a one-line warning: ``OLDER_KEYS``); a multilingual recipe adds ``[corpora]``
 (language -> files) and ``parallel`` pairs.
 Unknown keys are errors naming the file; every numeric setting is checked against its range (``RANGES``).
@@ -297,6 +297,21 @@ class QueryWeightsConfig:
 
 
 @dataclass
+class LexicalWeightsConfig:
+    """After the model folder is written, one weight per word row multiplying its term's BM25 weight in a search
+    query (hybrid and lexical search), fitted on the ``query<TAB>passage`` pairs of ``files``: cross-entropy of each
+    query's passage against its ``negatives`` BM25-mined ones, ``l2`` on the weights' logits, ``epochs`` passes in
+    batches of ``batch_size`` at Adam's ``lr`` (``swembed.pipeline.lexical_weights``). No files: off."""
+
+    files: list[str] = setting(key=Key.BY_STAGE, factory=list)  # keyed by their contents
+    l2: float = setting(1e-4, key=S, within=Range(0))  # chosen on the dev pairs (reports/mteb.md)
+    negatives: int = setting(15, key=S, within=Range(1, 256))
+    epochs: int = setting(3, key=S, within=Range(1, 100))
+    batch_size: int = setting(512, key=S, within=Range(1, 65536))
+    lr: float = setting(0.02, key=S, within=Range(0, 10, above=True))
+
+
+@dataclass
 class GramsConfig:
     """After training, this many gram rows (character 3-5-grams hashed into buckets) fitted to the word rows, so an
     unknown word backs off to the mean of its pieces and its grams (``swembed.pipeline.grams``); 0: pieces only."""
@@ -355,6 +370,7 @@ class BuildConfig:
     alone: AloneConfig = field(default_factory=AloneConfig)
     grams: GramsConfig = field(default_factory=GramsConfig)
     query_weights: QueryWeightsConfig = field(default_factory=QueryWeightsConfig)
+    lexical_weights: LexicalWeightsConfig = field(default_factory=LexicalWeightsConfig)
 
     @property
     def work_path(self) -> Path:
@@ -472,8 +488,8 @@ class BuildConfig:
 
     def _check_pair_sections(self) -> None:
         """The sections that train on pairs or documents: one language, and settings their loss can use."""
-        paired = [name for name, section in (("retrieval", self.retrieval), ("query_weights", self.query_weights))
-                  if section.files]
+        paired = [name for name, section in (("retrieval", self.retrieval), ("query_weights", self.query_weights),
+                                             ("lexical_weights", self.lexical_weights)) if section.files]
         if paired and self.multilingual:
             raise BuildError(f"[{paired[0]}] files are for one-language builds (their pairs train langs[0])")
         if self.paragraphs.files and (self.multilingual or self.paragraphs.query_weight > 0):
@@ -488,7 +504,8 @@ class BuildConfig:
         (``work_path``) not inside ``out``, where the finished model would replace it."""
         sources = [s for lang in self.langs for s in self.corpus_for(lang).sources]
         named = {"--corpus": sources, "--exclude": self.exclude, "--word-lists": self.vocab.word_lists,
-                 "[retrieval] files": self.retrieval.files, "[query_weights] files": self.query_weights.files}
+                 "[retrieval] files": self.retrieval.files, "[query_weights] files": self.query_weights.files,
+                 "[lexical_weights] files": self.lexical_weights.files}
         for flag, paths in named.items():
             if any(not str(path).strip() for path in paths):
                 raise BuildError(f"{flag}: an empty path would read the current folder; give a file or folder")
@@ -510,7 +527,8 @@ class BuildConfig:
         replaced."""
         sources = [s for lang in self.langs for s in self.corpus_for(lang).sources]
         return [str(self.teacher), *map(str, sources), *map(str, self.exclude), *map(str, self.vocab.word_lists),
-                *map(str, self.retrieval.files), *map(str, self.query_weights.files), *map(str, self.paragraphs.files),
+                *map(str, self.retrieval.files), *map(str, self.query_weights.files),
+                *map(str, self.lexical_weights.files), *map(str, self.paragraphs.files),
                 str(self.work_path),
                 *([self.splits.out] if self.splits.out else [])]
 
@@ -547,6 +565,7 @@ class BuildConfig:
         for paths, what, where in ((self.vocab.word_lists, "word list", "--word-lists / [vocab] word_lists"),
                                    (self.retrieval.files, "retrieval pairs", "[retrieval] files"),
                                    (self.query_weights.files, "query weight pairs", "[query_weights] files"),
+                                   (self.lexical_weights.files, "lexical weight pairs", "[lexical_weights] files"),
                                    (self.paragraphs.files, "paragraph documents", "[paragraphs] files")):
             for path in paths:
                 if not Path(path).expanduser().is_file():

@@ -21,16 +21,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from swembed.pipeline.parallel import read_parallel
-from swembed.pipeline.sources import HELD_OUT_RULE, describe_source, expand_sources, held_out_keys
 from swembed.runtime.embedder import StaticEmbedder, kind_weighted
-from swembed.runtime.folder import KIND_WEIGHT_FILES, KIND_WEIGHT_RANGE, KIND_WEIGHTS, atomic_save_npy, update_config
-from swembed.runtime.settings import stage_key
+from swembed.runtime.folder import KIND_WEIGHT_FILES, KIND_WEIGHT_RANGE
 from swembed.runtime.tokenizer import TokenIds
 
 if TYPE_CHECKING:  # annotations only
     from swembed.pipeline.config import QueryWeightsConfig
-    from swembed.pipeline.stage import StageContext, StageResult, StageRun
 
 logger = logging.getLogger(__name__)
 
@@ -171,32 +167,3 @@ def query_weighted(model: StaticEmbedder, texts: Sequence[str], weights: np.ndar
     """``texts`` encoded with ``weights`` as the query weights (what ``encode(texts, kind="query")`` gives a table
     that carries them), for measuring weights before they are written."""
     return model.mean_rows(kind_weighted(model.tokenizer.encode_batch(list(texts)), weights))
-
-
-def run_query_weights(ctx: StageContext, config: QueryWeightsConfig, folder: Path, tables: list[StageResult],
-                      exclude: list[str]) -> StageResult:
-    """Fit the query weights of the model folder ``folder`` (made from the stages ``tables``) on ``config.files``
-    (pairs repeating an ``exclude`` text dropped), cached; ``add_query_weights`` puts them in the folder."""
-    identity = {**stage_key(config), "files": [describe_source(p) for p in config.files],
-                "exclude": [describe_source(p) for p in expand_sources(exclude)], **HELD_OUT_RULE, "seed": ctx.seed}
-
-    def compute(run: StageRun) -> dict:
-        pairs = read_parallel(config.files, held_out_keys(exclude))
-        if not pairs:
-            raise ValueError(f"[query_weights] files {config.files}: no query<TAB>passage pair")
-        weights, stats = fit_query_weights(StaticEmbedder.load(folder), pairs, config, ctx.seed)
-        atomic_save_npy(run.out / QUERY_WEIGHTS_FILE, weights)
-        return stats
-
-    return ctx.run("query_weights", identity, tables, compute)
-
-
-def add_query_weights(folder: Path, stage: StageResult) -> None:
-    """Write the stage's query weights into the model folder and name them in its config.json."""
-    write_query_weights(folder, np.load(stage.path / QUERY_WEIGHTS_FILE))
-
-
-def write_query_weights(folder: Path, weights: np.ndarray) -> None:
-    """``weights`` as the query weights of the model folder ``folder`` (the file, then config.json names it)."""
-    atomic_save_npy(Path(folder) / QUERY_WEIGHTS_FILE, np.asarray(weights, dtype=np.float32))
-    update_config(Path(folder), {KIND_WEIGHTS: {"query": QUERY_WEIGHTS_FILE}})

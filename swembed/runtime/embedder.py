@@ -10,7 +10,6 @@ from pathlib import Path
 import numpy as np
 
 from swembed.runtime.folder import (
-    KIND_WEIGHT_FILES,
     TOKENIZER_FILE,
     bad_row_error,
     first_bad_row,
@@ -32,7 +31,7 @@ _COLUMN_MIN_TEXTS = 16  # fewer texts of one length are gathered whole (a column
 _DIGEST_ROWS = 1 << 16  # table rows hashed at once by digest
 _FLOAT32_TINY = float(np.finfo(np.float32).tiny)
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-ENCODE_KINDS = tuple(KIND_WEIGHT_FILES)  # encode's kinds besides None (search: queries and passages)
+ENCODE_KINDS = ("query", "document")  # encode's kinds besides None (search: queries and passages)
 
 
 class StaticEmbedder:

@@ -46,7 +46,10 @@ TOKENIZER_FILE = "tokenizer.json"
 SCALES_FILE = "scales.npy"  # int8 tables only: one float32 scale per row
 TABLE_DTYPES = ("float32", "float16", "int8")
 KIND_WEIGHTS = "kind_weights"  # config.json key: {"query": "query_weights.npy", "document": ...}, each file optional
-KIND_WEIGHT_FILES = {"query": "query_weights.npy", "document": "document_weights.npy"}
+# per-row weights by what they weigh: a query's or a passage's rows in its mean (encode's kinds), and the BM25 weight of
+# a query word's term in the lexical channel of search ("lexical": swembed.runtime.lexical)
+KIND_WEIGHT_FILES = {"query": "query_weights.npy", "document": "document_weights.npy",
+                     "lexical": "lexical_weights.npy"}
 KIND_WEIGHT_RANGE = (1e-6, 1e6)  # each row's weight for a kind lies within
 
 

@@ -331,19 +331,20 @@ class SearchIndex:
         self.model = model
 
     def scores(self, query_vectors: np.ndarray, query_terms: Sequence[np.ndarray] | None = None,
-               mode: str = "dense", alpha: float | None = None) -> Scored:
+               mode: str = "dense", alpha: float | None = None,
+               term_weights: Sequence[np.ndarray] | None = None) -> Scored:
         """The scores of a batch of queries against every passage, (queries, passages) each: ``mode`` dense, the
-        cosines of the query vectors; hybrid, (the hybrid score, the cosines, BM25) with ``query_terms``
-        (``Lexical.query_terms``); lexical, (BM25, None, BM25): the cosines of its hits alone are computed
-        (``hit_cosines``). The one place an index scores (``rank`` asks it batch by batch; a dense search ranks
-        ``dense_scores`` block by block, ``search.rank_vectors``)."""
+        cosines of the query vectors; hybrid, (the hybrid score, the cosines, BM25) with ``query_terms`` and their
+        ``term_weights`` (``Lexical.weighted_query_terms``); lexical, (BM25, None, BM25): the cosines of its hits
+        alone are computed (``hit_cosines``). The one place an index scores (``rank`` asks it batch by batch; a dense
+        search ranks ``dense_scores`` block by block, ``search.rank_vectors``)."""
         if mode == "lexical":
-            bm25 = self.postings().scores(query_terms or [])
+            bm25 = self.postings().scores(query_terms or [], term_weights)
             return bm25, None, bm25
         cosines = dense_scores(query_vectors, self.vectors, self.scales)
         if mode == "dense":
             return cosines
-        bm25 = self.postings().scores(query_terms or [])
+        bm25 = self.postings().scores(query_terms or [], term_weights)
         return hybrid(cosines, bm25, check_alpha(alpha)), cosines, bm25
 
     def hit_cosines(self, query_vectors: np.ndarray, indices: np.ndarray) -> np.ndarray:
@@ -371,8 +372,9 @@ class SearchIndex:
         if mode == "dense":
             hits = self.search_vectors(vectors, top_k)
         else:
-            terms = self.postings().query_terms(self.model, texts)
-            hits = rank(lambda rows: self.scores(vectors[rows], [terms[r] for r in rows], mode, alpha),
+            terms, weights = self.postings().weighted_query_terms(self.model, texts)
+            hits = rank(lambda rows: self.scores(vectors[rows], [terms[r] for r in rows], mode, alpha,
+                                                 None if weights is None else [weights[r] for r in rows]),
                         np.arange(len(texts)), len(self), top_k, self.ids,
                         lambda rows, indices: self.hit_cosines(vectors[rows], indices))
         return hits[0] if isinstance(queries, str) else hits

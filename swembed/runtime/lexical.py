@@ -9,7 +9,10 @@ Postings are kept by term, CSR-like, as four numpy arrays: ``offsets`` (terms + 
 int32 (the term's occurrences in that passage) and ``lengths`` (passages,) int32 (words in each passage). BM25 is
 Lucene's: ``idf(t) = ln(1 + (N - df + 0.5) / (df + 0.5))`` and ``tf / (tf + k1 * (1 - b + b * length / avgdl))``,
 a query's score the sum over its words (a repeated word counts each time); each posting's weight is computed once.
-A query is scored against every passage by adding its terms' runs of postings (no loop over passages).
+A query is scored against every passage by adding its terms' runs of postings (no loop over passages). A table with
+lexical weights (``kind_weights`` ``"lexical"``, one per row, docs/format.md) multiplies each query word's term
+weights by the weight of the word's row (float32 products; a word without a row of its own: 1), weights learned on
+query -> passage pairs (``swembed.pipeline.lexical_weights``); the postings are the same either way.
 
 Hybrid: per query, the cosines and the BM25 scores over all passages are each z-normalised (minus their mean,
 over their standard deviation; a constant row is all 0) and mixed, ``alpha * z(cosine) + (1 - alpha) * z(bm25)``.
@@ -38,6 +41,7 @@ _WEIGHED_AT_ONCE = 1 << 22  # postings weighed at once (float64 temporaries of 3
 class Splitter(Protocol):  # what the lexical channel needs of a model (StaticEmbedder)
     tokenizer: WordTokenizer
     tokenizers: dict[str, WordTokenizer]
+    kind_weights: dict[str, np.ndarray]
 
     @property
     def language_identifier(self) -> LanguageIdentifier: ...
@@ -66,18 +70,35 @@ def check_stemmer(stemmer: str | None) -> str | None:
 
 def split_words(model: Splitter, texts: Sequence[str]) -> list[list[str]]:
     """The words of each text, split by the tokeniser its encoding uses (a multilingual table: its language's)."""
+    return [tokenizer.words(text) for tokenizer, text in zip(tokenizers_of(model, texts), texts)]
+
+
+def tokenizers_of(model: Splitter, texts: Sequence[str]) -> list[WordTokenizer]:
+    """The tokeniser each text's encoding uses (a multilingual table: its language's)."""
     if not model.tokenizers:
-        words = model.tokenizer.words
-        return [words(text) for text in texts]
-    detected = model.language_identifier.predict(list(texts))
-    return [model.tokenizers[code].words(text) for code, text in zip(detected, texts)]
+        return [model.tokenizer] * len(texts)
+    return [model.tokenizers[code] for code in model.language_identifier.predict(list(texts))]
+
+
+def word_weights(model: Splitter, texts: Sequence[str], words: Sequence[Sequence[str]]) -> list[np.ndarray] | None:
+    """Each word's lexical weight (``words[i]``: the words of ``texts[i]``), float32: its row's in the table's
+    ``kind_weights["lexical"]``, 1 for a word without a row; None for a table without lexical weights."""
+    weights = model.kind_weights.get("lexical")
+    if weights is None:
+        return None
+    one = np.float32(1)
+    return [np.array([weights[row] if (row := tokenizer.vocab.get(word)) is not None else one for word in text],
+                     dtype=np.float32).reshape(-1)
+            for tokenizer, text in zip(tokenizers_of(model, texts), words)]
 
 
 def split_terms(model: Splitter, texts: Sequence[str], stemmer: str | None = STEMMER) -> list[list[str]]:
     """The lexical channel's terms of each text: its words (``split_words``), stemmed unless ``stemmer`` is None."""
     words = split_words(model, texts)
-    if check_stemmer(stemmer) is None:
-        return words
+    return words if check_stemmer(stemmer) is None else _stemmed(words)
+
+
+def _stemmed(words: list[list[str]]) -> list[list[str]]:
     stems: dict[str, str] = {}  # texts repeat their words: each distinct word is stemmed once a call
     return [[stems[w] if w in stems else stems.setdefault(w, stem(w)) for w in text] for text in words]
 
@@ -179,23 +200,38 @@ class Lexical:
     def query_terms(self, model: Splitter, queries: Sequence[str]) -> list[np.ndarray]:
         """Each query's terms (stemmed as the postings' are) as term rows; terms the corpus lacks are left out (they
         score nothing)."""
-        get = self.lookup().get
-        return [np.array([t for t in map(get, words) if t is not None], dtype=np.int64)
-                for words in split_terms(model, queries, self.stemmer)]
+        return self.weighted_query_terms(model, queries)[0]
 
-    def scores(self, term_lists: Sequence[np.ndarray]) -> np.ndarray:
+    def weighted_query_terms(self, model: Splitter, queries: Sequence[str]
+                             ) -> tuple[list[np.ndarray], list[np.ndarray] | None]:
+        """(``query_terms``, each of those terms' weight from the word it came from: ``word_weights``, None for a
+        table without lexical weights), what ``scores`` takes."""
+        words = split_words(model, queries)
+        weights = word_weights(model, queries, words)
+        terms = words if check_stemmer(self.stemmer) is None else _stemmed(words)
+        get = self.lookup().get
+        rows = [np.array([-1 if t is None else t for t in map(get, text)], dtype=np.int64) for text in terms]
+        kept = [text >= 0 for text in rows]
+        return ([text[keep] for text, keep in zip(rows, kept)],
+                None if weights is None else [w[keep] for w, keep in zip(weights, kept)])
+
+    def scores(self, term_lists: Sequence[np.ndarray], term_weights: Sequence[np.ndarray] | None = None
+               ) -> np.ndarray:
         """(queries, passages) float32 BM25 scores of queries given as term rows: a query's words' runs of
         postings, each added to the passages it names (a sum of a few columns of the term x passage weights), in
-        float64 and in the query's order of words."""
+        float64 and in the query's order of words; ``term_weights`` (``weighted_query_terms``): each posting's
+        weight times its query term's, in float32, first."""
         weights = self.weights()
         out = np.zeros((len(term_lists), self.passages), dtype=np.float32)
         summed = np.zeros(self.passages, dtype=np.float64)
         for row, terms in enumerate(term_lists):
             if len(terms):
                 summed.fill(0)
-                for term in terms.tolist():  # a term names each passage once: no index repeats in the sum
+                scale = term_weights[row].tolist() if term_weights is not None else [1.0] * len(terms)
+                for term, weight in zip(terms.tolist(), scale):  # a term names each passage once: no index repeats
                     start, stop = self.offsets[term], self.offsets[term + 1]
-                    summed[self.docs[start:stop]] += weights[start:stop]
+                    posted = weights[start:stop]
+                    summed[self.docs[start:stop]] += posted if weight == 1 else posted * np.float32(weight)
                 out[row] = summed
         return out
 
