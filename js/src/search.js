@@ -47,11 +47,8 @@ export function rank(query, vectors, topK = 10) {
  */
 export function bm25(model, queries, corpus, { k1 = BM25_K1, b = BM25_B, stemmed = true } = {}) {
   const cache = new Map(); // a corpus repeats its words: each distinct word is stemmed once
-  const terms = (text) => {
-    const words = model.tokenizer.words(text);
-    if (!stemmed) return words;
-    return words.map((w) => cache.get(w) ?? cache.set(w, stem(w)).get(w));
-  };
+  const termsOf = (words) => (stemmed ? words.map((w) => cache.get(w) ?? cache.set(w, stem(w)).get(w)) : words);
+  const terms = (text) => termsOf(model.tokenizer.words(text));
   const postings = new Map(); // word -> [passage, count, passage, count, ...], passages rising
   const lengths = new Float64Array(corpus.length);
   corpus.forEach((text, i) => {
@@ -73,7 +70,7 @@ export function bm25(model, queries, corpus, { k1 = BM25_K1, b = BM25_B, stemmed
   return queries.map((query) => {
     const scores = new Float64Array(n);
     const words = model.tokenizer.words(query);
-    terms(query).forEach((term, i) => {
+    termsOf(words).forEach((term, i) => {
       const found = postings.get(term);
       if (!found) return;
       const df = found.length / 2;

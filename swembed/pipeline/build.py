@@ -184,10 +184,9 @@ def _plan_and_extract(run: BuildRun, corpora: dict[str, StageResult],
     vocab_sizes = {lang: vocabs[lang].stats["vocab_size"] for lang in config.langs}
     later = [line for step, section in run.post if step.plan and config.distill_enabled
              for line in step.plan(section, sum(vocab_sizes.values()))]
-    later += [f"on the written table, the {what} weights fitted on the pairs of {len(section.files)} file(s) "
-              f"([{what}_weights]; no teacher time, about a minute per 100k pairs)"
-              for what, section in (("query", config.query_weights), ("lexical", config.lexical_weights))
-              if section.files]
+    later += [f"on the written table, the {kind} weights fitted on the pairs of {len(files)} file(s) "
+              f"([{section}]; no teacher time, about a minute per 100k pairs)"
+              for section, kind, _ in ROW_WEIGHT_STAGES if (files := getattr(config, section).files)]
     plan = build_plan(config, teacher, selections, vocab_sizes, tuple(later))
     print(plan["text"], file=sys.stderr, flush=True)
     run.monitor.phase("corpus, vocab, plan")

@@ -80,16 +80,17 @@ def tokenizers_of(model: Splitter, texts: Sequence[str]) -> list[WordTokenizer]:
     return [model.tokenizers[code] for code in model.language_identifier.predict(list(texts))]
 
 
-def word_weights(model: Splitter, texts: Sequence[str], words: Sequence[Sequence[str]]) -> list[np.ndarray] | None:
-    """Each word's lexical weight (``words[i]``: the words of ``texts[i]``), float32: its row's in the table's
-    ``kind_weights["lexical"]``, 1 for a word without a row; None for a table without lexical weights."""
+def word_weights(model: Splitter, tokenizers: Sequence[WordTokenizer], words: Sequence[Sequence[str]]
+                 ) -> list[np.ndarray] | None:
+    """Each word's lexical weight (``words[i]``: the words ``tokenizers[i]`` split a text into), float32: its row's in
+    the table's ``kind_weights["lexical"]``, 1 for a word without a row; None for a table without lexical weights."""
     weights = model.kind_weights.get("lexical")
     if weights is None:
         return None
     one = np.float32(1)
     return [np.array([weights[row] if (row := tokenizer.vocab.get(word)) is not None else one for word in text],
                      dtype=np.float32).reshape(-1)
-            for tokenizer, text in zip(tokenizers_of(model, texts), words)]
+            for tokenizer, text in zip(tokenizers, words)]
 
 
 def split_terms(model: Splitter, texts: Sequence[str], stemmer: str | None = STEMMER) -> list[list[str]]:
@@ -206,8 +207,9 @@ class Lexical:
                              ) -> tuple[list[np.ndarray], list[np.ndarray] | None]:
         """(``query_terms``, each of those terms' weight from the word it came from: ``word_weights``, None for a
         table without lexical weights), what ``scores`` takes."""
-        words = split_words(model, queries)
-        weights = word_weights(model, queries, words)
+        tokenizers = tokenizers_of(model, queries)  # a multilingual table identifies each query's language once
+        words = [tokenizer.words(query) for tokenizer, query in zip(tokenizers, queries)]
+        weights = word_weights(model, tokenizers, words)
         terms = words if check_stemmer(self.stemmer) is None else _stemmed(words)
         get = self.lookup().get
         rows = [np.array([-1 if t is None else t for t in map(get, text)], dtype=np.int64) for text in terms]
