@@ -182,6 +182,13 @@ def _mb(value: float) -> str:
     return f"{value / 1e6:,.1f} MB"
 
 
+def _lexical_note(model: str) -> str:
+    """Whether the table's learned lexical weights (``kind_weights["lexical"]``) weigh its lexical channel."""
+    kinds = json.loads((Path(model) / "config.json").read_text(encoding="utf-8")).get("kind_weights", {})
+    return ("its learned lexical weights applied in the lexical and hybrid modes" if "lexical" in kinds
+            else "no learned lexical weights: BM25's own term weights")
+
+
 def report(built: dict, searched: dict, command: str, args: argparse.Namespace, loads: tuple) -> str:
     """reports/million.md: the build, the index's size, load and query speed, memory."""
     b, s = built, searched
@@ -212,7 +219,8 @@ def report(built: dict, searched: dict, command: str, args: argparse.Namespace, 
         f"({os.cpu_count()} CPUs shared with other work; load average {loads[0]:.1f} at the start, {loads[1]:.1f} at "
         f"the end), CPython {platform.python_version()}, numpy {np.__version__}. One thread (OMP, MKL and OpenBLAS "
         "threads 1). The CPU is shared, so wall times say little: the CPU-second figures are the ones to compare.", "",
-        f"Table `{args.model}`; {b['passages']:,} passages ({b['terms']:,} terms, {b['postings']:,} postings): "
+        f"Table `{args.model}` ({_lexical_note(args.model)}); {b['passages']:,} passages ({b['terms']:,} terms, "
+        f"{b['postings']:,} postings): "
         f"{CORPUS_NOTE} Queries: {s['dense']['queries']:,} held-out questions and summaries (the dev pairs "
         "`models/corpora/sci/dev-{medquad,scitldr,agnews}.tsv.gz`), each one's own passage in the corpus.", "",
         "## Build and load", "",

@@ -772,6 +772,7 @@ def test_loss_weights_and_script_variants_are_checked_before_any_work(tmp_path):
                            ({"retrieval": {"loss": "mse"}},
                             "[retrieval] loss must be one of kd, contrastive, got 'mse'"),
                            ({"retrieval": {"weight": -1.0}}, "r.toml: [retrieval] weight must be at least 0"),
+                           ({"retrieval": {"batch_size": 1}}, "r.toml: [retrieval] batch_size must be at least 2"),
                            ({"paragraphs": {"files": ["d.txt"]}}, "[paragraphs] files are for one-language builds"),
                            ({"extract": {"sentences": "some"}},
                             "[extract] sentences must be one of all, quota, cover, got 'some'"),
@@ -783,6 +784,9 @@ def test_loss_weights_and_script_variants_are_checked_before_any_work(tmp_path):
         apply_settings(BuildConfig(), {"retrieval": pairs}, "r.toml").validate()
     apply_settings(BuildConfig(), {"retrieval": {**pairs, "loss": "contrastive"}}, "r.toml").validate()
     apply_settings(BuildConfig(), {"extract": {"sentences": "cover", "window": 5}}, "r.toml").validate()
+    for section, _, _ in BuildConfig().pair_sections():  # each file-reading section refuses an empty path alike
+        with pytest.raises(BuildError, match=re.escape(f"[{section}] files: an empty path would read the current")):
+            apply_settings(BuildConfig(), {section: {"files": ["p.tsv", " "]}}, "r.toml").validate()
 
 
 @pytest.mark.parametrize("command,hidden,extra", [  # build without torch: test_bad_input.py

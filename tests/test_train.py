@@ -1,4 +1,6 @@
 """The one training loop: its three losses, resume to the identical table for both objectives, CUDA when present."""
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
@@ -337,3 +339,29 @@ def test_lexical_sketches_put_pairs_that_share_rare_words_in_one_cell():
     batch = CellBatches(cells)(np.random.default_rng(1), 400, 5, 16)
     assert all(len(set(topics[rows][b])) == 1 for b in batch)
 
+
+
+def test_an_objective_with_its_own_batch_size_steps_on_that_many_examples(tmp_path):
+    """``[retrieval] batch_size``: the pair objective's batches (and its held-out ones) have its own size while the
+    KD beside it keeps the loop's, and the larger contrastive batch trains a different table."""
+    device = torch.device("cpu")
+    table, (kd, pairs) = problem(device)
+    wide = contrastive_objective(*pairs.texts, tau=0.05, weight=1.0, name="contrastive", n_held=48, batch_size=32)
+    assert wide.batch_size == 32 and {len(batch) for batch in wide.held_out} == {32}
+    seen: dict[str, set[int]] = {"kd": set(), "contrastive": set()}
+
+    def counted(objective):
+        def loss(vectors, batch):
+            seen[objective.name].add(len(batch))
+            return objective.loss(vectors, batch)
+        return replace(objective, loss=loss)
+
+    settings = replace(SETTINGS, max_steps=40, eval_every=20)
+    (tmp_path / "wide").mkdir()
+    wide_table, _ = train(table.copy(), [counted(kd), counted(wide)], settings, device, tmp_path / "wide", 1e9,
+                          quiet=True)
+    assert seen["contrastive"] == {32}  # its training and held-out batches alike
+    assert 16 in seen["kd"] and 32 not in seen["kd"]  # the KD keeps the loop's 16 a step
+    (tmp_path / "narrow").mkdir()
+    narrow_table, _ = train(table.copy(), [kd, pairs], settings, device, tmp_path / "narrow", 1e9, quiet=True)
+    assert not np.allclose(wide_table, narrow_table)

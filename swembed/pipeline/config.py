@@ -243,7 +243,8 @@ class RetrievalConfig:
     at ``weight`` beside the sentence objectives so the table learns which long texts a short one should find
     (``swembed.pipeline.retrieval``). ``loss``: ``"kd"``, the teacher's softmax of each query over the batch's
     documents distilled (as ``[paragraphs] query_weight``), or ``"contrastive"``, each query's own document as the
-    label (in-batch InfoNCE, both directions). ``max_pairs`` caps the pairs. ``cell_size`` (contrastive): draw each
+    label (in-batch InfoNCE, both directions). ``max_pairs`` caps the pairs; ``batch_size``: pairs a step (unset:
+    ``[distill] batch_size``). ``cell_size`` (contrastive): draw each
     batch from one k-means cell of about this many pairs, clustered by their words (``train.lexical_sketches``), so
     the other pairs of a batch are hard negatives; 0: random batches. Early stopping reads the sentence objectives
     only. No files: off."""
@@ -254,6 +255,8 @@ class RetrievalConfig:
     max_pairs: int | None = setting(None, key=Key.UNLESS_DEFAULT, key_name="retrieval_max_pairs",
                                     within=Range(1, unset="every pair"))
     cell_size: int = setting(0, key=Key.UNLESS_DEFAULT, key_name="retrieval_cell_size", within=Range(0))
+    batch_size: int | None = setting(None, key=Key.UNLESS_DEFAULT, key_name="retrieval_batch_size",
+                                     within=Range(2, unset="[distill] batch_size"))
 
     def needs_teacher(self) -> bool:
         """Whether the pairs need the teacher's vectors: ``kd`` distils them; ``contrastive``'s labels are the pairs."""
@@ -486,10 +489,16 @@ class BuildConfig:
             raise BuildError(f"[coteacher] weights must be above 0 and sum to below 1 (the teacher keeps the rest), "
                              f"got {self.coteacher.weights}")
 
+    def pair_sections(self) -> list[tuple[str, list[str], str]]:
+        """The sections that read pair or document files: (section, its files, what a file holds)."""
+        return [("retrieval", self.retrieval.files, "retrieval pairs"),
+                ("query_weights", self.query_weights.files, "query weight pairs"),
+                ("lexical_weights", self.lexical_weights.files, "lexical weight pairs"),
+                ("paragraphs", self.paragraphs.files, "paragraph documents")]
+
     def _check_pair_sections(self) -> None:
         """The sections that train on pairs or documents: one language, and settings their loss can use."""
-        paired = [name for name, section in (("retrieval", self.retrieval), ("query_weights", self.query_weights),
-                                             ("lexical_weights", self.lexical_weights)) if section.files]
+        paired = [name for name, files, _ in self.pair_sections() if files and name != "paragraphs"]
         if paired and self.multilingual:
             raise BuildError(f"[{paired[0]}] files are for one-language builds (their pairs train langs[0])")
         if self.paragraphs.files and (self.multilingual or self.paragraphs.query_weight > 0):
@@ -504,8 +513,7 @@ class BuildConfig:
         (``work_path``) not inside ``out``, where the finished model would replace it."""
         sources = [s for lang in self.langs for s in self.corpus_for(lang).sources]
         named = {"--corpus": sources, "--exclude": self.exclude, "--word-lists": self.vocab.word_lists,
-                 "[retrieval] files": self.retrieval.files, "[query_weights] files": self.query_weights.files,
-                 "[lexical_weights] files": self.lexical_weights.files}
+                 **{f"[{name}] files": files for name, files, _ in self.pair_sections()}}
         for flag, paths in named.items():
             if any(not str(path).strip() for path in paths):
                 raise BuildError(f"{flag}: an empty path would read the current folder; give a file or folder")
@@ -527,8 +535,7 @@ class BuildConfig:
         replaced."""
         sources = [s for lang in self.langs for s in self.corpus_for(lang).sources]
         return [str(self.teacher), *map(str, sources), *map(str, self.exclude), *map(str, self.vocab.word_lists),
-                *map(str, self.retrieval.files), *map(str, self.query_weights.files),
-                *map(str, self.lexical_weights.files), *map(str, self.paragraphs.files),
+                *(str(path) for _, files, _ in self.pair_sections() for path in files),
                 str(self.work_path),
                 *([self.splits.out] if self.splits.out else [])]
 
@@ -563,10 +570,7 @@ class BuildConfig:
         if asked and not onnx_runtime_available():
             raise BuildError(f"{asked} needs onnxruntime and onnx: pip install 'swembed[build]'")
         for paths, what, where in ((self.vocab.word_lists, "word list", "--word-lists / [vocab] word_lists"),
-                                   (self.retrieval.files, "retrieval pairs", "[retrieval] files"),
-                                   (self.query_weights.files, "query weight pairs", "[query_weights] files"),
-                                   (self.lexical_weights.files, "lexical weight pairs", "[lexical_weights] files"),
-                                   (self.paragraphs.files, "paragraph documents", "[paragraphs] files")):
+                                   *((files, what, f"[{name}] files") for name, files, what in self.pair_sections())):
             for path in paths:
                 if not Path(path).expanduser().is_file():
                     raise BuildError(f"{what} not found: {path} ({where})")

@@ -87,7 +87,7 @@ def _objectives(config: RetrievalConfig, prepared: Prepared, training: TrainingC
     left = PackedRows(tokenizer.encode_batch([queries[i] for i in order]), device)
     right = PackedRows(tokenizer.encode_batch([documents[i] for i in order]), device)
     settings: dict[str, Any] = {"tau": distill.tau, "weight": config.weight, "n_held": distill.val_sentences,
-                "batch_size": distill.batch_size}
+                "batch_size": config.batch_size or distill.batch_size}
     if config.loss == "contrastive":
         objective = replace(contrastive_objective(left, right, name="retrieval contrastive", **settings),
                             selects=False)

@@ -252,6 +252,7 @@ class Objective:
     loss: Callable[[list[torch.Tensor], torch.Tensor], torch.Tensor]
     batches: Callable[[np.random.Generator, int, int, int], np.ndarray] = random_batches
     selects: bool = True  # its held-out loss counts in early stopping and in choosing the best table
+    batch_size: int | None = None  # its examples a step; None: the loop's (``[distill] batch_size``)
 
 
 def kd_objective(packed: PackedRows, targets: torch.Tensor, *, tau: float, weight: float, name: str, n_held: int,
@@ -305,7 +306,7 @@ def query_kd_objective(queries: PackedRows, documents: PackedRows, query_targets
         return query_kd_loss(vectors[0], vectors[1], query_targets[batch], document_targets[batch], tau)
 
     return Objective(name, weight, train, np.array_split(held, max(1, n_held // batch_size)), (queries, documents),
-                     loss, selects=False)
+                     loss, selects=False, batch_size=batch_size)
 
 
 def contrastive_objective(left: PackedRows, right: PackedRows, *, tau: float, weight: float, name: str, n_held: int,
@@ -322,7 +323,7 @@ def contrastive_objective(left: PackedRows, right: PackedRows, *, tau: float, we
         return contrastive_loss(vectors[0], vectors[1], tau)
 
     whole = [held[i : i + batch_size] for i in range(0, n_held - batch_size + 1, batch_size)]
-    return Objective(name, weight, train, whole or [held], (left, right), loss)
+    return Objective(name, weight, train, whole or [held], (left, right), loss, batch_size=batch_size)
 
 
 @torch.no_grad()
@@ -457,7 +458,7 @@ class _Losses:
         """Round ``r``: ``steps`` steps on batches drawn from its own seeded generators; the mean training loss."""
         objectives = self.objectives
         plans = [o.train[o.batches(np.random.default_rng([settings.seed, r, k]), len(o.train), steps,
-                                   settings.batch_size)] for k, o in enumerate(objectives)]
+                                   o.batch_size or settings.batch_size)] for k, o in enumerate(objectives)]
         train_losses = []
         for step in range(steps):
             parts, trained = self([(o, plan[step]) for o, plan in zip(objectives, plans)], trainable=True)
