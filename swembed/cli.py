@@ -354,8 +354,9 @@ def cmd_serve(args) -> int:
     from swembed.integrations.serve import ServeLimits, make_server, serve_until_stopped
 
     limits = ServeLimits(**{field.name: getattr(args, field.name) for field in fields(ServeLimits)})
-    server = make_server(args.model, args.host, args.port, args.model_name, limits)
-    print(f"swembed serve: {server.served.name} (dim {server.served.dim}) on {server.url}/v1/embeddings; "
+    server = make_server(args.model, args.host, args.port, args.model_name, limits, args.index)
+    search = (f" and {server.url}/v1/search ({len(server.index):,} passages)" if server.index is not None else "")
+    print(f"swembed serve: {server.served.name} (dim {server.served.dim}) on {server.url}/v1/embeddings{search}; "
           "Ctrl-C or SIGTERM stops it", file=sys.stderr)
     stopped = serve_until_stopped(server)
     print(f"swembed serve: stopped ({stopped}); requests under way were answered", file=sys.stderr)
@@ -601,6 +602,8 @@ def _add_serve(sub) -> None:
                    "interface)")
     p.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000; 0: a free one)")
     p.add_argument("--model-name", help="the name clients give as model (default: the folder's name)")
+    p.add_argument("--index", metavar="DIR", help="a search index folder made with this table (swembed index): "
+                   "POST /v1/search ranks its passages by cosine, BM25 or both")
     for field in fields(ServeLimits):
         integer = field.type == "int"
         p.add_argument(flag_of(field.name), dest=field.name, type=int if integer else float, default=field.default,

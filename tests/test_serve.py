@@ -173,6 +173,120 @@ def test_health_models_and_every_refusal_in_openais_shape(server):
     assert_json_error(*request(server, "POST", "/v1/embeddings", b"{not json")[::2], 400)
 
 
+# --- search (issue 82: the hybrid score behind the server's search route, the dense score beside it) ----------
+
+PASSAGES = ["the cat sat on the mat", "a good dog barks", "goodness, the dog!", "the mat is red", "cats and dogs",
+            "a red cat on a good mat"]
+
+
+@pytest.fixture(scope="module")
+def search_server(folder, model, tmp_path_factory):
+    saved = model.index(PASSAGES, [f"p{i}" for i in range(len(PASSAGES))]).save(
+        tmp_path_factory.mktemp("search") / "index")
+    limits = ServeLimits(max_inputs=8, max_top_k=5, timeout_s=5)
+    with make_server(folder, port=0, limits=limits, index=saved) as running:
+        yield running.start()
+
+
+def search(server, payload) -> tuple[int, dict]:
+    status, _, body = request(server, "POST", "/v1/search", json.dumps(payload).encode())
+    return status, body
+
+
+def test_the_search_route_answers_index_search_in_every_mode(search_server, model):
+    """``POST /v1/search`` ranks as ``SearchIndex.search`` on the same index (hybrid by default), each hit with its
+    text, and for hybrid and lexical its cosine and BM25 score beside; ``swembed search --json``'s hit records."""
+    index = search_server.index
+    queries = ["a cat on the mat", "good dogs"]
+    for mode in (None, "dense", "lexical", "hybrid"):
+        payload = {"query": queries, "top_k": 3, **({"mode": mode} if mode else {}), "model": "tiny"}
+        status, body = search(search_server, payload)
+        assert status == 200, body
+        expected = index.search(queries, 3, mode or "hybrid")
+        assert body["object"] == "list" and body["model"] == "tiny" and body["mode"] == (mode or "hybrid")
+        assert [r["query"] for r in body["data"]] == queries and [r["index"] for r in body["data"]] == [0, 1]
+        for result, hits in zip(body["data"], expected):
+            assert [h["id"] for h in result["hits"]] == [hit.id for hit in hits]
+            assert [h["text"] for h in result["hits"]] == [PASSAGES[hit.index] for hit in hits]
+            assert [h["score"] for h in result["hits"]] == pytest.approx([hit.score for hit in hits], abs=1e-6)
+            assert all(("dense" in h) == ((mode or "hybrid") != "dense") for h in result["hits"])
+    status, body = search(search_server, {"query": "the red mat", "top_k": 2, "mode": "hybrid", "alpha": 1.0})
+    cosines = [h["dense"] for h in body["data"][0]["hits"]]
+    assert status == 200 and [h["score"] for h in body["data"][0]["hits"]] == pytest.approx(
+        [hit.score for hit in index.search("the red mat", 2, "hybrid", 1.0)], abs=1e-6)
+    assert cosines == pytest.approx([float(hit.dense) for hit in index.search("the red mat", 2, "hybrid", 1.0)],
+                                    abs=1e-6)
+    status, _, health = request(search_server, "GET", "/health")
+    assert health["search"] == {"passages": len(PASSAGES), "modes": ["dense", "hybrid", "lexical"]}
+
+
+def test_concurrent_searches_each_get_their_own_hits(search_server):
+    queries = [f"{a} {b}" for a in ("the cat", "a dog", "red mat", "good") for b in ("on a mat", "barks", "cats")]
+    expected = {q: search(search_server, {"query": q, "top_k": 3})[1]["data"][0]["hits"] for q in queries}
+    got: dict[str, list] = {}
+
+    def client(mine: list[str]) -> None:
+        for query in mine * 5:
+            got.setdefault(query, []).append(search(search_server, {"query": query, "top_k": 3})[1]["data"][0]["hits"])
+
+    threads = [threading.Thread(target=client, args=(queries[i::6],)) for i in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert got.keys() == expected.keys() and all(hits == [expected[q]] * 5 for q, hits in got.items())
+
+
+def test_search_refusals_in_openais_shape(search_server, server, folder, model, tmp_path):
+    cases = [  # (payload, words of the message, param)
+        ({"top_k": 3}, "'query' is required", "query"),
+        ({"query": []}, "empty array", "query"),
+        ({"query": ["cat", 5]}, "'query[1]' must be a string", "query"),
+        ({"query": ["cat"] * 9}, "at most 8 per request (--max-inputs)", "query"),
+        ({"query": "cat", "top_k": 0}, "'top_k' must be from 1 to 5 (--max-top-k), got 0", "top_k"),
+        ({"query": "cat", "top_k": 6}, "'top_k' must be from 1 to 5", "top_k"),
+        ({"query": "cat", "top_k": "3"}, "'top_k' must be an integer, got a string", "top_k"),
+        ({"query": "cat", "top_k": True}, "'top_k' must be an integer, got a boolean", "top_k"),
+        ({"query": "cat", "mode": "bm25"}, "'mode' must be one of dense, hybrid, lexical, got 'bm25'", "mode"),
+        ({"query": "cat", "alpha": 1.5}, "'alpha' must be a number from 0 to 1, got 1.5", "alpha"),
+        ({"query": "cat", "alpha": "0.5"}, "'alpha' must be a number from 0 to 1, got \"0.5\"", "alpha"),
+        ({"query": "cat", "k": 3}, "unrecognized request argument supplied: 'k'", "k"),
+    ]
+    for payload, words, param in cases:
+        status, body = search(search_server, payload)
+        assert_json_error(status, body, 400)
+        assert words in body["error"]["message"] and body["error"]["param"] == param, (payload, body)
+    status, body = search(search_server, {"query": "cat", "model": "gpt"})
+    assert_json_error(status, body, 404)
+    status, headers, body = request(search_server, "GET", "/v1/search")
+    assert_json_error(status, body, 405)
+    assert headers["Allow"] == "POST"
+    status, body = search(server, {"query": "cat"})  # a server started without --index
+    assert_json_error(status, body, 404)
+    assert body["error"]["message"].startswith("this server has no search index: start it with --index FOLDER")
+    assert "POST /v1/search" not in request(server, "GET", "/v2/nothing")[2]["error"]["message"]
+    assert "POST /v1/search" in request(search_server, "GET", "/v2/nothing")[2]["error"]["message"]
+    dense_only = model.index(PASSAGES, lexical=False)
+    with make_server(folder, port=0, index=dense_only) as running:
+        running.start()
+        status, body = search(running, {"query": "cat"})  # the default mode where no postings are: dense
+        assert status == 200 and body["mode"] == "dense"
+        status, body = search(running, {"query": "cat", "mode": "lexical"})
+        assert_json_error(status, body, 400)
+        assert "needs the index's lexical postings, which this index does not hold" in body["error"]["message"]
+
+
+def test_serve_refuses_an_index_of_another_table_in_one_line(tmp_path, folder):
+    other = write_tiny_model(tmp_path / "other", tokenizer=False, dim=DIM)  # another table: no sub-word back-off
+    saved = swembed.load(other).index(PASSAGES).save(tmp_path / "index")
+    result = run_cli(["serve", folder, "--index", saved, "--port", "0"], same_process=True)
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "built with another table" in result.stderr
+    result = run_cli(["serve", folder, "--index", tmp_path / "missing", "--port", "0"], same_process=True)
+    assert (result.returncode, result.stderr.strip()) == (
+        2, f"swembed serve: error: index folder not found: {tmp_path / 'missing'}")
+
+
 def test_bodies_over_the_limit_chunked_or_without_a_length_are_refused_unread(server):
     huge = b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nContent-Length: 10000000000\r\n\r\n{\"input\": \"cat\""
     answer = raw_exchange(server, huge)  # refused from the header: the server closes without reading 10 GB

@@ -73,7 +73,7 @@ def hit_lines(index: SearchIndex, queries: Sequence[str], hits: Sequence[Sequenc
     for query, found in zip(queries, hits):
         texts = [index.texts[hit.index] if index.texts is not None else None for hit in found]
         if as_json:
-            yield json.dumps({"query": query, "hits": [_hit_record(rank, hit, text)
+            yield json.dumps({"query": query, "hits": [hit_record(rank, hit, text)
                                                        for rank, (hit, text) in enumerate(zip(found, texts), 1)]},
                              ensure_ascii=False)
             continue
@@ -83,7 +83,9 @@ def hit_lines(index: SearchIndex, queries: Sequence[str], hits: Sequence[Sequenc
             yield f"{rank:>4}  {hit.score:.4f}  {dense}{hit.id}  {one_line(text) if text is not None else ''}".rstrip()
 
 
-def _hit_record(rank: int, hit: Hit, text: str | None) -> dict:
+def hit_record(rank: int, hit: Hit, text: str | None) -> dict:
+    """One hit as JSON: rank, score, id, row, text (None when the index keeps none), and for a hybrid or lexical
+    search its cosine (``dense``) and BM25 score (``lexical``) beside the score it was ranked by."""
     record = {"rank": rank, "score": round(hit.score, 6), "id": hit.id, "index": hit.index, "text": text}
     if hit.lexical is not None:
         record.update(dense=round(float(hit.dense or 0.0), 6), lexical=round(hit.lexical, 6))

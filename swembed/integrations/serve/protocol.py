@@ -8,9 +8,13 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
+from swembed.runtime.lexical import MODES
 from swembed.runtime.ranges import Range, check_ranges
+from swembed.runtime.search import Hit
+from swembed.runtime.searchfile import hit_record
 
 REQUEST_FIELDS = ("input", "model", "dimensions", "encoding_format", "user")
+SEARCH_FIELDS = ("query", "model", "top_k", "mode", "alpha")
 ENCODINGS = ("float", "base64")
 TOKEN_IDS_REFUSAL = ("'input' holds token ids (integers); a word table reads text, and token ids of another "
                      "tokenizer cannot be read back faithfully: send the texts themselves (LangChain: "
@@ -24,10 +28,12 @@ LIMIT_HELP = {
                  "alone)",
     "batch_wait_ms": "how long the batcher waits for more requests after the first of a batch (0: take only what "
                      "is queued)",
-    "max_inputs": "texts per request (OpenAI's limit); more: 400",
+    "max_inputs": "texts per request (OpenAI's limit; a search: queries per request); more: 400",
+    "max_top_k": "hits a search request may ask for per query (top_k); more: 400",
     "max_input_chars": "characters per text; longer: 400 (never cut silently)",
     "max_body_bytes": "request body, refused (413) from its Content-Length before it is read",
-    "max_in_flight": "embedding requests being read, queued or encoded at once; past it: 503 at once",
+    "max_in_flight": "requests (embeddings or searches) being read, queued or answered at once; past it: 503 at "
+                     "once",
     "max_connections": "open connections (a thread each); past it a new one gets 503 and is closed",
     "timeout_s": "seconds a connection may sit idle or take to send a request before it is closed",
 }
@@ -41,6 +47,7 @@ class ServeLimits:
     max_batch: int = 1024
     batch_wait_ms: float = 0.0
     max_inputs: int = 2048
+    max_top_k: int = 1000
     max_input_chars: int = 100_000
     max_body_bytes: int = 8 * 1024 * 1024
     max_in_flight: int = 128
@@ -59,8 +66,8 @@ class ServeLimits:
 
 SERVE_RANGES = {
     "max_batch": Range(1, 1_000_000), "batch_wait_ms": Range(0, 1000), "max_inputs": Range(1, 1_000_000),
-    "max_input_chars": Range(1), "max_body_bytes": Range(2), "max_in_flight": Range(1, 100_000),
-    "max_connections": Range(1, 100_000), "timeout_s": Range(0, 86_400, above=True),
+    "max_top_k": Range(1, 1_000_000), "max_input_chars": Range(1), "max_body_bytes": Range(2),
+    "max_in_flight": Range(1, 100_000), "max_connections": Range(1, 100_000), "timeout_s": Range(0, 86_400, above=True),
 }
 
 
@@ -119,22 +126,69 @@ def parse_json(body: bytes) -> object:
 
 def parse_embedding_request(body: bytes, limits: ServeLimits, model: ServedModel) -> EmbeddingRequest:
     """The texts and options of a ``POST /v1/embeddings`` body, or an ``ApiError`` naming the first problem."""
-    data = parse_json(body)
-    if not isinstance(data, dict):
-        raise ApiError(400, f"the request body must be a JSON object, got {json_type(data)}")
-    unknown = [key for key in data if key not in REQUEST_FIELDS]
-    if unknown:
-        raise ApiError(400, f"unrecognized request argument supplied: {unknown[0]!r} (this server reads "
-                       f"{', '.join(REQUEST_FIELDS)})", param=unknown[0])
-    if "input" not in data:
-        raise ApiError(400, "'input' is required: a string or an array of strings", param="input")
-    texts = parse_input(data["input"], limits)
+    data, texts = _request_object(body, REQUEST_FIELDS, "input", limits)
     _check_model(data.get("model"), model)
     _check_string(data, "user")
     encoding = _check_string(data, "encoding_format") or "float"
     if encoding not in ENCODINGS:
         raise ApiError(400, f"'encoding_format' must be 'float' or 'base64', got {encoding!r}", "encoding_format")
     return EmbeddingRequest(texts, parse_dimensions(data.get("dimensions"), model), encoding)
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    queries: list[str]
+    top_k: int
+    mode: str
+    alpha: float | None
+
+
+def parse_search_request(body: bytes, limits: ServeLimits, model: ServedModel, modes: tuple[str, ...]
+                         ) -> SearchRequest:
+    """The queries and options of a ``POST /v1/search`` body, or an ``ApiError`` naming the first problem.
+    ``modes``: what the index can rank by (dense only when it holds no lexical postings); the default mode is
+    hybrid where it can, else dense."""
+    data, queries = _request_object(body, SEARCH_FIELDS, "query", limits)
+    _check_model(data.get("model"), model)
+    top_k = data.get("top_k", min(10, limits.max_top_k))
+    if isinstance(top_k, bool) or not isinstance(top_k, int):
+        raise ApiError(400, f"'top_k' must be an integer, got {json_type(top_k)}", "top_k")
+    if not 1 <= top_k <= limits.max_top_k:
+        raise ApiError(400, f"'top_k' must be from 1 to {limits.max_top_k:,} (--max-top-k), got {top_k}", "top_k")
+    mode = _check_string(data, "mode") or ("hybrid" if "hybrid" in modes else "dense")
+    if mode not in MODES:
+        raise ApiError(400, f"'mode' must be one of {', '.join(MODES)}, got {mode!r}", "mode")
+    if mode not in modes:
+        raise ApiError(400, f"'mode' {mode!r} needs the index's lexical postings, which this index does not hold "
+                       "(made with swembed index --dense-only, or before they existed): use 'dense'", "mode")
+    alpha = data.get("alpha")
+    if alpha is not None and (isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 <= alpha <= 1):
+        raise ApiError(400, f"'alpha' must be a number from 0 to 1, got {json.dumps(alpha)}", "alpha")
+    return SearchRequest(queries, top_k, mode, alpha)
+
+
+def search_response(request: SearchRequest, hits: list[list[Hit]], texts: list[list[str | None]],
+                    model_name: str) -> dict:
+    """One ``search.result`` per query, in order, its hits best first as ``swembed search --json`` writes them
+    (a hybrid or lexical hit: its cosine and BM25 score beside its score)."""
+    return {"object": "list", "model": model_name, "mode": request.mode,
+            "data": [{"object": "search.result", "index": i, "query": query,
+                      "hits": [hit_record(rank, hit, text) for rank, (hit, text) in enumerate(zip(found, shown), 1)]}
+                     for i, (query, found, shown) in enumerate(zip(request.queries, hits, texts))]}
+
+
+def _request_object(body: bytes, known: tuple[str, ...], texts: str, limits: ServeLimits) -> tuple[dict, list[str]]:
+    """The body as a JSON object holding only ``known`` keys, and its texts (the key ``texts``) checked."""
+    data = parse_json(body)
+    if not isinstance(data, dict):
+        raise ApiError(400, f"the request body must be a JSON object, got {json_type(data)}")
+    unknown = [key for key in data if key not in known]
+    if unknown:
+        raise ApiError(400, f"unrecognized request argument supplied: {unknown[0]!r} (this route reads "
+                       f"{', '.join(known)})", param=unknown[0])
+    if texts not in data:
+        raise ApiError(400, f"'{texts}' is required: a string or an array of strings", param=texts)
+    return data, parse_input(data[texts], limits, texts)
 
 
 def _check_string(data: dict, key: str) -> str | None:
@@ -154,27 +208,27 @@ def _check_model(name: object, model: ServedModel) -> None:
                        "model_not_found")
 
 
-def parse_input(value: object, limits: ServeLimits) -> list[str]:
-    """``input`` as a list of non-empty texts within the limits."""
+def parse_input(value: object, limits: ServeLimits, param: str = "input") -> list[str]:
+    """``input`` (a search's ``query``: ``param``) as a list of non-empty texts within the limits."""
     texts = [value] if isinstance(value, str) else value
     if not isinstance(texts, list):
-        raise ApiError(400, f"'input' must be a string or an array of strings, got {json_type(value)}", "input")
+        raise ApiError(400, f"'{param}' must be a string or an array of strings, got {json_type(value)}", param)
     if not texts:
-        raise ApiError(400, "'input' is an empty array; give at least one text", "input")
+        raise ApiError(400, f"'{param}' is an empty array; give at least one text", param)
     if len(texts) > limits.max_inputs:
-        raise ApiError(400, f"'input' holds {len(texts):,} texts; this server takes at most {limits.max_inputs:,} "
-                       f"per request (--max-inputs): send them in several requests", "input")
+        raise ApiError(400, f"'{param}' holds {len(texts):,} texts; this server takes at most "
+                       f"{limits.max_inputs:,} per request (--max-inputs): send them in several requests", param)
     if not all(type(text) is str for text in texts):
-        if all(isinstance(item, (int, list)) and not isinstance(item, bool) for item in texts):
+        if param == "input" and all(isinstance(item, (int, list)) and not isinstance(item, bool) for item in texts):
             raise ApiError(400, TOKEN_IDS_REFUSAL, "input", "token_ids_not_supported")
         first = next(i for i, text in enumerate(texts) if type(text) is not str)
-        raise ApiError(400, f"'input[{first}]' must be a string, got {json_type(texts[first])}", "input")
+        raise ApiError(400, f"'{param}[{first}]' must be a string, got {json_type(texts[first])}", param)
     for i, text in enumerate(texts):
         if not text:
-            raise ApiError(400, f"'input[{i}]' is an empty string; every text needs at least one character", "input")
+            raise ApiError(400, f"'{param}[{i}]' is an empty string; every text needs at least one character", param)
         if len(text) > limits.max_input_chars:
-            raise ApiError(400, f"'input[{i}]' has {len(text):,} characters; this server takes at most "
-                           f"{limits.max_input_chars:,} per text (--max-input-chars)", "input")
+            raise ApiError(400, f"'{param}[{i}]' has {len(text):,} characters; this server takes at most "
+                           f"{limits.max_input_chars:,} per text (--max-input-chars)", param)
     return [_readable(text) for text in texts]
 
 

@@ -1,4 +1,5 @@
-"""``swembed serve``: an OpenAI-compatible embedding server over one table, on the standard library only.
+"""``swembed serve``: an OpenAI-compatible embedding server over one table, on the standard library only; given a
+search index made with that table (``swembed index``), it also answers ``POST /v1/search``.
 
 One thread per connection (``ThreadingHTTPServer``, at most ``max_connections``), one batcher thread that encodes
 the texts of concurrent requests together (``MicroBatcher``). Every answer is JSON; every refusal is a 4xx (or 503
@@ -11,8 +12,11 @@ import logging
 import socket
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import cast
 from urllib.parse import unquote, urlsplit
 
 from swembed._version import __version__
@@ -24,11 +28,17 @@ from swembed.integrations.serve.protocol import (
     embedding_response,
     model_object,
     parse_embedding_request,
+    parse_search_request,
+    search_response,
 )
 from swembed.runtime import StaticEmbedder, load
+from swembed.runtime.index import SearchIndex
+from swembed.runtime.lexical import MODES
+from swembed.runtime.search import Hit
 
 log = logging.getLogger(__name__)
 EMBEDDINGS, MODELS, HEALTH = ("/v1/embeddings", "/embeddings"), ("/v1/models", "/models"), "/health"
+SEARCH = ("/v1/search", "/search")
 ROUTES_TEXT = "POST /v1/embeddings, GET /v1/models, GET /health"
 _BUSY = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nConnection: close\r\n"
          b"Retry-After: 1\r\nContent-Length: %d\r\n\r\n%s")
@@ -51,8 +61,13 @@ class EmbeddingServer(ThreadingHTTPServer):
     block_on_close = False
     request_queue_size = 1024  # the listen backlog (socketserver's 5 resets connections of a burst of clients)
 
-    def __init__(self, model: StaticEmbedder, address: tuple[str, int], name: str, limits: ServeLimits) -> None:
-        self.model, self.limits = model, limits
+    def __init__(self, model: StaticEmbedder, address: tuple[str, int], name: str, limits: ServeLimits,
+                 index: SearchIndex | None = None) -> None:
+        self.model, self.limits, self.index = model, limits, index
+        self.modes = () if index is None else MODES if index.lexical is not None else ("dense",)
+        if index is not None and index.lexical is not None:  # made once here, not by two requests at once
+            index.lexical.lookup()
+            index.lexical.weights()
         ensemble = bool((model.config.get("ensemble") or {}).get("subspaces"))
         self.served = ServedModel(name, model.dim, truncatable=not ensemble)
         self.created = int(time.time())
@@ -211,6 +226,8 @@ class EmbeddingHandler(BaseHTTPRequestHandler):
         prefix = next((p + "/" for p in MODELS if path.startswith(p + "/")), None)
         if path in EMBEDDINGS:
             allowed, action = "POST", self._embeddings
+        elif path in SEARCH:
+            allowed, action = "POST", self._search
         elif path in MODELS:
             allowed, action = "GET", self._models
         elif prefix:
@@ -218,16 +235,19 @@ class EmbeddingHandler(BaseHTTPRequestHandler):
         elif path == HEALTH:
             allowed, action = "GET", self._health
         else:
-            raise ApiError(404, f"no route {path!r}; this server answers {ROUTES_TEXT}", code="not_found")
+            routes = ROUTES_TEXT + (", POST /v1/search" if self.server.index is not None else "")
+            raise ApiError(404, f"no route {path!r}; this server answers {routes}", code="not_found")
         if method != allowed:
             raise ApiError(405, f"{self.command} is not allowed on {path}; use {allowed}", code="method_not_allowed",
                            headers={"Allow": allowed + (", HEAD" if allowed == "GET" else "")})
         action()
 
     def _health(self) -> None:
-        ready = not self.server.closing
+        server = self.server
+        ready = not server.closing
+        search = {} if server.index is None else {"search": {"passages": len(server.index), "modes": server.modes}}
         self._send_json(200 if ready else 503, {"status": "ok" if ready else "shutting down", "ready": ready,
-                                                "model": self.server.served.name, "dim": self.server.served.dim})
+                                                "model": server.served.name, "dim": server.served.dim, **search})
 
     def _models(self) -> None:
         self._send_json(200, {"object": "list", "data": [model_object(self.server.served, self.server.created)]})
@@ -240,16 +260,37 @@ class EmbeddingHandler(BaseHTTPRequestHandler):
 
     def _embeddings(self) -> None:
         server = self.server
+        with self._in_flight():
+            request = parse_embedding_request(self._read_body(), server.limits, server.served)
+            vectors = server.batcher.encode(request.texts)
+            tokens = count_tokens(server.model, request.texts)
+            self._send_json(200, embedding_response(vectors, request, server.served.name, tokens))
+
+    def _search(self) -> None:
+        """The index's ``top_k`` passages for each query, on this connection's thread (the batcher encodes for
+        ``/v1/embeddings`` only: a search's own matrix product dwarfs the encoding of its queries)."""
+        server, index = self.server, self.server.index
+        if index is None:
+            raise ApiError(404, "this server has no search index: start it with --index FOLDER (a folder swembed "
+                           "index made with this table)", code="not_found")
+        with self._in_flight():
+            request = parse_search_request(self._read_body(), server.limits, server.served, server.modes)
+            hits = cast(list[list[Hit]], index.search(request.queries, request.top_k, request.mode, request.alpha))
+            texts = [[index.texts[hit.index] if index.texts is not None else None for hit in found]
+                     for found in hits]
+            self._send_json(200, search_response(request, hits, texts, server.served.name))
+
+    @contextmanager
+    def _in_flight(self) -> Iterator[None]:
+        """Count the request in flight while it is read and answered; 503 at once past ``max_in_flight``."""
+        server = self.server
         if server.closing:
             raise ApiError(503, "the server is shutting down", code="shutting_down")
         if not server.enter():
             raise ApiError(503, f"the server is busy: {server.limits.max_in_flight} requests are in flight "
                            "(--max-in-flight); retry shortly", code="server_busy", headers={"Retry-After": "1"})
         try:
-            request = parse_embedding_request(self._read_body(), server.limits, server.served)
-            vectors = server.batcher.encode(request.texts)
-            tokens = count_tokens(server.model, request.texts)
-            self._send_json(200, embedding_response(vectors, request, server.served.name, tokens))
+            yield
         finally:
             server.leave()
 
@@ -298,10 +339,12 @@ class EmbeddingHandler(BaseHTTPRequestHandler):
 
 
 def make_server(model: StaticEmbedder | str | Path, host: str = "127.0.0.1", port: int = 8000,
-                model_name: str | None = None, limits: ServeLimits | None = None) -> EmbeddingServer:
+                model_name: str | None = None, limits: ServeLimits | None = None,
+                index: SearchIndex | str | Path | None = None) -> EmbeddingServer:
     """An embedding server over ``model`` (a table folder, or a loaded ``StaticEmbedder``), bound and ready:
     ``.start()`` it on a thread or ``.serve_forever()``; ``.close()`` it. Port 0 picks a free port (see ``.url``).
-    ``model_name`` (default: the folder's name) is what clients give as ``model``."""
+    ``model_name`` (default: the folder's name) is what clients give as ``model``. ``index``: a search index folder
+    (or a loaded ``SearchIndex``) made with this table, searched by ``POST /v1/search``."""
     if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
         raise ValueError(f"--port must be between 0 and 65535, got {port!r}")
     if not isinstance(model, StaticEmbedder):
@@ -309,7 +352,11 @@ def make_server(model: StaticEmbedder | str | Path, host: str = "127.0.0.1", por
     name = model_name if model_name is not None else (model.path.name if model.path else "swembed")
     if not name or name != name.strip() or "/" in name:
         raise ValueError(f"--model-name must be a non-empty name without '/' or surrounding spaces, got {name!r}")
-    return EmbeddingServer(model, (host, port), name, limits or ServeLimits())
+    if index is not None and not isinstance(index, SearchIndex):
+        index = SearchIndex.load(index, model)  # refused in one line unless this table made it
+    elif index is not None:
+        index.attach(model)
+    return EmbeddingServer(model, (host, port), name, limits or ServeLimits(), index)
 
 
 def serve_until_stopped(server: EmbeddingServer) -> str:
