@@ -1,5 +1,6 @@
 """Request batching: the texts of concurrent requests are encoded together, in one ``encode`` call, by one thread;
-each request gets exactly its own rows back."""
+each request gets exactly its own rows back. The same joins concurrent searches (items: queries and their
+settings; rows: their hits)."""
 from __future__ import annotations
 
 import logging
@@ -7,8 +8,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-
-import numpy as np
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -16,10 +16,10 @@ log = logging.getLogger(__name__)
 class _Job:
     """One request's texts, and where its rows (or its error) are left for it."""
 
-    def __init__(self, texts: list[str]) -> None:
+    def __init__(self, texts: list[Any]) -> None:
         self.texts = texts
         self.done = threading.Event()
-        self.vectors: np.ndarray | None = None
+        self.vectors: Any = None  # its rows of the batch's answer (an array's rows, a list's items)
         self.error: BaseException | None = None
 
 
@@ -31,7 +31,7 @@ class MicroBatcher:
     """Joins the jobs that arrive within ``wait_s`` of a batch's first (up to ``max_batch`` texts; a larger job is
     a batch of its own) and encodes them with one ``encode(texts)`` call on its own thread."""
 
-    def __init__(self, encode: Callable[[list[str]], np.ndarray], max_batch: int, wait_s: float) -> None:
+    def __init__(self, encode: Callable[[list[Any]], Any], max_batch: int, wait_s: float) -> None:
         self._encode, self.max_batch, self.wait_s = encode, max_batch, wait_s
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._carried: _Job | None = None  # a job that did not fit the last batch: it starts the next
@@ -40,8 +40,9 @@ class MicroBatcher:
         self._thread = threading.Thread(target=self._run, name="swembed-serve-batcher", daemon=True)
         self._thread.start()
 
-    def encode(self, texts: list[str]) -> np.ndarray:
-        """The rows of ``texts``, encoded in a batch with whatever other requests arrive meanwhile."""
+    def encode(self, texts: list[Any]) -> Any:
+        """The rows of ``texts``, encoded in a batch with whatever other requests arrive meanwhile (one row an
+        item, in order: ``encode(items)[i]`` is item i's)."""
         if self._closed:
             raise BatcherClosed("the server is shutting down")
         job = _Job(texts)
@@ -49,7 +50,6 @@ class MicroBatcher:
         job.done.wait()
         if job.error is not None:
             raise job.error
-        assert job.vectors is not None
         return job.vectors
 
     def close(self, timeout_s: float = 10.0) -> None:

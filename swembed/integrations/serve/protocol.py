@@ -24,8 +24,8 @@ _SURROGATES = ("\ud800", "\udfff")
 
 # what each limit is (swembed serve's help and docs/serve.md say the same)
 LIMIT_HELP = {
-    "max_batch": "texts per encode call: concurrent requests are joined up to this (a larger request is encoded "
-                 "alone)",
+    "max_batch": "texts per encode call (queries per search): concurrent requests are joined up to this (a larger "
+                 "request is answered alone)",
     "batch_wait_ms": "how long the batcher waits for more requests after the first of a batch (0: take only what "
                      "is queued)",
     "max_inputs": "texts per request (OpenAI's limit; a search: queries per request); more: 400",

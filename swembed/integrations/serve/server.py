@@ -80,6 +80,8 @@ class EmbeddingServer(ThreadingHTTPServer):
             self.address_family = socket.AF_INET6
         super().__init__(address, EmbeddingHandler)
         self.batcher = MicroBatcher(model.encode, limits.max_batch, limits.batch_wait_ms / 1000)
+        self.searcher = None if index is None else MicroBatcher(lambda items: search_batch(index, items),
+                                                                limits.max_batch, limits.batch_wait_ms / 1000)
 
     @property
     def url(self) -> str:
@@ -116,6 +118,8 @@ class EmbeddingServer(ThreadingHTTPServer):
             except OSError:
                 pass
         self.batcher.close(grace_s)
+        if self.searcher is not None:
+            self.searcher.close(grace_s)
 
     def __enter__(self) -> EmbeddingServer:
         return self
@@ -267,15 +271,16 @@ class EmbeddingHandler(BaseHTTPRequestHandler):
             self._send_json(200, embedding_response(vectors, request, server.served.name, tokens))
 
     def _search(self) -> None:
-        """The index's ``top_k`` passages for each query, on this connection's thread (the batcher encodes for
-        ``/v1/embeddings`` only: a search's own matrix product dwarfs the encoding of its queries)."""
+        """The index's ``top_k`` passages for each query, searched by the search batcher together with the queries
+        of concurrent requests (one pass over the index's vectors for all of them)."""
         server, index = self.server, self.server.index
-        if index is None:
+        if index is None or server.searcher is None:
             raise ApiError(404, "this server has no search index: start it with --index FOLDER (a folder swembed "
                            "index made with this table)", code="not_found")
         with self._in_flight():
             request = parse_search_request(self._read_body(), server.limits, server.served, server.modes)
-            hits = cast(list[list[Hit]], index.search(request.queries, request.top_k, request.mode, request.alpha))
+            hits = server.searcher.encode([(query, request.mode, request.top_k, request.alpha)
+                                           for query in request.queries])
             texts = [[index.texts[hit.index] if index.texts is not None else None for hit in found]
                      for found in hits]
             self._send_json(200, search_response(request, hits, texts, server.served.name))
@@ -336,6 +341,22 @@ class EmbeddingHandler(BaseHTTPRequestHandler):
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(body)
+
+
+def search_batch(index: SearchIndex, items: list[tuple[str, str, int, float | None]]) -> list[list[Hit]]:
+    """Each item's (query, mode, top_k, alpha) hits: one ``index.search`` for the queries of each (mode, alpha),
+    at their largest ``top_k``, each query given the first ``top_k`` of its hits (the ranking is a total order:
+    score, then row)."""
+    found: list[list[Hit]] = [[] for _ in items]
+    groups: dict[tuple[str, float | None], list[int]] = {}
+    for i, (_, mode, _, alpha) in enumerate(items):
+        groups.setdefault((mode, alpha), []).append(i)
+    for (mode, alpha), rows in groups.items():
+        hits = cast(list[list[Hit]], index.search([items[i][0] for i in rows], max(items[i][2] for i in rows), mode,
+                                                  alpha))
+        for i, mine in zip(rows, hits):
+            found[i] = mine[: items[i][2]]
+    return found
 
 
 def make_server(model: StaticEmbedder | str | Path, host: str = "127.0.0.1", port: int = 8000,
