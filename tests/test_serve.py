@@ -258,6 +258,7 @@ def test_search_refusals_in_openais_shape(search_server, server, folder, model, 
         ({"query": "cat", "alpha": 1.5}, "'alpha' must be a number from 0 to 1, got 1.5", "alpha"),
         ({"query": "cat", "alpha": "0.5"}, "'alpha' must be a number from 0 to 1, got \"0.5\"", "alpha"),
         ({"query": "cat", "k": 3}, "unrecognized request argument supplied: 'k'", "k"),
+        ({"query": "cat", "mode": "dense", "alpha": 0.5}, "in mode 'hybrid'; this search is 'dense'", "alpha"),
     ]
     for payload, words, param in cases:
         status, body = search(search_server, payload)

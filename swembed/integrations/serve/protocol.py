@@ -164,6 +164,9 @@ def parse_search_request(body: bytes, limits: ServeLimits, model: ServedModel, m
     alpha = data.get("alpha")
     if alpha is not None and (isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 <= alpha <= 1):
         raise ApiError(400, f"'alpha' must be a number from 0 to 1, got {json.dumps(alpha)}", "alpha")
+    if alpha is not None and mode != "hybrid":
+        raise ApiError(400, f"'alpha' weighs the cosine against BM25 in mode 'hybrid'; this search is {mode!r}",
+                       "alpha")
     return SearchRequest(queries, top_k, mode, alpha)
 
 
