@@ -347,6 +347,10 @@ class SearchIndex:
         bm25 = self.postings().scores(query_terms or [], term_weights)
         return hybrid(cosines, bm25, check_alpha(alpha)), cosines, bm25
 
+    def hit_texts(self, hits: Sequence[Hit]) -> list[str | None]:
+        """The passage text of each hit (None for each where the index keeps no texts)."""
+        return [self.texts[hit.index] if self.texts is not None else None for hit in hits]
+
     def hit_cosines(self, query_vectors: np.ndarray, indices: np.ndarray) -> np.ndarray:
         """(queries, k) cosines of each query vector with the passages of its row of ``indices``."""
         return cosines_at(query_vectors, self.vectors, self.scales, indices)

@@ -180,6 +180,12 @@ class Lexical:
             self._lookup = lookup
         return self._lookup
 
+    def warm(self) -> None:
+        """Make now what the first search would (the term lookup, the postings' BM25 weights): before threads share
+        the postings, or to time a search without them."""
+        self.lookup()
+        self.weights()
+
     def weights(self) -> np.ndarray:
         """Each posting's BM25 weight, idf times the saturated term frequency, float32 (made once per k1, b; in
         float64, a run of terms at a time)."""

@@ -71,7 +71,7 @@ def hit_lines(index: SearchIndex, queries: Sequence[str], hits: Sequence[Sequenc
     passage on one line; a hybrid or lexical search: its cosine after the score, as ``dense 0.1234``); ``as_json``:
     one JSON object per query, its hits with their whole texts (and ``dense`` and ``lexical`` where searched so)."""
     for query, found in zip(queries, hits):
-        texts = [index.texts[hit.index] if index.texts is not None else None for hit in found]
+        texts = index.hit_texts(found)
         if as_json:
             yield json.dumps({"query": query, "hits": [hit_record(rank, hit, text)
                                                        for rank, (hit, text) in enumerate(zip(found, texts), 1)]},

@@ -66,8 +66,7 @@ class EmbeddingServer(ThreadingHTTPServer):
         self.model, self.limits, self.index = model, limits, index
         self.modes = () if index is None else MODES if index.lexical is not None else ("dense",)
         if index is not None and index.lexical is not None:  # made once here, not by two requests at once
-            index.lexical.lookup()
-            index.lexical.weights()
+            index.lexical.warm()
         ensemble = bool((model.config.get("ensemble") or {}).get("subspaces"))
         self.served = ServedModel(name, model.dim, truncatable=not ensemble)
         self.created = int(time.time())
@@ -281,9 +280,8 @@ class EmbeddingHandler(BaseHTTPRequestHandler):
             request = parse_search_request(self._read_body(), server.limits, server.served, server.modes)
             hits = server.searcher.encode([(query, request.mode, request.top_k, request.alpha)
                                            for query in request.queries])
-            texts = [[index.texts[hit.index] if index.texts is not None else None for hit in found]
-                     for found in hits]
-            self._send_json(200, search_response(request, hits, texts, server.served.name))
+            self._send_json(200, search_response(request, hits, [index.hit_texts(found) for found in hits],
+                                                 server.served.name))
 
     @contextmanager
     def _in_flight(self) -> Iterator[None]:
