@@ -37,7 +37,7 @@ from lab.hybrid_search import ALPHAS, SOURCES, ndcg, ndcg_per_query, scifact, tr
 from lab.mteb_levers import docstring_dev, pairs_dev, retrieval_dev
 from swembed.pipeline.config import LexicalWeightsConfig
 from swembed.pipeline.lexical_weights import TermPairs, fit_term_weights, row_weights
-from swembed.runtime.lexical import ALPHA, Lexical, standardised
+from swembed.runtime.lexical import ALPHA, Lexical, hybrid
 from swembed.runtime.outputs import atomic_file
 
 TRAINING = ("models/corpora/sci/pairs.tsv.gz", "models/corpora/sci/pseudo.tsv.gz")
@@ -72,19 +72,15 @@ def weighted_bm25(model, passages: list[str], queries: list[str], rows: np.ndarr
         model.kind_weights = kinds
 
 
-def mixed(cosines: np.ndarray, bm25: np.ndarray, alpha: float) -> np.ndarray:
-    return alpha * standardised(cosines) + (1 - alpha) * standardised(bm25)
-
-
 def dev_scores(model, sets: dict, rows: np.ndarray | None, cosines: dict) -> dict:
     """Per set: BM25's nDCG@10 and the hybrid's at each alpha of ``ALPHAS`` (x100), and per-query hybrid nDCG at
     every alpha (for the teacher comparison)."""
     out = {}
     for name, (queries, passages, gold) in sets.items():
         bm25 = weighted_bm25(model, passages, queries, rows)
-        hybrid = {a: ndcg_per_query(mixed(cosines[name], bm25, a), gold) for a in ALPHAS}
-        out[name] = {"bm25": ndcg(bm25, gold), "hybrid": {a: 100 * float(v.mean()) for a, v in hybrid.items()},
-                     "per_query": hybrid}
+        per_query = {a: ndcg_per_query(hybrid(cosines[name], bm25, a), gold) for a in ALPHAS}
+        out[name] = {"bm25": ndcg(bm25, gold), "hybrid": {a: 100 * float(v.mean()) for a, v in per_query.items()},
+                     "per_query": per_query}
     return out
 
 
@@ -99,7 +95,7 @@ def test_scores(model, folder: Path, rows: np.ndarray | None, alphas: list[float
     bm25 = weighted_bm25(model, docs, queries, rows)
     row = {"bm25": trec_ndcg(bm25, doc_ids, query_ids, qrels)}
     for alpha in alphas:
-        row[f"hybrid {alpha}"] = trec_ndcg(mixed(cosines, bm25, alpha), doc_ids, query_ids, qrels)
+        row[f"hybrid {alpha}"] = trec_ndcg(hybrid(cosines, bm25, alpha), doc_ids, query_ids, qrels)
     return row
 
 

@@ -148,7 +148,7 @@ SEARCH_ROWS = [
      "rows stay within 9.4e-6 (grams: cosine >= 0.99997), where the sampled draws moved them by 0.008 a row; with "
      "its teacher's vectors perturbed (x 1 + 1e-6 N(0, 1), `--variants noise`) within 1.2e-4, every score the same. "
      "Since the seventh session of 2026-12-06 the recipe also fits lexical weights on its pairs (`[lexical_weights]`, "
-     "80 s; chosen on dev: the hybrid's held-out four 79.45 -> 79.88, its six-set mean 75.87 -> 76.17, "
+     "80 s; chosen on dev: the hybrid's held-out four 79.45 -> 79.88, its six-set mean 75.87 -> 76.18, "
      "reports/mteb/lexical_weights.md): every column here the same (they weigh no vector), the hybrid at test "
      "69.41 against 70.66 without them",
      "SWEMBED_NATIVE_BF16=0 swembed build --recipe pipelines/minilm-256-sci.toml --data-mirror ../shared/data "
