@@ -52,8 +52,8 @@ def fit_grams(a, targets: np.ndarray, ridge: float = RIDGE, iterations: int = IT
 
     targets = np.asarray(targets, dtype=np.float32)
     a_rows, a_columns = _torch_csr(a), _torch_csr(a.T.tocsr())
-    columns = [torch.from_numpy(np.ascontiguousarray(targets[:, i : i + COLUMN_BLOCK]))
-               for i in range(0, targets.shape[1], COLUMN_BLOCK)]
+    # copies: a block may be all of a read-only (memory-mapped) array, which torch must not share
+    columns = [torch.tensor(targets[:, i : i + COLUMN_BLOCK]) for i in range(0, targets.shape[1], COLUMN_BLOCK)]
     blocks = [_conjugate_gradients(a_rows, a_columns, block, ridge, iterations) for block in columns]
     return np.concatenate(blocks, axis=1) if blocks else np.zeros((a.shape[1], 0), dtype=np.float32)
 
