@@ -1,7 +1,7 @@
 """The float32 teacher on ONNX Runtime as swembed runs it against a fully fused BERT graph (issue 80, cheaper
 tokens): the same MiniLM exported with eager attention and passed through ``onnxruntime.transformers.optimizer``
-(Attention, SkipLayerNormalization, BiasGelu, EmbedLayerNormalization), both in sessions set as
-``swembed.teachers.onnx_runtime.OnnxEncoder`` sets them, over the same sentences in 1,024-token batches.
+(Attention, SkipLayerNormalization, BiasGelu, EmbedLayerNormalization), both in the teacher's own session settings
+(``swembed.teachers.onnx_runtime.cpu_session``), over the same sentences in 1,024-token batches.
 Prints each graph's operator counts, the largest difference of their token vectors and tokens/s per round.
 
 Run: ``python -m lab.bench_onnx_fusion --corpus ../shared/data/corpora/sci/sumpubmed_abstracts.txt.gz
@@ -19,19 +19,8 @@ from pathlib import Path
 import numpy as np
 
 from swembed.teachers.base import token_budget_batches
-from swembed.teachers.onnx_runtime import export_onnx, takes_token_types
+from swembed.teachers.onnx_runtime import cpu_session, export_onnx, takes_token_types
 from swembed.teachers.registry import load_teacher
-
-
-def session(path: Path, threads: int):
-    """An ONNX Runtime session with OnnxEncoder's options."""
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
 
 def op_counts(path: Path) -> dict:
@@ -69,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     fused = args.work / "fused.onnx"
     optimize_model(str(exported), model_type="bert", num_heads=eager.config.num_attention_heads,
                    hidden_size=eager.config.hidden_size, opt_level=0).save_model_to_file(str(fused))
-    sessions = {"swembed": session(plain, args.threads), "fused": session(fused, args.threads)}
+    sessions = {"swembed": cpu_session(plain, args.threads), "fused": cpu_session(fused, args.threads)}
 
     def run(s) -> list[np.ndarray]:
         names = {node.name for node in s.get_inputs()}

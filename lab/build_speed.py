@@ -76,6 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--save", type=Path, help="write the build records, walls and note to this JSON file")
     parser.add_argument("--records", type=Path, help="regenerate from a JSON file --save wrote, not from folders")
     args = parser.parse_args(argv)
+    if args.records and (args.models or args.wall or args.note):
+        parser.error("--records regenerates a saved block: it takes no model folders, --wall or --note")
     if args.records:
         saved = json.loads(args.records.read_text(encoding="utf-8"))
         builds = {Path(k): v for k, v in saved["builds"].items()}

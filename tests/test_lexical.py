@@ -81,8 +81,9 @@ def queries_of(model, corpus: list[str]) -> list[str]:
 
 
 def check_ranking(hits, expected: np.ndarray, top_k: int) -> None:
-    """Hits best first as ``expected`` ranks (ties to the lower row), scores equal to float32 precision: rows
-    whose expected scores tie within it may come in either order (float32 arithmetic against float64 here)."""
+    """Hits best first as ``expected`` ranks, scores equal to float32 precision: rows whose expected scores tie
+    within it may come in either order (float32 arithmetic against float64 here; exact ties go to the lower row,
+    test_search.py's test_ties_go_to_the_lower_index_also_at_the_cut)."""
     order = np.lexsort((np.arange(len(expected)), -np.round(expected, 5)))[:top_k]
     got = [h.index for h in hits]
     assert len(got) == len(set(got)) == len(order)
