@@ -7,7 +7,7 @@ import zipfile
 import pytest
 
 from swembed.pipeline.config import CorpusConfig
-from swembed.pipeline.corpus import write_sentences
+from swembed.pipeline.corpus import SentenceSplitter, write_sentences
 from swembed.pipeline.sources import CorpusError, detokenize_wikitext, expand_sources, read_source
 
 LINES = ["First line here.", "Second line there."]
@@ -73,6 +73,16 @@ def test_corpus_splits_filters_and_dedups(tmp_path):
     stats = write_sentences(CorpusConfig(sources=[str(src)], min_words=3), "NFKC", [str(src)], out)
     assert out.read_text().splitlines() == ["One two three four.", "Fullwidth letters are normalised here."]
     assert stats["duplicates"] == 1 and stats["too_short"] == 1 and stats["kept"] == 2
+
+
+def test_the_sentence_splitter_answers_as_blingfire_over_a_growing_and_reused_buffer():
+    from blingfire import text_to_sentences
+
+    long = " ".join(f"Sentence number {i} ends here. Dr. Who said so?" for i in range(3000))  # past the first buffer
+    texts = ["", "a", "Hello world. Bye now.", "é ü 日本語。 これは", long, "Short again. After a long one.",
+             "Ünïcödé quotes “here”. And here!", "x" * 70000]
+    split = SentenceSplitter()
+    assert [split(text) for text in texts] == [text_to_sentences(text).split("\n") for text in texts]
 
 
 def test_detokenize_wikitext():

@@ -16,6 +16,7 @@ from swembed.pipeline.train import (
     kd_loss,
     kd_objective,
     lexical_sketches,
+    nearest_centroids,
     query_kd_loss,
     query_kd_objective,
     spherical_kmeans,
@@ -229,6 +230,23 @@ def test_spherical_kmeans_recovers_planted_cells_and_is_seeded():
     # one cell per planted group and one group per cell
     assert len({(t, c) for t, c in zip(truth, cells)}) == 4 == len(set(cells))
     np.testing.assert_array_equal(cells, spherical_kmeans(vectors, 4, seed=3, sample_per_cell=50))
+
+
+def test_nearest_centroids_are_float64s_also_for_rows_that_float32_cannot_tell_apart():
+    """The float32 screen keeps float64's answer where two centroids tie for a row (the first wins) or differ by less
+    than float32 can see, and on rows that are not unit length."""
+    rng = np.random.default_rng(0)
+    centroids = rng.normal(size=(40, 24))
+    centroids /= np.linalg.norm(centroids, axis=1, keepdims=True)
+    centroids[7] = centroids[3]  # an exact tie: 3 must win
+    near = centroids[5] + 1e-9 * rng.normal(size=24)
+    centroids[9] = near / np.linalg.norm(near)  # within float32's rounding of centroid 5
+    rows = np.concatenate([rng.normal(size=(9000, 24)), centroids[[3, 5, 9]] * 3.0,
+                           centroids[5] + 1e-7 * rng.normal(size=(50, 24))])
+    found = nearest_centroids(rows, centroids)
+    np.testing.assert_array_equal(found, (rows @ centroids.T).argmax(axis=1))
+    assert found[9000] == 3 and not (rows.astype(np.float32) @ centroids.astype(np.float32).T).argmax(1).tolist() \
+        == found.tolist()  # float32 alone would have answered otherwise somewhere
 
 
 @pytest.mark.parametrize("hashed", [True, False], ids=["hashed", "sampled"])
