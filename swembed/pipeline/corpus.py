@@ -49,8 +49,8 @@ def _dedup_key(sentence: str) -> int:
 
 class SentenceSplitter:
     """blingfire's ``text_to_sentences`` (the same call, the same answer, '' where it fails) writing into one
-    output buffer that grows as needed, instead of allocating and zeroing a new one for every text: 14% of the
-    corpus stage's time went to that allocation."""
+    output buffer that grows as needed, instead of allocating and zeroing a new one for every text (14% of the
+    corpus stage's time went to that allocation): 1.6-1.9x the splitting speed (reports/build-levers.md)."""
 
     def __init__(self) -> None:
         self._buffer: Any = None

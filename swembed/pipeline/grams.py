@@ -60,8 +60,8 @@ def fit_grams(a, targets: np.ndarray, ridge: float = RIDGE, iterations: int = IT
 
 def _sparse_product(matrix):
     """``matrix @ x`` for a scipy CSR ``matrix`` and a dense torch ``x``, as an ``embedding_bag`` sum (each row of
-    the matrix a bag of x's rows, weighted by its values): 3.5x (words) to 5.5x (buckets) torch's sparse CSR
-    product on an AVX2-only AMD EPYC for the grams' shapes."""
+    the matrix a bag of x's rows, weighted by its values): about 3-5x torch's sparse CSR product on an AVX2-only
+    AMD EPYC for the grams' shapes (reports/build-levers.md)."""
     import torch
     import torch.nn.functional as F
 

@@ -134,7 +134,7 @@ def spherical_kmeans(vectors: torch.Tensor, n_cells: int, seed: int, iterations:
     row to another cell; it runs in numpy on the CPU (``nearest_centroids``). float32: the cells of tables built
     before 2026-12-06 (``cell_draws = "sampled"``), found in torch as they were then."""
     if dtype != torch.float64:
-        return _float32_kmeans(vectors, n_cells, seed, iterations, sample_per_cell, dtype)
+        return _torch_kmeans(vectors, n_cells, seed, iterations, sample_per_cell, dtype)
     rng = np.random.default_rng(seed)
     n_cells = max(1, min(n_cells, len(vectors)))
     pick = rng.permutation(len(vectors))[: n_cells * sample_per_cell]
@@ -167,8 +167,9 @@ def nearest_centroids(rows: np.ndarray, centroids: np.ndarray) -> np.ndarray:
     ties). The products are taken in float32, and again in float64 only for the rows whose two largest float32
     products are within twice float32's error bound of each other (summed in any order, d products err by at most
     (d + 2) 2^-24 |row| |centroid|): float64's cells at float32's speed, a few rows in a thousand computed twice.
-    numpy's BLAS (OpenBLAS) runs these products 1.5x (float64) to 2.2x (float32) faster than torch's on an
-    AVX2-only AMD EPYC."""
+    numpy's BLAS (OpenBLAS) runs these products 1.3-2.2x faster than torch's (MKL) on an AVX2-only AMD EPYC, and
+    no torch operation runs between them (torch's idle OpenMP threads would spin on the cores OpenBLAS needs): the
+    recipe's k-means 2.3x faster, the same cells (reports/build-levers.md)."""
     if len(centroids) < 2:
         return np.zeros(len(rows), dtype=np.int64)
     fast = centroids.astype(np.float32)
@@ -189,9 +190,10 @@ def nearest_centroids(rows: np.ndarray, centroids: np.ndarray) -> np.ndarray:
     return out
 
 
-def _float32_kmeans(vectors: torch.Tensor, n_cells: int, seed: int, iterations: int, sample_per_cell: int,
-                    dtype: torch.dtype) -> np.ndarray:
-    """``spherical_kmeans`` as it ran before 2026-12-06, in torch, in ``dtype``: the cells those tables learnt on."""
+def _torch_kmeans(vectors: torch.Tensor, n_cells: int, seed: int, iterations: int, sample_per_cell: int,
+                  dtype: torch.dtype) -> np.ndarray:
+    """``spherical_kmeans`` as it ran in torch up to 2026-12-07, in ``dtype``: in float32 the cells the tables
+    built before 2026-12-06 learnt on (``lab.bench_build_levers`` times it in float64 against the numpy path)."""
     rng = np.random.default_rng(seed)
     n_cells = max(1, min(n_cells, len(vectors)))
     pick = rng.permutation(len(vectors))[: n_cells * sample_per_cell]
