@@ -201,11 +201,13 @@ def fit_term_weights(data: TermPairs, settings: LexicalWeightsConfig, seed: int 
             at = torch.repeat_interleave(starts[batch] - torch.cumsum(sizes, 0) + sizes, sizes) + \
                 torch.arange(int(sizes.sum()))
             local = torch.repeat_interleave(torch.arange(len(batch)), sizes) * width + rows_t[at] % width
-            w = torch.nn.functional.softplus(u[terms_t[at]] + SHIFT)
+            # index_select, not u[...]: its gradient is summed in a fixed order (advanced indexing's scatter-add on the
+            # CPU is not, and two fits of the same pairs differed by up to 2.6e-5)
+            w = torch.nn.functional.softplus(u.index_select(0, terms_t[at]) + SHIFT)
             scores = torch.zeros(len(batch) * width).index_add(0, local, w * values_t[at]).view(len(batch), width)
             own = torch.zeros(len(batch), dtype=torch.long)  # column 0: the query's own passage
             loss = torch.nn.functional.cross_entropy(scores * log_scale.exp(), own)
-            loss = loss + settings.l2 * (u[torch.unique(terms_t[at])] ** 2).sum()
+            loss = loss + settings.l2 * (u.index_select(0, torch.unique(terms_t[at])) ** 2).sum()
             optimiser.zero_grad()
             loss.backward()
             optimiser.step()

@@ -149,7 +149,7 @@ def _batch_loss(torch, table, passages, log_weights, data: Pairs, batch: np.ndar
     ids = torch.from_numpy(data.queries.ids[positions])
     base = torch.from_numpy(data.queries.weights[positions]) if data.queries.weights is not None else 1.0
     offsets = torch.from_numpy(np.concatenate(([0], np.cumsum(lengths)[:-1])))
-    row_weights = base * torch.exp(log_weights[ids])
+    row_weights = base * torch.exp(log_weights.index_select(0, ids))  # a gradient summed in a fixed order
     queries = torch.nn.functional.embedding_bag(ids, table, offsets, mode="sum", per_sample_weights=row_weights)
     queries = torch.nn.functional.normalize(queries, dim=1)
     gold = data.gold[batch]
@@ -160,7 +160,7 @@ def _batch_loss(torch, table, passages, log_weights, data: Pairs, batch: np.ndar
     logits = logits.masked_fill(same, float("-inf"))
     loss = torch.nn.functional.cross_entropy(logits, torch.arange(len(batch)))
     rows = torch.unique(ids)
-    return loss + settings.l2 * (log_weights[rows] ** 2).sum() / len(batch)
+    return loss + settings.l2 * (log_weights.index_select(0, rows) ** 2).sum() / len(batch)
 
 
 def query_weighted(model: StaticEmbedder, texts: Sequence[str], weights: np.ndarray) -> np.ndarray:
