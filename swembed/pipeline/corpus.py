@@ -5,6 +5,7 @@ Artifact: ``sentences.txt``, one sentence per line.
 """
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import logging
 import re
@@ -53,19 +54,18 @@ class SentenceSplitter:
     corpus stage's time went to that allocation): 1.6-1.9x the splitting speed (reports/build-levers.md)."""
 
     def __init__(self) -> None:
+        from blingfire import blingfire
+
+        self._library = blingfire  # the loaded C library: looked up once, not once a text
         self._buffer: Any = None
 
     def __call__(self, text: str) -> list[str]:
-        import ctypes
-
-        from blingfire import blingfire
-
         data = text.encode("utf-8")
         capacity = 2 * len(data)  # what text_to_sentences allows
         if self._buffer is None or len(self._buffer) < capacity:
             self._buffer = ctypes.create_string_buffer(max(capacity, 1 << 16))
-        written = blingfire.TextToSentences(ctypes.c_char_p(data), ctypes.c_int(len(data)),
-                                            ctypes.byref(self._buffer), ctypes.c_int(capacity))
+        written = self._library.TextToSentences(ctypes.c_char_p(data), ctypes.c_int(len(data)),
+                                                ctypes.byref(self._buffer), ctypes.c_int(capacity))
         if written == -1 or written > capacity:
             return [""]
         return ctypes.string_at(self._buffer, written).partition(b"\0")[0].decode("utf-8").split("\n")
