@@ -344,7 +344,9 @@ def kd_objective(packed: PackedRows, targets: torch.Tensor, *, tau: float, weigh
     def vectors(rows: np.ndarray) -> torch.Tensor:
         return targets[torch.as_tensor(rows, device=targets.device)].to(CELL_DTYPES[cell_draws])
 
-    batches = cell_batches(vectors(train), cell_size, seed, cell_draws)
+    # the targets as they are: the k-means takes its own precision (a float64 copy of every training row was 1.1 GB
+    # for the search recipe, which the float64 cells never read whole)
+    batches = cell_batches(targets[torch.as_tensor(train, device=targets.device)], cell_size, seed, cell_draws)
     held_vectors = vectors(held)
     anchors = held_vectors[torch.as_tensor(rng.choice(len(held), n_batches, replace=False), device=targets.device)]
     nearest = (anchors @ held_vectors.T).topk(min(batch_size, len(held)), dim=1).indices.cpu().numpy()
