@@ -61,6 +61,20 @@ def interval(gain: np.ndarray, reference: np.ndarray, seed: int = 0) -> tuple[fl
     return float(low), float(high)
 
 
+def versus_rows(reference: str, means: dict[str, float], rows: dict[str, dict]) -> list[str]:
+    """Markdown: the reference's mean nDCG@10 on each set, then each row's (``{label: {set: (mean, (low, high))}}``)
+    with its difference from the reference and that difference's 95% interval, and each row's mean over the sets."""
+    sets = list(means)
+    lines = ["| | " + " | ".join(sets) + " | mean |", "|---" * (len(sets) + 2) + "|",
+             f"| {reference} | " + " | ".join(f"{means[s]:.2f}" for s in sets)
+             + f" | {np.mean([means[s] for s in sets]):.2f} |"]
+    for label, per_set in rows.items():
+        lines.append(f"| {label} | " + " | ".join(
+            f"{v:.2f} ({v - means[s]:+.2f} [{lo:+.2f}, {hi:+.2f}])" for s, (v, (lo, hi)) in per_set.items())
+            + f" | {np.mean([v for v, _ in per_set.values()]):.2f} |")
+    return lines
+
+
 def table(scores: dict[str, dict[str, np.ndarray]]) -> list[str]:
     """Markdown: nDCG@10 of each model on each set; below the first row, the difference from it and its 95%
     interval."""

@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 import swembed
-from lab.heldout_retrieval import interval
+from lab.heldout_retrieval import interval, versus_rows
 from lab.hybrid_search import ALPHAS, SOURCES, ndcg, ndcg_per_query, scifact, trec_ndcg
 from lab.mteb_levers import docstring_dev, pairs_dev, retrieval_dev
 from swembed.pipeline.config import LexicalWeightsConfig
@@ -187,13 +187,8 @@ def render(found: dict, command: str) -> str:
     lines += ["", "**The hybrid against the teacher alone on the held-out sets** (the MiniLM teacher's dense nDCG@10 "
               "per query from `reports/heldout-retrieval.json`; in brackets the hybrid's difference from it with a "
               "paired bootstrap 95% interval):", "",
-              "| | " + " | ".join(SOURCES) + " | mean |", "|---" * (len(SOURCES) + 2) + "|",
-              f"| teacher `{TEACHER}` alone | " + " | ".join(f"{teacher[s]:.2f}" for s in SOURCES)
-              + f" | {np.mean([teacher[s] for s in SOURCES]):.2f} |"]
-    for name, per_set in found["comparison"].items():
-        lines.append(f"| hybrid, {name} | " + " | ".join(
-            f"{v:.2f} ({v - teacher[s]:+.2f} [{lo:+.2f}, {hi:+.2f}])" for s, (v, (lo, hi)) in per_set.items())
-            + f" | {np.mean([v for v, _ in per_set.values()]):.2f} |")
+              *versus_rows(f"teacher `{TEACHER}` alone", {s: teacher[s] for s in SOURCES},
+                           {f"hybrid, {name}": per_set for name, per_set in found["comparison"].items()})]
     return "\n".join(lines) + "\n"
 
 

@@ -375,8 +375,11 @@ def commands() -> list[str]:
     for path in sorted(SCORES.glob("*.json")):
         entry = json.loads(path.read_text())
         rel = path.relative_to(ROOT)
+        ranked = "".join(f" --{key} {entry[key]}" for key in ("search", "alpha", "windows") if entry.get(key))
+        tasks = "" if "mean" in entry["scores"] else " --tasks " + ",".join(
+            name for name in entry["scores"] if not name.endswith("(dense)"))
         command = entry.get("command") or (f"swembed eval {entry['model']} --suite mteb --data "
-                                           f"../shared/data/eval-mteb --json {rel}")
+                                           f"../shared/data/eval-mteb{tasks}{ranked} --json {rel}")
         lines.append(f"* `{rel}`: `{command}`" + (f" ({entry['note']})" if entry.get("note") else ""))
     return lines
 
@@ -447,6 +450,7 @@ def render(data: Path, intro: str) -> str:
              "", *search_table(), "", *_section(ROOT / "reports" / "mteb" / "query_weights.md"),
              *_section(ROOT / "reports" / "mteb" / "lexical_weights.md"),
              *_section(ROOT / "reports" / "mteb" / "search_time_levers.md"),
+             *_section(ROOT / "reports" / "mteb" / "passage_windows.md"),
              "## Test scores (MTEB main score x100)", "",
              "<!-- generated: python -m lab.mteb_report (rows: the commands below) -->", "", *score_table(data), "",
              "Commands (each measured row):", "", *commands(), "",

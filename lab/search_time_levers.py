@@ -16,10 +16,10 @@ from pathlib import Path
 import numpy as np
 
 import swembed
+from lab import publish
 from lab.hybrid_search import SOURCES, ndcg, postings, scifact, trec_ndcg
 from lab.mteb_levers import pairs_dev
 from swembed.runtime.lexical import ALPHA, K1, B, hybrid
-from swembed.runtime.outputs import atomic_file
 
 FEEDBACK = [(k, beta) for k in (3, 5, 10) for beta in (0.3, 0.5, 1.0)]
 CUTS = (256, 160, 120, 80, 50)
@@ -124,10 +124,7 @@ def main(argv: list[str] | None = None) -> int:
         "product: feedback's gain comes from the pseudo-queries alone (their passages are the rest of the abstract the "
         "query sentence came from) and it rises on none of the three other sets, the best of nine settings a mode.",
         ""])
-    print(text)
-    if args.out:
-        with atomic_file(args.out, overwrite=True) as tmp:
-            Path(tmp).write_text(text, encoding="utf-8")
+    publish(text, args.out)
     return 0
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from swembed._version import __version__
 from swembed.pipeline.config import build_flags, older_flags
+from swembed.runtime.windows import WIDTH
 
 EXIT_BUG = 1
 EXIT_BAD_INPUT = 2
@@ -158,7 +159,7 @@ def cmd_search(args) -> int:
     from swembed.runtime.searchfile import hit_lines, search_files
 
     index, queries, hits = search_files(args.model, args.query, args.queries, args.corpus, args.index,
-                                        args.text_column, args.top_k, args.mode, args.alpha)
+                                        args.text_column, args.top_k, args.mode, args.alpha, args.windows)
     for line in hit_lines(index, queries, hits, args.json):
         print(line)
     return 0
@@ -168,7 +169,7 @@ def cmd_index(args) -> int:
     from swembed.runtime.searchfile import index_file
 
     summary = index_file(args.model, args.corpus, args.out, args.text_column, args.dtype, not args.no_texts,
-                         args.overwrite, not args.dense_only)
+                         args.overwrite, not args.dense_only, args.windows)
     print(summary, file=sys.stderr)
     return 0
 
@@ -265,14 +266,15 @@ def cmd_eval(args) -> int:
     kind, scores = evaluate(args.model, args.suite, data_dir(args.data, suite_data(args.suite)), device=args.device,
                             bucc=Path(args.bucc) if args.bucc else None, give_lang=args.give_lang,
                             tasks=args.tasks.split(",") if args.tasks else None, split=args.split,
-                            search=args.search, alpha=args.alpha)
+                            search=args.search, alpha=args.alpha, windows=args.windows)
     print(f"{args.model} ({kind})")
     for name, value in scores.items():
         print(f"  {name:<34}{value:7.2f}")
     if args.json:
         with atomic_file(Path(args.json), args.overwrite, read) as tmp:
+            ranked = {"search": args.search, "alpha": args.alpha, "windows": args.windows} if args.search else {}
             tmp.write_text(json.dumps({"model": args.model, "kind": kind, "suite": args.suite, "split": args.split,
-                                       "scores": scores}, indent=2))
+                                       **ranked, "scores": scores}, indent=2))
     return 0
 
 
@@ -582,6 +584,9 @@ def _add_lens_clusters_and_eval(sub) -> None:
                    "(hybrid: cosine and BM25, docs/api.md); default: mteb's cosine of the encodings")
     p.add_argument("--alpha", type=float, help="with --search hybrid: the cosine's weight, 0 to 1 (default "
                    "swembed.runtime.lexical.ALPHA)")
+    p.add_argument("--windows", type=int, nargs="?", const=WIDTH, metavar="WORDS", help="with --search: each long "
+                   f"document's windows of WORDS words beside it (default {WIDTH} when given without a number; "
+                   "swembed.runtime.windows)")
     p.add_argument("--bucc", help="with xling: a folder of BUCC '<xx>-en.<split>.{xx,en,gold}' files to mine")
     p.add_argument("--give-lang", action="store_true", help="name each text's language (default: as users do, "
                    "no language given)")
@@ -616,6 +621,9 @@ def _add_search(sub) -> None:
     corpus_help = ("passages: a text file (one a line; .gz/.bz2/.xz read decompressed) or .jsonl/.csv/.parquet "
                    "records (--text-column); each passage's id is its line (a parquet file: its row)")
     column_help = "the text field of .jsonl/.csv/.parquet records (default text; a null is the empty text)"
+    windows_help = (f"also read each passage of more than WORDS words as windows of WORDS words (default {WIDTH} "
+                    "when given without a number): its dense score adds its best window's cosine; more vectors, "
+                    "better dense ranking of long passages (swembed.runtime.windows)")
     p = sub.add_parser("search", help="the passages of a corpus (or a saved index) nearest each query, by cosine, "
                        "BM25 or both")
     p.add_argument("model", help="a swembed model folder")
@@ -634,6 +642,7 @@ def _add_search(sub) -> None:
                    "z-normalised, alpha * cosine + (1 - alpha) * BM25); hybrid and lexical hits show their cosine too")
     p.add_argument("--alpha", type=float, help="with --mode hybrid: the cosine's weight, 0 to 1 (default "
                    "swembed.runtime.lexical.ALPHA)")
+    p.add_argument("--windows", type=int, nargs="?", const=WIDTH, metavar="WORDS", help=windows_help)
     p = sub.add_parser("index", help="a corpus's sentence vectors, BM25 postings, ids and texts in a folder, for "
                        "swembed search --index")
     p.add_argument("model", help="a swembed model folder")
@@ -645,6 +654,7 @@ def _add_search(sub) -> None:
     p.add_argument("--no-texts", action="store_true", help="leave the passages' texts out (hits show ids only)")
     p.add_argument("--dense-only", action="store_true", help="leave the BM25 postings out (the index then "
                    "searches with --mode dense only)")
+    p.add_argument("--windows", type=int, nargs="?", const=WIDTH, metavar="WORDS", help=windows_help)
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out folder")
 
 

@@ -425,9 +425,10 @@ def test_swembed_eval_reports_the_dense_score_beside_a_hybrid_search(model, tmp_
 
 def test_eval_search_flags_apply_to_mteb_only(tmp_path):
     folder = write_word_model(tmp_path / "model")
-    code, _, err = cli("eval", folder, "--suite", "en", "--data", tmp_path, "--search", "hybrid")
-    assert (code, err.strip()) == (2, "swembed eval: error: --search and --alpha rank retrieval tasks: they apply to "
-                                      "--suite mteb only")
+    for flags in (["--search", "hybrid"], ["--search", "dense", "--windows"]):
+        code, _, err = cli("eval", folder, "--suite", "en", "--data", tmp_path, *flags)
+        assert (code, err.strip()) == (2, "swembed eval: error: --search, --alpha and --windows rank retrieval tasks: "
+                                          "they apply to --suite mteb only")
 
 
 # --- the same ranking in JavaScript -----------------------------------------------------------------------------

@@ -142,11 +142,20 @@ export interface Hit {
   dense: number;
   lexical?: number;
 }
-/** How `search` ranks: by cosine ('dense', the default), BM25 ('lexical') or both ('hybrid', weighed by alpha). */
+/** How `search` ranks: by cosine ('dense', the default), BM25 ('lexical') or both ('hybrid', weighed by alpha);
+ * `windows` (words): each longer passage's dense score adds its best window's cosine (null: none, the default). */
 export interface SearchOptions {
   mode?: 'dense' | 'lexical' | 'hybrid';
   alpha?: number;
+  windows?: number | null;
 }
+/** swembed.runtime.windows' defaults: a window's words, the weight of a passage's best window's cosine. */
+export declare const WINDOW_WIDTH: number;
+export declare const WINDOW_GAMMA: number;
+export declare const WINDOW_ALPHA: number;
+/** A text's windows of `width` words every floor(width / 2), the last ending at its end (none for a text of
+ * `width` words or fewer), as Python's swembed.runtime.windows.word_windows. */
+export declare function wordWindows(text: string, width: number): string[];
 /** swembed.runtime.lexical's defaults: BM25's k1 and b, the hybrid's weight of the cosine. */
 export declare const BM25_K1: number;
 export declare const BM25_B: number;

@@ -6,6 +6,9 @@ export { WordPiece, UnsupportedTokenizerError } from './wordpiece.js';
 export { parseNpy, NpyError } from './npy.js';
 export { crc32 } from './crc32.js';
 export { compareConformance } from './conformance.js';
-export { BM25_B, BM25_K1, HYBRID_ALPHA, bm25, dot, hybrid, rank, search, similarity } from './search.js';
+export {
+  BM25_B, BM25_K1, HYBRID_ALPHA, WINDOW_ALPHA, WINDOW_GAMMA, WINDOW_WIDTH, bm25, dot, hybrid, rank, search, similarity,
+  wordWindows,
+} from './search.js';
 export { stem } from './stemmer.js';
 export { UNICODE_VERSION } from './unicode.js';

@@ -11,6 +11,13 @@ export const BM25_K1 = 1.5;
 export const BM25_B = 0.9;
 export const HYBRID_ALPHA = 0.55;
 const MODES = ['dense', 'hybrid', 'lexical'];
+/** swembed.runtime.windows' defaults: a window's words, and the weight of a passage's best window's cosine. */
+export const WINDOW_WIDTH = 8;
+export const WINDOW_GAMMA = 0.5;
+/** The hybrid's default alpha where passages are read with windows (swembed.runtime.windows.ALPHA). */
+export const WINDOW_ALPHA = 0.8;
+/** Python's str.split() white space (swembed.runtime.windows.WHITESPACE), the same characters. */
+const WHITESPACE = /[\t\n\x0b\x0c\r\x1c-\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+/;
 
 /** The float32 dot product of two vectors (summed in float64, rounded to float32 once). */
 export function dot(a, b) {
@@ -101,11 +108,49 @@ export function hybrid(cosines, lexical, alpha = HYBRID_ALPHA) {
   return standardised(cosines, alpha).map((z, i) => z + words[i]);
 }
 
-function checkOptions(mode, alpha) {
+function checkOptions(mode, alpha, windows) {
   if (!MODES.includes(mode)) throw new RangeError(`mode must be one of ${MODES.join(', ')}, got ${mode}`);
   if (typeof alpha !== 'number' || !(alpha >= 0 && alpha <= 1)) {
     throw new RangeError(`alpha must be a number from 0 to 1, got ${alpha}`);
   }
+  if (windows !== null && !(Number.isInteger(windows) && windows >= 2)) {
+    throw new RangeError(`windows must be a number of words of at least 2 (or null: no windows), got ${windows}`);
+  }
+}
+
+/**
+ * `text`'s windows of `width` words every floor(width / 2), the last ending at the text's end, each its words joined
+ * by one space; none for a text of `width` words or fewer (swembed.runtime.windows.word_windows).
+ */
+export function wordWindows(text, width) {
+  const words = text.split(WHITESPACE).filter((word) => word.length > 0);
+  if (words.length <= width) return [];
+  const step = Math.floor(width / 2);
+  const found = [];
+  for (let start = 0; start < words.length - width + step; start += step) {
+    found.push(words.slice(start, start + width).join(' '));
+  }
+  return found;
+}
+
+/**
+ * A function of a query vector giving its dense score with every passage: the cosine, or with `windows` (words)
+ * the cosine plus WINDOW_GAMMA times the passage's best window's cosine (a passage without windows: its own), in
+ * float32 as Python's SearchIndex scores it.
+ */
+function denseScorer(model, corpus, vectors, windows) {
+  if (windows === null) return (q) => Float32Array.from(vectors, (v) => dot(q, v));
+  const owned = corpus.map((text) => wordWindows(text, windows));
+  const encoded = model.encodeBatch(owned.flat(), 'document');
+  const offsets = [0];
+  for (const found of owned) offsets.push(offsets[offsets.length - 1] + found.length);
+  const gamma = Math.fround(WINDOW_GAMMA);
+  return (q) => Float32Array.from(vectors, (v, i) => {
+    const whole = dot(q, v);
+    let best = offsets[i] === offsets[i + 1] ? whole : -Infinity;
+    for (let j = offsets[i]; j < offsets[i + 1]; j++) best = Math.max(best, dot(q, encoded[j]));
+    return Math.fround(whole + Math.fround(gamma * best));
+  });
 }
 
 /**
@@ -124,23 +169,31 @@ export function similarity(model, a, b, { kindA = null, kindB = null } = {}) {
 
 /**
  * Each query's topK passages of `corpus`, best first ({index, score, id, dense, lexical}); one string query: its
- * list. `mode`: 'dense' (cosine, the default), 'lexical' (BM25) or 'hybrid' (both, weighed by `alpha`), as
+ * list. `mode`: 'dense' (cosine, the default), 'lexical' (BM25) or 'hybrid' (both, weighed by `alpha`: default
+ * HYBRID_ALPHA, WINDOW_ALPHA with windows), as
  * model.search(..., mode, alpha) in Python; `dense` is each hit's cosine, `lexical` its BM25 (lexical and hybrid).
- * Queries encode as kind 'query', passages as 'document' (a table's query weights apply to the queries).
+ * Queries encode as kind 'query', passages as 'document' (a table's query weights apply to the queries). `windows`
+ * (words, e.g. WINDOW_WIDTH): each passage of more than that many words is also read as windows of them, and its
+ * dense score adds its best window's cosine (as model.search(..., windows=...) in Python); `dense` is then that score.
  */
-export function search(model, queries, corpus, topK = 10, { mode = 'dense', alpha = HYBRID_ALPHA } = {}) {
+export function search(model, queries, corpus, topK = 10, { mode = 'dense', alpha = null, windows = null } = {}) {
   checkTopK(topK);
-  checkOptions(mode, alpha);
+  if (alpha === null) alpha = windows === null ? HYBRID_ALPHA : WINDOW_ALPHA;
+  checkOptions(mode, alpha, windows);
   const vectors = model.encodeBatch(corpus, 'document');
   const asked = typeof queries === 'string' ? [queries] : queries;
   const encoded = model.encodeBatch(asked, 'query');
   let found;
-  if (mode === 'dense') found = encoded.map((q) => rank(q, vectors, topK));
+  if (mode === 'dense' && windows === null) found = encoded.map((q) => rank(q, vectors, topK));
   else {
     if (!vectors.length) throw new RangeError('search needs a corpus of at least one passage; this one is empty');
-    const lexical = bm25(model, [...asked], corpus);
+    const lexical = mode === 'dense' ? null : bm25(model, [...asked], corpus);
+    const denseOf = denseScorer(model, corpus, vectors, windows);
     found = encoded.map((q, i) => {
-      const cosines = Float32Array.from(vectors, (v) => dot(q, v));
+      const cosines = denseOf(q);
+      if (lexical === null) {
+        return Array.from(best(cosines, topK), (j) => ({ index: j, score: cosines[j], id: j, dense: cosines[j] }));
+      }
       const scores = mode === 'lexical' ? lexical[i] : hybrid(cosines, lexical[i], alpha);
       return Array.from(best(scores, topK), (j) => ({ index: j, score: scores[j], id: j, dense: cosines[j],
         lexical: lexical[i][j] }));

@@ -192,18 +192,19 @@ def local_task(name: str, data_dir: str | Path, split: str = "test"):
 def evaluate_mteb(encode: Callable[[list[str]], np.ndarray], data_dir: str | Path,
                   tasks: Sequence[str] = TASKS, split: str = "test", dim: int | None = None,
                   timings: dict[str, float] | None = None, search: str | None = None, alpha: float | None = None,
-                  searcher=None) -> dict[str, float]:
+                  searcher=None, windows: int | None = None) -> dict[str, float]:
     """Main score x 100 of each task (short names, see ``SHORT_NAMES``) and their mean, by the real mteb.
 
     ``timings``, when given, receives each task's seconds. ``search`` (with ``searcher``, the swembed model that
-    ``encode`` encodes with) ranks retrieval tasks by ``SearchIndex.search`` in that mode (``mteb_encoder``)."""
+    ``encode`` encodes with) ranks retrieval tasks by ``SearchIndex.search`` in that mode (``mteb_encoder``; with
+    ``windows``, each document's windows of that many words beside it)."""
     mteb = require_mteb()
 
     data_dir = Path(data_dir)
     if not data_dir.is_dir():
         raise EvalDataError(f"MTEB data folder not found: {data_dir}")
     model = (mteb_encoder(SimpleNamespace(encode=encode, dim=dim)) if search is None
-             else mteb_encoder(searcher, search=search, alpha=alpha))
+             else mteb_encoder(searcher, search=search, alpha=alpha, windows=windows))
     scores: dict[str, float] = {}
     for name in tasks:
         start = time.perf_counter()

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from swembed.eval.models import load_encoder
 from swembed.eval.sts import DEV, EN_SETS, EvalDataError, evaluate_sts
+from swembed.runtime.windows import check_width
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -45,24 +46,28 @@ def suite_data(suite: str) -> str:
     return "eval-mteb" if suite == "mteb" else "eval"
 
 
-def _check_search(suite: str, search: str | None, alpha: float | None) -> None:
-    """``--search`` and ``--alpha`` apply to the mteb suite, and ``--alpha`` to ``--search hybrid``."""
-    if (search is not None or alpha is not None) and suite != "mteb":
-        raise ValueError("--search and --alpha rank retrieval tasks: they apply to --suite mteb only")
+def _check_search(suite: str, search: str | None, alpha: float | None, windows: int | None = None) -> None:
+    """``--search``, ``--alpha`` and ``--windows`` apply to the mteb suite, ``--alpha`` to ``--search hybrid`` and
+    ``--windows`` to a ``--search``."""
+    if (search is not None or alpha is not None or windows is not None) and suite != "mteb":
+        raise ValueError("--search, --alpha and --windows rank retrieval tasks: they apply to --suite mteb only")
     if alpha is not None and search != "hybrid":
         raise ValueError("--alpha weighs the hybrid search: give --search hybrid with it")
+    if windows is not None and search is None:
+        raise ValueError("--windows reads documents into windows for swembed's own search: give --search with it")
+    check_width(windows)
 
 
 def _mteb_scores(encode, data: Path, tasks: Sequence[str], split: str, search: str | None, alpha: float | None,
-                 searcher) -> dict[str, float]:
+                 searcher, windows: int | None = None) -> dict[str, float]:
     """mteb's scores; with a lexical or hybrid search, each retrieval task's score by swembed's dense search beside,
     as "<task> (dense)" (the dense-only score is always reported beside the lexical channel's)."""
     from swembed.eval.mteb_tasks import RETRIEVAL, SHORT_NAMES, evaluate_mteb
 
-    scores = evaluate_mteb(encode, data, tasks, split, search=search, alpha=alpha, searcher=searcher)
+    scores = evaluate_mteb(encode, data, tasks, split, search=search, alpha=alpha, searcher=searcher, windows=windows)
     retrieval = [task for task in tasks if task in RETRIEVAL]
     if search in ("lexical", "hybrid") and retrieval:
-        dense = evaluate_mteb(encode, data, retrieval, split, search="dense", searcher=searcher)
+        dense = evaluate_mteb(encode, data, retrieval, split, search="dense", searcher=searcher, windows=windows)
         scores.update({f"{SHORT_NAMES[task]} (dense)": dense[SHORT_NAMES[task]] for task in retrieval})
     return scores
 
@@ -70,16 +75,16 @@ def _mteb_scores(encode, data: Path, tasks: Sequence[str], split: str, search: s
 def evaluate(spec: str, suite: str, data: Path, *, device: str = "auto", bucc: Path | None = None,
              give_lang: bool = False, tasks: list[str] | None = None,
              split: str = "test", search: str | None = None,
-             alpha: float | None = None) -> tuple[str, dict[str, float]]:
-    """(kind of model, scores) for one suite; ``tasks``, ``split`` (test or dev), ``search`` and ``alpha`` (how
-    retrieval tasks rank: ``swembed.integrations.mteb.mteb_encoder``) apply to ``mteb``."""
+             alpha: float | None = None, windows: int | None = None) -> tuple[str, dict[str, float]]:
+    """(kind of model, scores) for one suite; ``tasks``, ``split`` (test or dev), ``search``, ``alpha`` and
+    ``windows`` (how retrieval tasks rank: ``swembed.integrations.mteb.mteb_encoder``) apply to ``mteb``."""
     from swembed._extras import require
     from swembed.eval.xling import evaluate_xling
 
     require("eval", "scipy")
     if suite not in SUITES:
         raise ValueError(f"--suite must be one of {SUITES}, got {suite!r}")
-    _check_search(suite, search, alpha)
+    _check_search(suite, search, alpha, windows)
     kind, encode, languages = load_encoder(spec, device=device)
     scores: dict[str, float] = {}
     if suite == "mteb":
@@ -89,7 +94,7 @@ def evaluate(spec: str, suite: str, data: Path, *, device: str = "auto", bucc: P
         if search is not None and kind != "swembed":
             raise ValueError(f"--search ranks with a swembed table's own search; {spec} is a {kind} model")
         searcher = getattr(encode, "__self__", None) if search is not None else None  # the table of table.encode
-        return kind, _mteb_scores(encode, data, tasks or TASKS, split, search, alpha, searcher)
+        return kind, _mteb_scores(encode, data, tasks or TASKS, split, search, alpha, searcher, windows)
     lang_encode: Callable[..., np.ndarray] = encode  # a multilingual swembed table's encode also takes lang=
     if suite in ("en", "all"):
         english = (lambda texts: lang_encode(texts, lang="en")) if give_lang and languages else encode

@@ -47,16 +47,22 @@ def _parameters(function) -> set[str]:
 
 
 def mteb_encoder(model, name: str = "swembed/static-embeddings", revision: str = "local", search: str | None = None,
-                 alpha: float | None = None):
+                 alpha: float | None = None, windows: int | None = None):
     """An mteb ``AbsEncoder`` around ``model.encode`` (cosine similarity); with ``search`` (``dense``, ``lexical`` or
-    ``hybrid``, a swembed model), retrieval tasks rank through ``SearchIndex.search`` with that mode and ``alpha``.
+    ``hybrid``, a swembed model), retrieval tasks rank through ``SearchIndex.search`` with that mode and ``alpha``
+    (and an index built with ``windows``: each document's windows of that many words, ``swembed.runtime.windows``).
     mteb's role of the texts (``prompt_type``: query or document) is passed as ``encode``'s ``kind`` where it takes
     one (a swembed table: its query weights apply to the queries)."""
     require_mteb()
     if search is not None:
         from swembed.runtime.lexical import check_alpha, check_mode
 
-        search, alpha = check_mode(search), check_alpha(alpha)
+        search = check_mode(search)
+        check_alpha(alpha)  # None stays None: the index's own default
+    from swembed.runtime.windows import check_width
+
+    if check_width(windows) is not None and search is None:
+        raise ValueError("windows apply to swembed's own search: give search (dense, lexical or hybrid) with them")
     from mteb.models.abs_encoder import AbsEncoder
     from mteb.models.model_meta import ModelMeta, ScoringFunction
 
@@ -81,7 +87,7 @@ def mteb_encoder(model, name: str = "swembed/static-embeddings", revision: str =
             rows = [_corpus_to_dict(row) for row in corpus]  # title + " " + text, as mteb encodes a document
             self.corpus_ids = [row["id"] for row in rows]
             self.search_index = SearchIndex.build(self.model, [row["text"] for row in rows], keep_texts=False,
-                                                  lexical=search != "dense")
+                                                  lexical=search != "dense", windows=windows)
 
         def search(self, queries, *, task_metadata, hf_split, hf_subset, top_k, encode_kwargs, top_ranked=None,
                    num_proc=None, **kwargs):

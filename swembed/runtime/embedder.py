@@ -22,6 +22,7 @@ from swembed.runtime.langid import LanguageIdentifier
 from swembed.runtime.lexical import check_mode
 from swembed.runtime.search import Hit, rank_vectors
 from swembed.runtime.tokenizer import TokenIds, TokenizationRules, WordTokenizer
+from swembed.runtime.windows import check_width
 
 _GATHER_ROWS = 1 << 11  # table rows gathered at once by mean_rows (the gather stays in cache: ~1.5x over 1 << 16)
 _FLOAT32_WORDS = 64  # longer texts are summed in float64
@@ -230,25 +231,28 @@ class StaticEmbedder:
         return scores[0] if isinstance(a, str) else scores[:, 0] if isinstance(b, str) else scores
 
     def search(self, queries: Iterable[str] | str, corpus: Iterable[str], top_k: int = 10, mode: str = "dense",
-               alpha: float | None = None) -> list[list[Hit]] | list[Hit]:
+               alpha: float | None = None, windows: int | None = None) -> list[list[Hit]] | list[Hit]:
         """Each query's ``top_k`` passages of ``corpus`` by cosine, best first, as ``Hit(index, score, id, dense,
         lexical)`` (id = index); ties go to the lower index; a ``top_k`` above the corpus gives them all; one ``str``
-        query gives its list alone. ``mode`` ``lexical`` ranks by BM25, ``hybrid`` by both (``SearchIndex.search``).
+        query gives its list alone. ``mode`` ``lexical`` ranks by BM25, ``hybrid`` by both (``SearchIndex.search``);
+        ``windows`` (words): a long passage's dense score adds its best window's cosine (``swembed.runtime.windows``).
         To search one corpus many times, ``index`` it."""
-        if check_mode(mode) != "dense":
+        if check_mode(mode) != "dense" or check_width(windows) is not None:
             passages = _text_list(corpus)
             if not passages:
                 raise ValueError("search needs a corpus of at least one passage; this one is empty")
-            return SearchIndex.build(self, passages, keep_texts=False).search(queries, top_k, mode, alpha)
+            return SearchIndex.build(self, passages, keep_texts=False, lexical=mode != "dense",
+                                     windows=windows).search(queries, top_k, mode, alpha)
         vectors = self.encode(corpus, kind="document")
         hits = rank_vectors(self.encode(queries, kind="query"), vectors, None, top_k)
         return hits[0] if isinstance(queries, str) else hits
 
     def index(self, corpus: Iterable[str], ids: Iterable[int | str] | None = None, dtype: str = "float32",
-              keep_texts: bool = True, lexical: bool = True) -> SearchIndex:
+              keep_texts: bool = True, lexical: bool = True, windows: int | None = None) -> SearchIndex:
         """A ``SearchIndex`` of ``corpus`` (see ``SearchIndex.build``): ``index.search(queries, top_k, mode)``,
-        ``index.save(folder)``; ``lexical=False`` leaves the BM25 postings out (dense search only)."""
-        return SearchIndex.build(self, corpus, ids, dtype, keep_texts, lexical)
+        ``index.save(folder)``; ``lexical=False`` leaves the BM25 postings out (dense search only); ``windows``:
+        each long passage's windows of that many words beside it (``swembed.runtime.windows``)."""
+        return SearchIndex.build(self, corpus, ids, dtype, keep_texts, lexical, windows)
 
     def mean_rows(self, batch: TokenIds, normalize: bool = True, out: np.ndarray | None = None) -> np.ndarray:
         """Weighted mean of consecutive runs of table rows: ``batch.lengths[i]`` rows of ``batch.ids`` per text;

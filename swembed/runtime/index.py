@@ -10,6 +10,9 @@ terms.npy          the lexical channel (``swembed.runtime.lexical``; absent from
                    of the corpus's terms (its words, stemmed as index.json's lexical.stemmer says), with
                    term_offsets.npy (terms + 1,) int64; term_postings.npy (terms + 1,) int64, posting_docs.npy and
                    posting_counts.npy (postings,) int32, lengths.npy (passages,) int32
+window_vectors.npy passage windows (``swembed.runtime.windows``; only in an index built with them, format_version
+                   2): (windows, dim) float32, or int8 with window_scales.npy (windows,) float32; window_offsets.npy
+                   (passages + 1,) int64: passage i's windows are rows offsets[i]:offsets[i + 1]
 ```
 
 A loaded folder is untrusted input: every file must be a regular file, every array loads without pickles and has
@@ -26,19 +29,22 @@ import os
 import stat
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
 from swembed.runtime.lexical import Lexical, Splitter, check_alpha, check_mode, check_stemmer, hybrid
 from swembed.runtime.outputs import atomic_directory
 from swembed.runtime.search import Hit, Scored, cosines_at, dense_scores, rank, rank_vectors
+from swembed.runtime.windows import ALPHA as WINDOWS_ALPHA
+from swembed.runtime.windows import GAMMA, check_width, encode_windows, windowed
 
 INDEX_FORMAT = "swembed-index"
-INDEX_VERSION = 1
+INDEX_VERSION = 2  # 2: passage windows (an index without them is written as version 1)
 INDEX_FILE = "index.json"
 VECTORS_FILE = "vectors.npy"
 SCALES_FILE = "scales.npy"
+WINDOW_FILES = ("window_vectors.npy", "window_scales.npy", "window_offsets.npy")
 POSTINGS_FILES = ("term_postings.npy", "posting_docs.npy", "posting_counts.npy", "lengths.npy")
 DTYPES = ("float32", "int8")
 _MAX_INDEX_JSON = 1 << 20
@@ -252,6 +258,53 @@ def _save_strings(folder: Path, name: str, values: Sequence[object]) -> None:
     np.save(folder / f"{name[:-1]}_offsets.npy", np.asarray(strings.offsets))
 
 
+class Windows(NamedTuple):
+    """An index's passage windows: their width in words, the weight of the best one's cosine, their vectors (int8
+    rows times ``scales``) and ``offsets`` (passage i's windows: rows offsets[i]:offsets[i + 1])."""
+
+    width: int
+    gamma: float
+    vectors: np.ndarray
+    scales: np.ndarray | None
+    offsets: np.ndarray
+
+
+def _is_weight(value: object) -> bool:
+    """A finite number of at least 0 (not a bool)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < float("inf")
+
+
+def _load_windows(folder: Path, info: dict, mmap: bool) -> Windows | None:
+    """The windows ``info["windows"]`` declares (``{"width": W, "gamma": G, "windows": N}``), checked; None when
+    absent."""
+    sizes = info.get("windows")
+    if sizes is None:
+        return None
+    gamma = sizes.get("gamma") if isinstance(sizes, dict) else None
+    valid = (isinstance(sizes, dict) and _is_size(sizes.get("windows")) and _is_count(sizes.get("width"))
+             and sizes["width"] >= 2 and _is_weight(gamma))
+    if not valid or not isinstance(gamma, (int, float)):
+        raise SearchIndexError(f"{folder / INDEX_FILE}: windows must be null or an object with their \"width\" (2 or "
+                               f'more words), "gamma" (a number >= 0) and the number of "windows", got '
+                               f"{json.dumps(sizes)[:60]}")
+    count, dtype = sizes["windows"], info["dtype"]
+    vectors = _load_array(folder, WINDOW_FILES[0], (count, info["dim"]), dtype, mmap)
+    scales = _load_array(folder, WINDOW_FILES[1], (count,), "float32", False) if dtype == "int8" else None
+    _check_vectors(folder / WINDOW_FILES[0], vectors, scales)
+    offsets = _load_array(folder, WINDOW_FILES[2], (info["passages"] + 1,), "int64", False)
+    if offsets[0] != 0 or offsets[-1] != count or (np.diff(offsets) < 0).any():
+        raise SearchIndexError(f"{folder / WINDOW_FILES[2]}: offsets must rise from 0 to the {count} windows; the "
+                               "index is damaged")
+    return Windows(sizes["width"], float(gamma), vectors, scales, offsets)
+
+
+def _save_windows(folder: Path, windows: Windows) -> None:
+    np.save(folder / WINDOW_FILES[0], np.ascontiguousarray(windows.vectors))
+    if windows.scales is not None:
+        np.save(folder / WINDOW_FILES[1], windows.scales)
+    np.save(folder / WINDOW_FILES[2], np.ascontiguousarray(windows.offsets, dtype=np.int64))
+
+
 def _ids_kind(ids: Sequence[int | str] | None) -> str | None:
     """How ``ids`` are stored: "int", "str" or None (no ids); mixed or other ids are refused."""
     if ids is None:
@@ -280,25 +333,31 @@ class SearchIndex:
 
     ``SearchIndex.build(model, corpus)`` (or ``model.index(corpus)``) encodes and makes the BM25 postings;
     ``search(queries, top_k, mode)`` ranks by cosine, BM25 or their hybrid (``swembed.runtime.search.rank``);
-    ``save(folder)`` / ``SearchIndex.load(folder, model)`` keep it.
+    ``save(folder)`` / ``SearchIndex.load(folder, model)`` keep it. Built with ``windows`` (a width in words), a
+    long passage's dense score is its cosine plus ``gamma`` times its best window's (``swembed.runtime.windows``).
     """
 
     def __init__(self, vectors: np.ndarray, table: dict, ids: Sequence[int | str] | None = None,
                  texts: Sequence[str] | None = None, scales: np.ndarray | None = None, model: Encoder | None = None,
-                 where: Path | str = "<index>", lexical: Lexical | None = None) -> None:
+                 where: Path | str = "<index>", lexical: Lexical | None = None,
+                 windows: Windows | None = None) -> None:
         self.vectors, self.scales, self.table = vectors, scales, dict(table)
-        self.ids, self.texts, self.where, self.lexical = ids, texts, where, lexical
+        self.ids, self.texts, self.where, self.lexical, self.windows = ids, texts, where, lexical, windows
         self.model: Encoder | None = None
         if model is not None:
             self.attach(model)
 
     @classmethod
     def build(cls, model: Encoder, corpus: Iterable[str], ids: Iterable[int | str] | None = None,
-              dtype: str = "float32", keep_texts: bool = True, lexical: bool = True) -> SearchIndex:
+              dtype: str = "float32", keep_texts: bool = True, lexical: bool = True,
+              windows: int | None = None) -> SearchIndex:
         """Encode ``corpus`` (passages) with ``model``. ``ids``: one per passage, all integers or all strings
         (default: hits name their row); ``dtype`` int8 stores a quarter of the bytes (scores within about 0.01);
         ``keep_texts``: store the passages' texts (what ``swembed search`` prints); ``lexical``: make the BM25
-        postings (``mode="lexical"`` and ``"hybrid"`` need them)."""
+        postings (``mode="lexical"`` and ``"hybrid"`` need them); ``windows``: also encode each passage's windows
+        of that many words (``swembed.runtime.windows.WIDTH`` recommended; more vectors to store, better dense
+        ranking of long passages)."""
+        width = check_width(windows)
         passages = [corpus] if isinstance(corpus, str) else list(corpus)
         if not passages:
             raise ValueError("an index needs a corpus of at least one passage; this one is empty")
@@ -309,7 +368,12 @@ class SearchIndex:
         vectors, scales = quantise(model.encode(passages, kind="document"), dtype)
         table = {"digest": model.digest(), "path": None if model.path is None else str(model.path)}
         postings = Lexical.build(model, passages) if lexical else None
-        return cls(vectors, table, id_list, passages if keep_texts else None, scales, model, lexical=postings)
+        found = None
+        if width is not None:
+            window_vectors, offsets = encode_windows(model, passages, width)
+            found = Windows(width, GAMMA, *quantise(window_vectors, dtype), offsets)
+        return cls(vectors, table, id_list, passages if keep_texts else None, scales, model, lexical=postings,
+                   windows=found)
 
     def __len__(self) -> int:
         return int(self.vectors.shape[0])
@@ -341,11 +405,27 @@ class SearchIndex:
         if mode == "lexical":
             bm25 = self.postings().scores(query_terms or [], term_weights)
             return bm25, None, bm25
-        cosines = dense_scores(query_vectors, self.vectors, self.scales)
+        cosines = self.dense(query_vectors, dense_scores(query_vectors, self.vectors, self.scales))
         if mode == "dense":
             return cosines
         bm25 = self.postings().scores(query_terms or [], term_weights)
-        return hybrid(cosines, bm25, check_alpha(alpha)), cosines, bm25
+        return hybrid(cosines, bm25, self.alpha(alpha)), cosines, bm25
+
+    def alpha(self, alpha: float | None = None) -> float:
+        """``alpha`` checked; None: the hybrid's default, ``lexical.ALPHA`` (``windows.ALPHA`` with windows)."""
+        return check_alpha(alpha) if alpha is not None or self.windows is None else WINDOWS_ALPHA
+
+    def dense(self, query_vectors: np.ndarray, cosines: np.ndarray, passages: np.ndarray | None = None) -> np.ndarray:
+        """The dense scores from the queries' ``cosines`` with ``passages`` (default every passage): those cosines,
+        or with windows each plus ``gamma`` times the passage's best window's cosine."""
+        if self.windows is None:
+            return cosines
+        windows = self.windows
+        rows = np.arange(len(self)) if passages is None else np.asarray(passages, dtype=np.int64)
+        return windowed(cosines, query_vectors, windows.offsets, rows,
+                        lambda queries, found: dense_scores(queries, windows.vectors[found], None
+                                                            if windows.scales is None else windows.scales[found]),
+                        windows.gamma)
 
     def hit_texts(self, hits: Sequence[Hit]) -> list[str | None]:
         """The passage text of each hit (None for each where the index keeps no texts)."""
@@ -353,7 +433,12 @@ class SearchIndex:
 
     def hit_cosines(self, query_vectors: np.ndarray, indices: np.ndarray) -> np.ndarray:
         """(queries, k) cosines of each query vector with the passages of its row of ``indices``."""
-        return cosines_at(query_vectors, self.vectors, self.scales, indices)
+        if self.windows is None:
+            return cosines_at(query_vectors, self.vectors, self.scales, indices)
+        union = np.unique(indices)
+        scores = self.dense(query_vectors, dense_scores(query_vectors, self.vectors[union], None
+                                                        if self.scales is None else self.scales[union]), union)
+        return np.take_along_axis(scores, np.searchsorted(union, indices), axis=1)
 
     def postings(self) -> Lexical:
         """The lexical postings; refused in one line for an index saved without them."""
@@ -367,7 +452,7 @@ class SearchIndex:
         """Each query's ``top_k`` passages, best first (ties: lower row); one ``str`` query gives its list alone.
         ``mode``: ``dense`` (cosine), ``lexical`` (BM25) or ``hybrid`` (``alpha`` times the cosine's z-score plus
         ``1 - alpha`` times BM25's, per query; ``swembed.runtime.lexical``); each hit carries its cosine beside."""
-        mode, alpha = check_mode(mode), check_alpha(alpha)
+        mode, alpha = check_mode(mode), self.alpha(alpha)
         if self.model is None:
             raise SearchIndexError(f"{self.where}: no table to encode queries with; load it with "
                                    "SearchIndex.load(folder, model)")
@@ -388,15 +473,20 @@ class SearchIndex:
         vectors = np.asarray(query_vectors, dtype=np.float32)
         if vectors.ndim != 2 or vectors.shape[1] != self.dim:
             raise ValueError(f"query vectors must be (queries, {self.dim}), got shape {vectors.shape}")
-        return rank_vectors(vectors, self.vectors, self.scales, top_k, self.ids)
+        if self.windows is None:
+            return rank_vectors(vectors, self.vectors, self.scales, top_k, self.ids)
+        return rank(lambda rows: self.scores(vectors[rows]), np.arange(len(vectors)), len(self), top_k, self.ids)
 
     def save(self, folder: str | Path, overwrite: bool = False) -> Path:
         """Write the index folder atomically (an existing one only with ``overwrite`` and when swembed wrote it)."""
-        info = {"format": INDEX_FORMAT, "format_version": INDEX_VERSION, "passages": len(self), "dim": self.dim,
+        info = {"format": INDEX_FORMAT, "format_version": 1 if self.windows is None else INDEX_VERSION,
+                "passages": len(self), "dim": self.dim,
                 "dtype": self.dtype, "ids": _ids_kind(self.ids), "texts": self.texts is not None, "table": self.table,
                 "lexical": None if self.lexical is None else {"terms": len(self.lexical.terms),
                                                                "postings": len(self.lexical.docs),
-                                                               "stemmer": self.lexical.stemmer}}
+                                                               "stemmer": self.lexical.stemmer},
+                "windows": None if self.windows is None else {"width": self.windows.width, "gamma": self.windows.gamma,
+                                                              "windows": len(self.windows.vectors)}}
         inputs = [self.model.path] if self.model is not None and self.model.path is not None else []
         with atomic_directory(folder, overwrite, "search-index", inputs) as tmp:
             np.save(tmp / VECTORS_FILE, np.ascontiguousarray(self.vectors))
@@ -410,6 +500,8 @@ class SearchIndex:
                 _save_strings(tmp, "texts", self.texts)
             if self.lexical is not None:
                 _save_lexical(tmp, self.lexical)
+            if self.windows is not None:
+                _save_windows(tmp, self.windows)
             (tmp / INDEX_FILE).write_text(json.dumps(info, indent=1) + "\n", encoding="utf-8")
         return Path(folder)
 
@@ -431,4 +523,5 @@ class SearchIndex:
         elif info["ids"] == "str":
             ids = _load_strings(folder, "ids", passages, mmap)
         texts = _load_strings(folder, "texts", passages, mmap) if info["texts"] else None
-        return cls(vectors, info["table"], ids, texts, scales, model, folder, _load_lexical(folder, info, mmap))
+        return cls(vectors, info["table"], ids, texts, scales, model, folder, _load_lexical(folder, info, mmap),
+                   _load_windows(folder, info, mmap))

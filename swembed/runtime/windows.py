@@ -1,0 +1,99 @@
+"""Passage windows: a long passage is also read as windows of its words, and its dense score is its own cosine plus
+``GAMMA`` times its best window's.
+
+A static table encodes a passage as the mean of its words, so a query that matches one part of a long passage (one
+sentence of an abstract, one answer of a page) is diluted by the rest. A passage of more than ``width`` words
+(split at whitespace, as Python's ``str.split()`` splits) is also read as windows of ``width`` words every
+``width // 2`` words, the last one ending at the passage's end; each window is encoded as a document. A passage of
+``width`` words or fewer has no windows: its best window is itself. ``WIDTH``, ``GAMMA`` and the hybrid's
+``ALPHA`` beside windows were chosen on the held-out dev pairs (``python -m lab.passage_windows``,
+reports/mteb/passage_windows.md); the JavaScript runtime splits and scores the same way (js/src/search.js).
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Sequence
+from typing import Protocol
+
+import numpy as np
+
+WIDTH = 8  # words a window (chosen on dev: reports/mteb/passage_windows.md)
+GAMMA = 0.5  # weight of the best window's cosine beside the passage's own
+ALPHA = 0.8  # the hybrid's default weight of the dense score where passages have windows (without: lexical.ALPHA)
+SCORE_CELLS = 1 << 24  # window cosines computed at once (queries x windows)
+PASSAGES_AT_ONCE = 1 << 14  # passages split into windows and encoded at once while an index is built
+# Python's str.split() whitespace, spelled out so that JavaScript splits the same characters
+WHITESPACE = "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+_SPLIT = re.compile(f"[{WHITESPACE}]+")
+
+
+class DocumentEncoder(Protocol):
+    def encode(self, texts: Iterable[str] | str, *, kind: str | None = None) -> np.ndarray: ...
+
+
+def check_width(width: object) -> int | None:
+    """``width`` as the windows' words (an integer of at least 2), or None (no windows)."""
+    if width is None:
+        return None
+    if isinstance(width, bool) or not isinstance(width, (int, np.integer)) or width < 2:
+        raise ValueError(f"windows must be a number of words of at least 2 (or None: no windows), got {width!r}")
+    return int(width)
+
+
+def word_windows(text: str, width: int) -> list[str]:
+    """``text``'s windows of ``width`` words every ``width // 2``, the last ending at the text's end, each its words
+    joined by one space; none for a text of ``width`` words or fewer."""
+    words = [word for word in _SPLIT.split(text) if word]
+    if len(words) <= width:
+        return []
+    step = width // 2
+    return [" ".join(words[start : start + width]) for start in range(0, len(words) - width + step, step)]
+
+
+def encode_windows(model: DocumentEncoder, passages: Sequence[str], width: int) -> tuple[np.ndarray, np.ndarray]:
+    """(window vectors (windows, dim) float32, offsets (passages + 1,) int64: passage i's windows are rows
+    ``offsets[i]:offsets[i + 1]``), ``PASSAGES_AT_ONCE`` passages at a time."""
+    counts = np.zeros(len(passages), dtype=np.int64)
+    blocks = []
+    for start in range(0, len(passages), PASSAGES_AT_ONCE):
+        texts: list[str] = []
+        for row, passage in enumerate(passages[start : start + PASSAGES_AT_ONCE], start):
+            found = word_windows(passage, width)
+            counts[row] = len(found)
+            texts += found
+        if texts:
+            blocks.append(np.asarray(model.encode(texts, kind="document"), dtype=np.float32))
+    offsets = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+    dim = blocks[0].shape[1] if blocks else np.asarray(model.encode([""], kind="document")).shape[1]
+    return (np.concatenate(blocks) if blocks else np.zeros((0, dim), dtype=np.float32)), offsets
+
+
+def window_rows(offsets: np.ndarray, passages: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the window rows of ``passages`` in their order, where each passage's run of them starts among those rows)."""
+    first, counts = offsets[passages], offsets[passages + 1] - offsets[passages]
+    starts = np.cumsum(counts) - counts
+    return np.repeat(first - starts, counts) + np.arange(int(counts.sum())), starts
+
+
+def windowed(whole: np.ndarray, queries: np.ndarray, offsets: np.ndarray, passages: np.ndarray,
+             cosines_of: Callable[[np.ndarray, np.ndarray], np.ndarray], gamma: float = GAMMA) -> np.ndarray:
+    """(queries, passages) float32 dense scores: ``whole`` (the queries' cosines with ``passages``) plus ``gamma``
+    times each passage's best window's cosine (its own where it has no window). ``cosines_of(queries, rows)``: the
+    queries' cosines with those window rows; at most ``SCORE_CELLS`` of them are computed at once."""
+    best = np.array(whole, dtype=np.float32, copy=True)
+    counts = offsets[passages + 1] - offsets[passages]
+    have = np.flatnonzero(counts)
+    if len(have):
+        cap = max(1, SCORE_CELLS // max(1, len(queries)))
+        reach = np.cumsum(counts[have])
+        begin = 0
+        while begin < len(have):
+            done = int(reach[begin - 1]) if begin else 0
+            end = max(begin + 1, int(np.searchsorted(reach, done + cap, side="right")))
+            columns = have[begin:end]
+            rows, starts = window_rows(offsets, passages[columns])
+            best[:, columns] = np.maximum.reduceat(cosines_of(queries, rows), starts, axis=1)
+            begin = end
+    best *= np.float32(gamma)
+    best += whole
+    return best
