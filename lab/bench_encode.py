@@ -13,7 +13,8 @@ times each, and keeps each one's best (``--runs`` runs, each its own row). Both 
 sizes) on one thread: ``OMP_NUM_THREADS``, ``MKL_NUM_THREADS``, ``OPENBLAS_NUM_THREADS`` and ``RAYON_NUM_THREADS``
 (the Rust tokenizers' pool) at 1 and ``TOKENIZERS_PARALLELISM=false``; the command starts itself again where they are
 not. Rates are sentences per wall second and per CPU second of the process (the figure a busy machine disturbs
-least); the load average before each run says how busy it was.
+least); the load average before each run says how busy it was. The report keeps one section per CPU (its name,
+``swembed.pipeline.plan.cpu_name``): ``--out`` replaces this CPU's section and keeps the others'.
 """
 from __future__ import annotations
 
@@ -26,6 +27,9 @@ import time
 from pathlib import Path
 
 GENERATED = "<!-- generated: {command} -->"
+TITLE = "# Encode speed: swembed against model2vec of the same teacher"
+SECTION = "<!-- lab.bench_encode section: {cpu} -->"
+SECTION_END = "<!-- lab.bench_encode section end -->"
 ONE_THREAD = {**{name: "1" for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                                          "RAYON_NUM_THREADS")}, "TOKENIZERS_PARALLELISM": "false"}
 REPEATS = 4  # STS-B train's sentences, this many times over
@@ -88,9 +92,8 @@ def one_run(swembed_encode, m2v_encode, texts: list[str]) -> dict:
     return row
 
 
-def report(rows: list[dict], command: str, table: str, m2v: str, texts: int) -> str:
-    from swembed.pipeline.plan import cpu_name
-
+def section(rows: list[dict], command: str, table: str, m2v: str, texts: int, cpu: str) -> str:
+    """This CPU's section of the report: how it was measured, and a row per run."""
     header = ["run", "load average (1 min) before / after", "swembed sentences/s", "model2vec sentences/s",
               "ratio", "swembed sentences/CPU-s", "model2vec sentences/CPU-s", "ratio (CPU)"]
     lines = [f"| {' | '.join(header)} |", "|" + "---|" * len(header)]
@@ -101,10 +104,9 @@ def report(rows: list[dict], command: str, table: str, m2v: str, texts: int) -> 
     import numpy as np
 
     return "\n".join([
-        "# Encode speed: swembed against model2vec of the same teacher", "",
-        GENERATED.format(command=command), "",
+        SECTION.format(cpu=cpu), f"## {cpu}", "", GENERATED.format(command=command), "",
         f"Generated {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by `{command}` (`lab/bench_encode.py`) on "
-        f"{cpu_name()}, {os.cpu_count()} cores shared with other work ({platform.python_implementation()} "
+        f"{cpu}, {os.cpu_count()} cores shared with other work ({platform.python_implementation()} "
         f"{platform.python_version()}, numpy {np.__version__}).", "",
         f"{texts:,} texts: STS-B train's sentences (both columns) x{REPEATS}. swembed `{table}` "
         f"(`swembed.load(table).encode(texts)`) against model2vec `{m2v}` (model2vec's `distill` of the same teacher "
@@ -112,7 +114,19 @@ def report(rows: list[dict], command: str, table: str, m2v: str, texts: int) -> 
         f"one process, one thread (OMP/MKL/OpenBLAS/Rayon threads 1, `TOKENIZERS_PARALLELISM=false`). In each run both "
         f"are warmed up, then timed alternately {TIMINGS} times each; each keeps its best wall time and its best CPU "
         "time (the process's, all threads). Wall rates move with the machine's load; the CPU rates less.", "",
-        *lines, ""])
+        *lines, SECTION_END])
+
+
+def merged(previous: str | None, new: str, cpu: str) -> str:
+    """The report with ``new`` as ``cpu``'s section: in its place where the report had one, else after the others."""
+    marker = SECTION.format(cpu=cpu)
+    sections = [] if previous is None else [
+        part.split(SECTION_END)[0].strip() for part in previous.split("<!-- lab.bench_encode section: ")[1:]]
+    sections = ["<!-- lab.bench_encode section: " + part for part in sections]
+    kept = [new if part.startswith(marker) else part for part in sections]
+    if new not in kept:
+        kept.append(new)
+    return "\n\n".join([TITLE, *kept]) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -148,12 +162,16 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['model2vec']:,.0f}: {r['ratio']:.2f}x (per CPU second {r['swembed_cpu']:,.0f} and "
               f"{r['model2vec_cpu']:,.0f}: {r['ratio_cpu']:.2f}x)")
     if args.out:
+        from swembed.pipeline.plan import cpu_name
         from swembed.runtime.outputs import atomic_file
 
         command = "python -m lab.bench_encode " + " ".join(argv if argv is not None else sys.argv[1:])
+        cpu = cpu_name()
+        new = section(rows, command, str(args.table), str(m2v_folder), len(texts), cpu)
+        previous = args.out.read_text(encoding="utf-8") if args.out.is_file() else None
         with atomic_file(args.out, overwrite=True) as tmp:
-            tmp.write_text(report(rows, command, str(args.table), str(m2v_folder), len(texts)), encoding="utf-8")
-        print(f"wrote {args.out}")
+            tmp.write_text(merged(previous, new, cpu), encoding="utf-8")
+        print(f"wrote {args.out} ({cpu}'s section)")
     return 0
 
 

@@ -370,7 +370,7 @@ class SearchIndex:
         postings = Lexical.build(model, passages) if lexical else None
         found = None
         if width is not None:
-            window_vectors, offsets = encode_windows(model, passages, width)
+            window_vectors, offsets = encode_windows(model, passages, width, vectors.shape[1])
             found = Windows(width, GAMMA, *quantise(window_vectors, dtype), offsets)
         return cls(vectors, table, id_list, passages if keep_texts else None, scales, model, lexical=postings,
                    windows=found)

@@ -21,8 +21,9 @@ _DEQUANTISED_ROWS = 1 << 15  # int8 passage rows turned into float32 at once
 
 class Hit(NamedTuple):
     """One passage found for a query: its row (position in the corpus), its score (the cosine; a hybrid or lexical
-    search: that score), its id (the row, unless the index was given ids), its cosine (always) and its BM25 score
-    (a hybrid or lexical search; else None)."""
+    search: that score), its id (the row, unless the index was given ids), its cosine (always; an index with passage
+    windows: its dense score, the cosine plus gamma times its best window's) and its BM25 score (a hybrid or
+    lexical search; else None)."""
 
     index: int  # type: ignore[assignment]  # the field shadows tuple.index, which a hit has no use for
     score: float

@@ -50,8 +50,9 @@ def word_windows(text: str, width: int) -> list[str]:
     return [" ".join(words[start : start + width]) for start in range(0, len(words) - width + step, step)]
 
 
-def encode_windows(model: DocumentEncoder, passages: Sequence[str], width: int) -> tuple[np.ndarray, np.ndarray]:
-    """(window vectors (windows, dim) float32, offsets (passages + 1,) int64: passage i's windows are rows
+def encode_windows(model: DocumentEncoder, passages: Sequence[str], width: int,
+                   dim: int) -> tuple[np.ndarray, np.ndarray]:
+    """(window vectors (windows, ``dim``) float32, offsets (passages + 1,) int64: passage i's windows are rows
     ``offsets[i]:offsets[i + 1]``), ``PASSAGES_AT_ONCE`` passages at a time."""
     counts = np.zeros(len(passages), dtype=np.int64)
     blocks = []
@@ -64,7 +65,6 @@ def encode_windows(model: DocumentEncoder, passages: Sequence[str], width: int) 
         if texts:
             blocks.append(np.asarray(model.encode(texts, kind="document"), dtype=np.float32))
     offsets = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
-    dim = blocks[0].shape[1] if blocks else np.asarray(model.encode([""], kind="document")).shape[1]
     return (np.concatenate(blocks) if blocks else np.zeros((0, dim), dtype=np.float32)), offsets
 
 
