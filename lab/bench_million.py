@@ -3,6 +3,10 @@ disk (the dense vectors and the lexical postings apart), load time, queries per 
 and hybrid, peak memory, and whether each held-out query finds its own passage among a million.
 
     nice -n 10 python -m lab.bench_million --out reports/million.md
+    nice -n 10 python -m lab.bench_million --windows 8 --out reports/million-windows.md
+
+``--windows N`` builds the index with passage windows of N words (``swembed.runtime.windows``): every mode's dense
+score is then the windowed one, and the index holds the windows' vectors beside the passages'.
 
 About 2.5 CPU minutes (the build 1.5: encoding and postings of a million passages); 15 to 20 minutes of wall time
 on a shared 2-core machine. Queries are bounded by ``--budget`` wall seconds a mode; the build is not.
@@ -38,7 +42,7 @@ import numpy as np
 
 import swembed
 from lab.bench_search import GENERATED, on_one_thread, timed
-from swembed.runtime.index import POSTINGS_FILES, SCALES_FILE, VECTORS_FILE, SearchIndex
+from swembed.runtime.index import POSTINGS_FILES, SCALES_FILE, VECTORS_FILE, WINDOW_FILES, SearchIndex
 from swembed.runtime.lexical import MODES, Lexical
 from swembed.runtime.outputs import atomic_file
 from swembed.runtime.search import QUERIES_AT_ONCE
@@ -127,7 +131,8 @@ def build(args: argparse.Namespace, model, corpus: Path) -> dict:
     sizes."""
     row: dict = {}
     (texts, positions, _), row["read_s"], row["read_cpu_s"] = timed(read_passages, str(corpus))
-    index, row["encode_s"], row["encode_cpu_s"] = timed(model.index, texts, positions, "float32", True, False)
+    index, row["encode_s"], row["encode_cpu_s"] = timed(model.index, texts, positions, "float32", True, False,
+                                                        args.windows)
     index.lexical, row["postings_s"], row["postings_cpu_s"] = timed(Lexical.build, model, texts)
     folder = args.work / "index"
     _, row["save_s"], row["save_cpu_s"] = timed(index.save, folder, True)
@@ -138,6 +143,8 @@ def build(args: argparse.Namespace, model, corpus: Path) -> dict:
     row["dense_bytes"] = files.get(VECTORS_FILE, 0) + files.get(SCALES_FILE, 0)
     row["lexical_bytes"] = sum(files.get(name, 0) for name in LEXICAL_FILES)
     row["text_bytes"] = sum(files.get(name, 0) for name in ("texts.npy", "text_offsets.npy"))
+    row["window_bytes"] = sum(files.get(name, 0) for name in WINDOW_FILES)
+    row["windows"] = 0 if index.windows is None else len(index.windows.vectors)
     return row
 
 
@@ -163,10 +170,13 @@ def search(folder: Path, model_path: str, queries_file: Path, budget: float) -> 
     result["after_load"] = memory()
     postings = index.postings()
     _, result["warm_s"], result["warm_cpu_s"] = timed(postings.warm)
-    for mode in MODES:
-        result[mode], hits = rate(index, queries, mode, QUERIES_AT_ONCE, budget)
-        result[mode]["found"] = [int(row in {h.index for h in found}) for row, found in zip(wanted, hits)]
-        result[f"{mode}_single"], _ = rate(index, queries[:SINGLE_QUERIES], mode, 1, budget / 4)
+    plain = None if index.windows is None else SearchIndex(  # the same index read without its windows
+        index.vectors, index.table, index.ids, index.texts, index.scales, model, folder, index.lexical)
+    for name, searched, mode in [(mode, index, mode) for mode in MODES] + (
+            [] if plain is None else [(f"{mode}, no windows", plain, mode) for mode in ("dense", "hybrid")]):
+        result[name], hits = rate(searched, queries, mode, QUERIES_AT_ONCE, budget)
+        result[name]["found"] = [int(row in {h.index for h in found}) for row, found in zip(wanted, hits)]
+        result[f"{name}_single"], _ = rate(searched, queries[:SINGLE_QUERIES], mode, 1, budget / 4)
     result["memory"] = memory()
     return result
 
@@ -195,25 +205,31 @@ def report(built: dict, searched: dict, command: str, args: argparse.Namespace, 
     per_passage = b["bytes"] / b["passages"]
     build_rows = [
         ("read the corpus file", b["read_s"], b["read_cpu_s"]),
-        ("encode (the dense vectors)", b["encode_s"], b["encode_cpu_s"]),
+        ("encode (the dense vectors" + (", the windows' too)" if b.get("windows") else ")"), b["encode_s"],
+         b["encode_cpu_s"]),
         ("BM25 postings (split into terms, CSR arrays)", b["postings_s"], b["postings_cpu_s"]),
         ("save (atomic folder)", b["save_s"], b["save_cpu_s"]),
         ("**index build (encode + postings)**", b["encode_s"] + b["postings_s"],
          b["encode_cpu_s"] + b["postings_cpu_s"]),
         ("load (`SearchIndex.load`: memory-mapped, every array checked)", s["load_s"], s["load_cpu_s"]),
         ("first lexical use (BM25 weights of every posting, term lookup)", s["warm_s"], s["warm_cpu_s"])]
+    windowed = b.get("windows", 0) > 0
     size_rows = [("dense: vectors.npy (float32)", b["dense_bytes"]),
+                 *([(f"windows: {b['windows']:,} window vectors (float32) and their offsets", b["window_bytes"])]
+                   if windowed else []),
                  ("lexical: terms and postings", b["lexical_bytes"]), ("the passages' texts", b["text_bytes"]),
                  ("whole folder (also ids, index.json)", b["bytes"])]
-    mode_rows, common = [], min(len(s[mode]["found"]) for mode in MODES)  # hit@10 over the queries all finished
-    for mode in MODES:
+    names = [name for name in s if name in MODES or name.endswith(", no windows")]
+    mode_rows, common = [], min(len(s[name]["found"]) for name in names)  # hit@10 over the queries all finished
+    for mode in names:
         batch, single = s[mode], s[f"{mode}_single"]
         mode_rows.append(f"| {mode} | {batch['cpu_qps']:,.1f} | {batch['qps']:,.1f} | {batch['queries']:,} | "
                          f"{single['cpu_qps']:,.1f} | {single['qps']:,.1f} | {single['queries']:,} | "
                          f"{100 * sum(batch['found'][:common]) / common:.1f} |")
     memory, loaded = s["memory"], s["after_load"]
     return "\n".join([
-        "# Search on a million passages, one core", "",
+        "# Search on a million passages, one core" + (f", with passage windows of {args.windows} words"
+                                                       if windowed else ""), "",
         GENERATED.format(command=command), "",
         f"Generated {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by `{command}` on {cpu_model()} "
         f"({os.cpu_count()} CPUs shared with other work; load average {loads[0]:.1f} at the start, {loads[1]:.1f} at "
@@ -222,7 +238,10 @@ def report(built: dict, searched: dict, command: str, args: argparse.Namespace, 
         f"Table `{args.model}` ({_lexical_note(args.model)}); {b['passages']:,} passages ({b['terms']:,} terms, "
         f"{b['postings']:,} postings): "
         f"{CORPUS_NOTE} Queries: {s['dense']['queries']:,} held-out questions and summaries (the dev pairs "
-        "`models/corpora/sci/dev-{medquad,scitldr,agnews}.tsv.gz`), each one's own passage in the corpus.", "",
+        "`models/corpora/sci/dev-{medquad,scitldr,agnews}.tsv.gz`), each one's own passage in the corpus."
+        + (f" Passage windows of {args.windows} words (`model.index(..., windows={args.windows})`, "
+           "`swembed.runtime.windows`): every mode's dense score is the passage's cosine plus gamma times its best "
+           "window's, and the hybrid's alpha is the windows' default." if windowed else ""), "",
         "## Build and load", "",
         "| step | wall s | CPU s |", "|---|---|---|",
         *(f"| {name} | {wall:.1f} | {cpu:.1f} |" for name, wall, cpu in build_rows), "",
@@ -238,7 +257,8 @@ def report(built: dict, searched: dict, command: str, args: argparse.Namespace, 
         "passages for all of them); one at a time: a call per query (a server answering one request). A mode stops "
         f"after {args.budget:g} s of wall time (one at a time: a quarter of it); the queries it finished are "
         f"counted. hit@10: the share of the first {common:,} queries (those every mode finished) whose own passage "
-        "is among their 10 hits.", "",
+        "is among their 10 hits." + (" With windows, the same index searched without them (its passages' "
+                                     "vectors alone) is timed beside, on the same queries." if windowed else ""), "",
         "| mode | q/s per CPU s (batches) | q/s wall | queries | q/s per CPU s (one at a time) | q/s wall | queries | "
         "hit@10 % |", "|---|---|---|---|---|---|---|---|", *mode_rows, "",
         f"Searching process: peak resident memory {memory['VmHWM']:,.0f} MB; after load {loaded['RssAnon']:,.0f} "
@@ -266,6 +286,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget", type=float, default=30.0, help="wall seconds of queries per mode at most")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--keep", action="store_true", help="keep the index folder")
+    parser.add_argument("--windows", type=int, help="build the index with passage windows of this many words")
     parser.add_argument("--out", type=Path, help="write the report here (reports/million.md)")
     parser.add_argument("--search", type=Path, help=argparse.SUPPRESS)  # the searching process: this index folder
     args = parser.parse_args(argv)

@@ -16,6 +16,7 @@ from test_search import assert_same_hits, random_texts, write_word_model
 
 import swembed
 from swembed.runtime import lexical as lexical_module
+from swembed.runtime import search as search_module
 from swembed.runtime import windows as windows_module
 from swembed.runtime.index import SearchIndex, SearchIndexError
 from swembed.runtime.windows import GAMMA, word_windows
@@ -103,11 +104,17 @@ def test_windowed_search_ranks_as_the_definition(model, corpus, mode):
 
 def test_windows_scored_in_blocks_rank_as_at_once(model, corpus, monkeypatch):
     queries = queries_of(model, corpus)
-    index = model.index(corpus, windows=WIDTH, lexical=False)
+    index = model.index(corpus, windows=WIDTH)
     at_once = index.search(queries, 20)
+    mixed = {mode: index.search(queries, 20, mode=mode) for mode in ("hybrid", "lexical")}
     monkeypatch.setattr(windows_module, "SCORE_CELLS", 7)  # a handful of windows a block, runs cut across blocks
     monkeypatch.setattr(windows_module, "PASSAGES_AT_ONCE", 5)
     assert_same_hits(index.search(queries, 20), at_once)
+    monkeypatch.setattr(search_module, "SCORE_CELLS", 40)  # blocks of passages, each with its windows
+    monkeypatch.setattr(search_module, "QUERIES_AT_ONCE", 3)
+    assert_same_hits(index.search(queries, 20), at_once)
+    for mode, expected in mixed.items():  # whole rows of a few queries at a time
+        assert_same_hits(index.search(queries, 20, mode=mode), expected)
     blocked = model.index(corpus, windows=WIDTH, lexical=False)
     np.testing.assert_array_equal(blocked.windows.offsets, index.windows.offsets)
     np.testing.assert_allclose(blocked.windows.vectors, index.windows.vectors, atol=1e-6)

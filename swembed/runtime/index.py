@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import os
 import stat
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
@@ -35,7 +35,7 @@ import numpy as np
 
 from swembed.runtime.lexical import Lexical, Splitter, check_alpha, check_mode, check_stemmer, hybrid
 from swembed.runtime.outputs import atomic_directory
-from swembed.runtime.search import Hit, Scored, cosines_at, dense_scores, rank, rank_vectors
+from swembed.runtime.search import Hit, Scored, cosines_at, dense_blocks, dense_scores, rank, rank_blocks, rank_vectors
 from swembed.runtime.windows import ALPHA as WINDOWS_ALPHA
 from swembed.runtime.windows import GAMMA, check_width, encode_windows, windowed
 
@@ -475,7 +475,12 @@ class SearchIndex:
             raise ValueError(f"query vectors must be (queries, {self.dim}), got shape {vectors.shape}")
         if self.windows is None:
             return rank_vectors(vectors, self.vectors, self.scales, top_k, self.ids)
-        return rank(lambda rows: self.scores(vectors[rows]), np.arange(len(vectors)), len(self), top_k, self.ids)
+
+        def blocks_of(asked: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:  # a block's windows with it
+            for first, cosines in dense_blocks(asked, self.vectors, self.scales):
+                yield first, self.dense(asked, cosines, np.arange(first, first + cosines.shape[1]))
+
+        return rank_blocks(vectors, blocks_of, len(self), top_k, self.ids)
 
     def save(self, folder: str | Path, overwrite: bool = False) -> Path:
         """Write the index folder atomically (an existing one only with ``overwrite`` and when swembed wrote it)."""

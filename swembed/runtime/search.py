@@ -157,8 +157,8 @@ def rank(score: Callable[[np.ndarray], Scored], queries: np.ndarray, passages: i
     return found
 
 
-def _dense_blocks(queries: np.ndarray, vectors: np.ndarray,
-                  scales: np.ndarray | None) -> Iterator[tuple[int, np.ndarray]]:
+def dense_blocks(queries: np.ndarray, vectors: np.ndarray,
+                 scales: np.ndarray | None) -> Iterator[tuple[int, np.ndarray]]:
     """(first passage, the cosines of ``queries`` with a block of passages), ``SCORE_CELLS`` scores a block."""
     width = max(1, SCORE_CELLS // max(1, len(queries)))
     for start in range(0, len(vectors), width):
@@ -166,17 +166,25 @@ def _dense_blocks(queries: np.ndarray, vectors: np.ndarray,
                                   None if scales is None else scales[start : start + width])
 
 
-def rank_vectors(queries: np.ndarray, vectors: np.ndarray, scales: np.ndarray | None, top_k: int,
-                 ids: Sequence[int | str] | None = None) -> list[list[Hit]]:
-    """``rank`` by the cosine of query vectors with passage vectors (int8 rows: times ``scales``), without holding
-    every score: ``QUERIES_AT_ONCE`` queries a batch, each batch over blocks of passages (``best_of_blocks``)."""
-    top_k = _checked(top_k, len(vectors))
+def rank_blocks(queries: np.ndarray, blocks_of: Callable[[np.ndarray], Iterable[tuple[int, np.ndarray]]],
+                passages: int, top_k: int, ids: Sequence[int | str] | None = None) -> list[list[Hit]]:
+    """``rank`` by dense scores given block by block, without holding every score: ``QUERIES_AT_ONCE`` queries a
+    batch, ``blocks_of(batch)`` giving (first passage, the batch's scores with a block of passages) in rising order
+    of passage (``best_of_blocks``); each hit's score is its dense score."""
+    top_k = _checked(top_k, passages)
     found: list[list[Hit]] = []
     for start in range(0, len(queries), QUERIES_AT_ONCE):
         asked = queries[start : start + QUERIES_AT_ONCE]
-        indices, values = best_of_blocks(_dense_blocks(asked, vectors, scales), len(asked), top_k)
+        indices, values = best_of_blocks(blocks_of(asked), len(asked), top_k)
         found += _hits(indices, values, values, None, ids)
     return found
+
+
+def rank_vectors(queries: np.ndarray, vectors: np.ndarray, scales: np.ndarray | None, top_k: int,
+                 ids: Sequence[int | str] | None = None) -> list[list[Hit]]:
+    """``rank`` by the cosine of query vectors with passage vectors (int8 rows: times ``scales``), block by block
+    (``rank_blocks``, ``dense_blocks``)."""
+    return rank_blocks(queries, lambda asked: dense_blocks(asked, vectors, scales), len(vectors), top_k, ids)
 
 
 def cosines_at(queries: np.ndarray, vectors: np.ndarray, scales: np.ndarray | None,

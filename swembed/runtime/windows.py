@@ -40,32 +40,40 @@ def check_width(width: object) -> int | None:
     return int(width)
 
 
+def _words(text: str) -> list[str]:
+    return [word for word in _SPLIT.split(text) if word]
+
+
+def window_count(words: int, width: int) -> int:
+    """How many windows a text of ``words`` words has: none up to ``width`` words, then one every ``width // 2``
+    words until one reaches the end."""
+    step = width // 2
+    return 0 if words <= width else -(-(words - width) // step) + 1
+
+
 def word_windows(text: str, width: int) -> list[str]:
     """``text``'s windows of ``width`` words every ``width // 2``, the last ending at the text's end, each its words
     joined by one space; none for a text of ``width`` words or fewer."""
-    words = [word for word in _SPLIT.split(text) if word]
-    if len(words) <= width:
-        return []
+    words = _words(text)
     step = width // 2
-    return [" ".join(words[start : start + width]) for start in range(0, len(words) - width + step, step)]
+    return [" ".join(words[start : start + width]) for start in range(0, window_count(len(words), width) * step, step)]
 
 
 def encode_windows(model: DocumentEncoder, passages: Sequence[str], width: int,
                    dim: int) -> tuple[np.ndarray, np.ndarray]:
     """(window vectors (windows, ``dim``) float32, offsets (passages + 1,) int64: passage i's windows are rows
-    ``offsets[i]:offsets[i + 1]``), ``PASSAGES_AT_ONCE`` passages at a time."""
-    counts = np.zeros(len(passages), dtype=np.int64)
-    blocks = []
-    for start in range(0, len(passages), PASSAGES_AT_ONCE):
-        texts: list[str] = []
-        for row, passage in enumerate(passages[start : start + PASSAGES_AT_ONCE], start):
-            found = word_windows(passage, width)
-            counts[row] = len(found)
-            texts += found
-        if texts:
-            blocks.append(np.asarray(model.encode(texts, kind="document"), dtype=np.float32))
+    ``offsets[i]:offsets[i + 1]``): the windows counted first, then encoded ``PASSAGES_AT_ONCE`` passages at a time
+    into their rows of the one array (no copy of every vector at the end)."""
+    counts = np.fromiter((window_count(len(_words(p)), width) for p in passages), dtype=np.int64, count=len(passages))
     offsets = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
-    return (np.concatenate(blocks) if blocks else np.zeros((0, dim), dtype=np.float32)), offsets
+    vectors = np.zeros((int(offsets[-1]), dim), dtype=np.float32)
+    for start in range(0, len(passages), PASSAGES_AT_ONCE):
+        texts = [window for passage in passages[start : start + PASSAGES_AT_ONCE]
+                 for window in word_windows(passage, width)]
+        if texts:
+            first = offsets[start]
+            vectors[first : first + len(texts)] = model.encode(texts, kind="document")
+    return vectors, offsets
 
 
 def window_rows(offsets: np.ndarray, passages: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -76,10 +84,11 @@ def window_rows(offsets: np.ndarray, passages: np.ndarray) -> tuple[np.ndarray, 
 
 
 def windowed(whole: np.ndarray, queries: np.ndarray, offsets: np.ndarray, passages: np.ndarray,
-             cosines_of: Callable[[np.ndarray, np.ndarray], np.ndarray], gamma: float = GAMMA) -> np.ndarray:
+             cosines_of: Callable[[np.ndarray, np.ndarray | slice], np.ndarray], gamma: float = GAMMA) -> np.ndarray:
     """(queries, passages) float32 dense scores: ``whole`` (the queries' cosines with ``passages``) plus ``gamma``
     times each passage's best window's cosine (its own where it has no window). ``cosines_of(queries, rows)``: the
-    queries' cosines with those window rows; at most ``SCORE_CELLS`` of them are computed at once."""
+    queries' cosines with those window rows (an array of rows, or a slice where they are one run); at most
+    ``SCORE_CELLS`` of them are computed at once."""
     best = np.array(whole, dtype=np.float32, copy=True)
     counts = offsets[passages + 1] - offsets[passages]
     have = np.flatnonzero(counts)
@@ -92,7 +101,9 @@ def windowed(whole: np.ndarray, queries: np.ndarray, offsets: np.ndarray, passag
             end = max(begin + 1, int(np.searchsorted(reach, done + cap, side="right")))
             columns = have[begin:end]
             rows, starts = window_rows(offsets, passages[columns])
-            best[:, columns] = np.maximum.reduceat(cosines_of(queries, rows), starts, axis=1)
+            one_run = rows[-1] - rows[0] + 1 == len(rows)  # passages in order: a view of the rows, no gathered copy
+            asked: np.ndarray | slice = slice(int(rows[0]), int(rows[-1]) + 1) if one_run else rows
+            best[:, columns] = np.maximum.reduceat(cosines_of(queries, asked), starts, axis=1)
             begin = end
     best *= np.float32(gamma)
     best += whole
