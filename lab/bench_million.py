@@ -4,6 +4,7 @@ and hybrid, peak memory, and whether each held-out query finds its own passage a
 
     nice -n 10 python -m lab.bench_million --out reports/million.md
     nice -n 10 python -m lab.bench_million --windows 8 --out reports/million-windows.md
+    nice -n 10 python -m lab.bench_million --windows 8 --dtype int8 --out reports/million-windows-int8.md
 
 ``--windows N`` builds the index with passage windows of N words (``swembed.runtime.windows``): every mode's dense
 score is then the windowed one, and the index holds the windows' vectors beside the passages'.
@@ -131,7 +132,7 @@ def build(args: argparse.Namespace, model, corpus: Path) -> dict:
     sizes."""
     row: dict = {}
     (texts, positions, _), row["read_s"], row["read_cpu_s"] = timed(read_passages, str(corpus))
-    index, row["encode_s"], row["encode_cpu_s"] = timed(model.index, texts, positions, "float32", True, False,
+    index, row["encode_s"], row["encode_cpu_s"] = timed(model.index, texts, positions, args.dtype, True, False,
                                                         args.windows)
     index.lexical, row["postings_s"], row["postings_cpu_s"] = timed(Lexical.build, model, texts)
     folder = args.work / "index"
@@ -214,8 +215,11 @@ def report(built: dict, searched: dict, command: str, args: argparse.Namespace, 
         ("load (`SearchIndex.load`: memory-mapped, every array checked)", s["load_s"], s["load_cpu_s"]),
         ("first lexical use (BM25 weights of every posting, term lookup)", s["warm_s"], s["warm_cpu_s"])]
     windowed = b.get("windows", 0) > 0
-    size_rows = [("dense: vectors.npy (float32)", b["dense_bytes"]),
-                 *([(f"windows: {b['windows']:,} window vectors (float32) and their offsets", b["window_bytes"])]
+    size_rows = [(f"dense: vectors.npy ({args.dtype}" + (", scales.npy)" if args.dtype == "int8" else ")"),
+                  b["dense_bytes"]),
+                 *([(f"windows: {b['windows']:,} window vectors ({args.dtype})"
+                     + (", their scales and offsets" if args.dtype == "int8" else " and their offsets"),
+                     b["window_bytes"])]
                    if windowed else []),
                  ("lexical: terms and postings", b["lexical_bytes"]), ("the passages' texts", b["text_bytes"]),
                  ("whole folder (also ids, index.json)", b["bytes"])]
@@ -287,6 +291,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--keep", action="store_true", help="keep the index folder")
     parser.add_argument("--windows", type=int, help="build the index with passage windows of this many words")
+    parser.add_argument("--dtype", choices=["float32", "int8"], default="float32", help="the index's vectors")
     parser.add_argument("--out", type=Path, help="write the report here (reports/million.md)")
     parser.add_argument("--search", type=Path, help=argparse.SUPPRESS)  # the searching process: this index folder
     args = parser.parse_args(argv)

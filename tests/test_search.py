@@ -424,3 +424,19 @@ def test_a_text_column_of_a_lines_file_is_refused(files, tmp_path):
     assert (code, err.strip()) == (2, f"swembed encode: error: {files['corpus']}: a text column is read from .jsonl, "
                                       ".csv or .parquet records; this file is read as lines of text (leave out "
                                       "--text-column)")
+
+
+def test_int8_rows_quantised_in_blocks_are_those_quantised_at_once(monkeypatch):
+    """``quantise`` works a block of rows at a time (an index of millions of window vectors would need three
+    float32 copies of them at once): the same int8 rows and scales, zero rows and an empty array included."""
+    from swembed.runtime import index as index_module
+
+    vectors = np.random.default_rng(5).normal(size=(50, 16)).astype(np.float32)
+    vectors[7] = 0
+    at_once = index_module.quantise(vectors, "int8")
+    monkeypatch.setattr(index_module, "_QUANTISED_ROWS", 6)
+    blocked = index_module.quantise(vectors, "int8")
+    assert blocked[0].dtype == np.int8 and np.array_equal(blocked[0], at_once[0])
+    assert np.array_equal(blocked[1], at_once[1]) and blocked[1][7] == 1 and not blocked[0][7].any()
+    rows, scales = index_module.quantise(np.zeros((0, 16), dtype=np.float32), "int8")
+    assert rows.shape == (0, 16) and rows.dtype == np.int8 and scales.shape == (0,)

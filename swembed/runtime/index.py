@@ -48,6 +48,7 @@ WINDOW_FILES = ("window_vectors.npy", "window_scales.npy", "window_offsets.npy")
 POSTINGS_FILES = ("term_postings.npy", "posting_docs.npy", "posting_counts.npy", "lengths.npy")
 DTYPES = ("float32", "int8")
 _MAX_INDEX_JSON = 1 << 20
+_QUANTISED_ROWS = 1 << 16  # rows quantised to int8 at once (an index of 10M window vectors: 64 MB blocks, not 30 GB)
 
 
 class SearchIndexError(ValueError):
@@ -323,9 +324,14 @@ def quantise(vectors: np.ndarray, dtype: str) -> tuple[np.ndarray, np.ndarray | 
         raise ValueError(f"an index's dtype must be one of {DTYPES}, got {dtype!r}")
     if dtype == "float32":
         return np.ascontiguousarray(vectors, dtype=np.float32), None
-    peaks = np.abs(vectors).max(axis=1) if vectors.size else np.zeros(len(vectors), dtype=np.float32)
-    scales = np.where(peaks > 0, peaks / 127, 1).astype(np.float32)
-    return np.clip(np.rint(vectors / scales[:, None]), -127, 127).astype(np.int8), scales
+    rows, scales = np.empty(np.shape(vectors), dtype=np.int8), np.empty(len(vectors), dtype=np.float32)
+    for start in range(0, len(vectors), _QUANTISED_ROWS):  # temporaries of a block, not of every vector
+        block = np.asarray(vectors[start : start + _QUANTISED_ROWS], dtype=np.float32)
+        peaks = np.abs(block).max(axis=1) if block.size else np.zeros(len(block), dtype=np.float32)
+        scale = np.where(peaks > 0, peaks / 127, 1).astype(np.float32)
+        rows[start : start + len(block)] = np.clip(np.rint(block / scale[:, None]), -127, 127)
+        scales[start : start + len(block)] = scale
+    return rows, scales
 
 
 class SearchIndex:
