@@ -43,7 +43,7 @@ from lab.mteb_levers import pairs_dev
 from swembed.runtime.index import SearchIndex
 from swembed.runtime.lexical import ALPHA, Lexical, hybrid
 from swembed.runtime.outputs import atomic_file
-from swembed.runtime.windows import WIDTH
+from swembed.runtime.windows import WIDTH, word_windows
 
 WIDTHS = (4, 6, 8, 12, 16, 24, 32, 48)  # words a window; each steps by half its width
 GAMMAS = (0.5, 1.0, 2.0)
@@ -51,16 +51,6 @@ ALPHAS = tuple(round(float(a), 2) for a in np.arange(0.3, 0.9001, 0.05))
 MIN_GAIN = 0.1  # dev mean points a lever must gain (as lab.hybrid_search)
 TEACHER = "minilm"  # reports/heldout-retrieval.json's entry of the teacher, per query
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
-
-
-def word_windows(text: str, width: int) -> list[str]:
-    """``text``'s windows of ``width`` words every ``width // 2`` (the last one ending at the text's end); a text of
-    ``width`` words or fewer: none."""
-    words = text.split()
-    if len(words) <= width:
-        return []
-    step = width // 2
-    return [" ".join(words[start : start + width]) for start in range(0, len(words) - width + step, step)]
 
 
 def sentence_windows(text: str) -> list[str]:

@@ -29,13 +29,13 @@ import os
 import stat
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol, TypeGuard
 
 import numpy as np
 
 from swembed.runtime.lexical import Lexical, Splitter, check_alpha, check_mode, check_stemmer, hybrid
 from swembed.runtime.outputs import atomic_directory
-from swembed.runtime.search import Hit, Scored, cosines_at, dense_blocks, dense_scores, rank, rank_blocks, rank_vectors
+from swembed.runtime.search import Hit, Scored, dense_blocks, dense_scores, rank, rank_blocks, scores_at
 from swembed.runtime.windows import ALPHA as WINDOWS_ALPHA
 from swembed.runtime.windows import GAMMA, check_width, encode_windows, windowed
 
@@ -270,7 +270,7 @@ class Windows(NamedTuple):
     offsets: np.ndarray
 
 
-def _is_weight(value: object) -> bool:
+def _is_weight(value: object) -> TypeGuard[float]:
     """A finite number of at least 0 (not a bool)."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < float("inf")
 
@@ -282,9 +282,8 @@ def _load_windows(folder: Path, info: dict, mmap: bool) -> Windows | None:
     if sizes is None:
         return None
     gamma = sizes.get("gamma") if isinstance(sizes, dict) else None
-    valid = (isinstance(sizes, dict) and _is_size(sizes.get("windows")) and _is_count(sizes.get("width"))
-             and sizes["width"] >= 2 and _is_weight(gamma))
-    if not valid or not isinstance(gamma, (int, float)):
+    if not (isinstance(sizes, dict) and _is_size(sizes.get("windows")) and _is_count(sizes.get("width"))
+            and sizes["width"] >= 2 and _is_weight(gamma)):
         raise SearchIndexError(f"{folder / INDEX_FILE}: windows must be null or an object with their \"width\" (2 or "
                                f'more words), "gamma" (a number >= 0) and the number of "windows", got '
                                f"{json.dumps(sizes)[:60]}")
@@ -407,7 +406,7 @@ class SearchIndex:
         cosines of the query vectors; hybrid, (the hybrid score, the cosines, BM25) with ``query_terms`` and their
         ``term_weights`` (``Lexical.weighted_query_terms``); lexical, (BM25, None, BM25): the cosines of its hits
         alone are computed (``hit_cosines``). The one place an index scores (``rank`` asks it batch by batch; a dense
-        search ranks ``dense_scores`` block by block, ``search.rank_vectors``)."""
+        search ranks ``dense_scores`` block by block, ``search.rank_blocks``)."""
         if mode == "lexical":
             bm25 = self.postings().scores(query_terms or [], term_weights)
             return bm25, None, bm25
@@ -429,8 +428,7 @@ class SearchIndex:
         windows = self.windows
         rows = np.arange(len(self)) if passages is None else np.asarray(passages, dtype=np.int64)
         return windowed(cosines, query_vectors, windows.offsets, rows,
-                        lambda queries, found: dense_scores(queries, windows.vectors[found], None
-                                                            if windows.scales is None else windows.scales[found]),
+                        lambda queries, found: scores_at(queries, windows.vectors, windows.scales, found),
                         windows.gamma)
 
     def hit_texts(self, hits: Sequence[Hit]) -> list[str | None]:
@@ -438,12 +436,10 @@ class SearchIndex:
         return [self.texts[hit.index] if self.texts is not None else None for hit in hits]
 
     def hit_cosines(self, query_vectors: np.ndarray, indices: np.ndarray) -> np.ndarray:
-        """(queries, k) cosines of each query vector with the passages of its row of ``indices``."""
-        if self.windows is None:
-            return cosines_at(query_vectors, self.vectors, self.scales, indices)
+        """(queries, k) dense scores (``dense``) of each query vector with the passages of its row of ``indices``:
+        one matrix product over their union (a lexical search's hits)."""
         union = np.unique(indices)
-        scores = self.dense(query_vectors, dense_scores(query_vectors, self.vectors[union], None
-                                                        if self.scales is None else self.scales[union]), union)
+        scores = self.dense(query_vectors, scores_at(query_vectors, self.vectors, self.scales, union), union)
         return np.take_along_axis(scores, np.searchsorted(union, indices), axis=1)
 
     def postings(self) -> Lexical:
@@ -479,10 +475,8 @@ class SearchIndex:
         vectors = np.asarray(query_vectors, dtype=np.float32)
         if vectors.ndim != 2 or vectors.shape[1] != self.dim:
             raise ValueError(f"query vectors must be (queries, {self.dim}), got shape {vectors.shape}")
-        if self.windows is None:
-            return rank_vectors(vectors, self.vectors, self.scales, top_k, self.ids)
 
-        def blocks_of(asked: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:  # a block's windows with it
+        def blocks_of(asked: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:  # a block's windows with it, if any
             for first, cosines in dense_blocks(asked, self.vectors, self.scales):
                 yield first, self.dense(asked, cosines, np.arange(first, first + cosines.shape[1]))
 

@@ -187,10 +187,8 @@ def rank_vectors(queries: np.ndarray, vectors: np.ndarray, scales: np.ndarray | 
     return rank_blocks(queries, lambda asked: dense_blocks(asked, vectors, scales), len(vectors), top_k, ids)
 
 
-def cosines_at(queries: np.ndarray, vectors: np.ndarray, scales: np.ndarray | None,
-               indices: np.ndarray) -> np.ndarray:
-    """(queries, k) cosines of each query with the passages of its row of ``indices`` (one matrix product over
-    their union: a lexical search's hits)."""
-    union = np.unique(indices)
-    scores = dense_scores(queries, vectors[union], None if scales is None else scales[union])
-    return np.take_along_axis(scores, np.searchsorted(union, indices), axis=1)
+def scores_at(queries: np.ndarray, vectors: np.ndarray, scales: np.ndarray | None,
+              rows: np.ndarray | slice) -> np.ndarray:
+    """``dense_scores`` of the queries with the ``rows`` of ``vectors`` alone (an array of rows, or a slice: a view,
+    nothing gathered), int8 rows times their scales."""
+    return dense_scores(queries, vectors[rows], None if scales is None else scales[rows])
