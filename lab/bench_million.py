@@ -48,6 +48,7 @@ from swembed.runtime.lexical import MODES, Lexical
 from swembed.runtime.outputs import atomic_file
 from swembed.runtime.search import QUERIES_AT_ONCE
 from swembed.runtime.textfile import read_passages
+from swembed.runtime.windows import SHORTLIST
 
 SENTENCE_FOLDERS = ("sci", "en", "news")
 DEV_PAIRS = ("medquad", "scitldr", "agnews")
@@ -245,7 +246,11 @@ def report(built: dict, searched: dict, command: str, args: argparse.Namespace, 
         "`models/corpora/sci/dev-{medquad,scitldr,agnews}.tsv.gz`), each one's own passage in the corpus."
         + (f" Passage windows of {args.windows} words (`model.index(..., windows={args.windows})`, "
            "`swembed.runtime.windows`): every mode's dense score is the passage's cosine plus gamma times its best "
-           "window's, and the hybrid's alpha is the windows' default." if windowed else ""), "",
+           "window's, and the hybrid's alpha is the windows' default; a dense search reads the windows of each "
+           f"query's {SHORTLIST:,} highest cosines alone (its shortlist; the hybrid reads every window), scoring "
+           "every passage for a few queries at a time (`search.rank`, as the hybrid does) instead of a block of "
+           f"passages for {QUERIES_AT_ONCE} queries."
+           if windowed else ""), "",
         "## Build and load", "",
         "| step | wall s | CPU s |", "|---|---|---|",
         *(f"| {name} | {wall:.1f} | {cpu:.1f} |" for name, wall, cpu in build_rows), "",
@@ -256,7 +261,7 @@ def report(built: dict, searched: dict, command: str, args: argparse.Namespace, 
         *(f"| {name} | {_mb(size)} |" for name, size in size_rows),
         f"| per passage | {per_passage:,.0f} B |", "",
         "## Queries per second, one core", "",
-        f"`index.search(queries, {TOP_K}, mode)` on the loaded index: exact search over every passage, each query "
+        f"`index.search(queries, {TOP_K}, mode)` on the loaded index: every passage scored, each query "
         f"encoded and ranked. Batches: {QUERIES_AT_ONCE} queries a call (dense: one matrix product a block of "
         "passages for all of them); one at a time: a call per query (a server answering one request). A mode stops "
         f"after {args.budget:g} s of wall time (one at a time: a quarter of it); the queries it finished are "

@@ -436,6 +436,59 @@ def search_table() -> list[str]:
     return lines + ["", "Builds:", "", *[f"* `{name}`: `{command}`" for name, _, command in SEARCH_ROWS if command]]
 
 
+# Issue 82, a wider search table beside windows: (label, passage_windows JSON, mteb scores with windows, STS scores)
+WIDE_TABLES = [
+    ("`minilm-256-sci` (the menu's search recipe, built on the AVX2 kind: `models/minilm-256-sci-avx2b`)",
+     "passage_windows.json", "minilm-256-sci-windows.json", "minilm-256-sci.json"),
+    ("`minilm-380-sci-v2` (the same recipe at d = 380: `lab/pipelines/minilm-380-sci-v2.toml`)",
+     "passage_windows-380.json", "minilm-380-sci-v2-windows.json", "minilm-380-sci-v2.json"),
+]
+
+
+def wide_table_section() -> list[str]:
+    """The search recipe at d = 380 against d = 256, both with the product's windows (8 words, gamma 0.5; the hybrid
+    at alpha 0.8): dev first (lab.passage_windows' JSON, STS-B dev), then test."""
+    from lab.passage_windows import choose, dev_mean
+
+    lever, folder = "8-word windows, gamma 0.5", ROOT / "reports" / "mteb"
+    header = ["table", "dense dev, whole passages", "dense dev, windows", "hybrid dev, windows", "STS-B dev",
+              "SciFact dense", "SciFact hybrid", "five-task mean", "STS avg7"]
+    lines = ["| " + " | ".join(header) + " |", "|---" + "|---:" * (len(header) - 1) + "|"]
+    rows, wide = [], {}
+    for label, windows_json, scores_json, sts_json in WIDE_TABLES:
+        wide = json.loads((folder / windows_json).read_text(encoding="utf-8"))
+        test = _json_scores(SCORES, scores_json.removesuffix(".json"))
+        sts = _json_scores(STS, sts_json.removesuffix(".json"))
+        hybrid = wide["hybrid"][lever]["0.8"]
+        rows.append([dev_mean(wide["dense"]["whole passages"]), dev_mean(wide["dense"][lever]), dev_mean(hybrid),
+                     sts["STS-B dev"], test["SciFact"], hybrid["SciFact"], test["mean"], sts["avg"]])
+        lines.append(f"| {label} | " + " | ".join(f"{c:.2f}" for c in rows[-1]) + " |")
+    (whole, dense, mixed, stsb, scifact, hybrid_scifact, mean, _), narrow = rows[-1], rows[0]
+    chosen = choose(wide)[0]
+    picked = dev_mean(wide["dense"][chosen])
+    verdict = " ".join([
+        f"Not adopted: on dev the dense score gains {dense - narrow[1]:+.2f} with windows",
+        f"({whole - narrow[0]:+.2f} without; the rule asks more than 0.1), the hybrid, the search table's",
+        f"recommended mode, changes by {mixed - narrow[2]:+.2f} and STS-B dev by {stsb - narrow[3]:+.2f},",
+        f"for a table 1.5 times the size. At test the dense SciFact is {scifact:.2f} ({scifact - narrow[4]:+.2f}),",
+        f"the five-task mean {mean:.2f} ({mean - narrow[6]:+.2f}; 61.0 asked) and the hybrid's SciFact",
+        f"{hybrid_scifact:.2f} ({hybrid_scifact - narrow[5]:+.2f}). Dev would choose {chosen} for this table",
+        f"(dense dev mean {picked:.2f}), {picked - dense:+.2f} over 8 words."])
+    return ["#### A wider search table beside windows (issue 82): d = 380, measured and not adopted", "",
+            "<!-- generated: python -m lab.mteb_report (lab.mteb_report.WIDE_TABLES) -->", "",
+            "The search recipe at d = 380 (nearly the teacher's 384) raised every retrieval dev set when first "
+            "measured without windows (row `minilm-380-sci`). Built again on today's recipe from the AVX2 build's "
+            "stages (`swembed build --recipe lab/pipelines/minilm-380-sci-v2.toml --data-mirror ../shared/data`: "
+            "PCA and every stage after it, 19.4 min; its distillation 1,030 s against 1,006 s at d = 256) and "
+            "scored with the product's windows (8 words, gamma 0.5; the hybrid at alpha 0.8). Dev (the four "
+            "held-out sets of `lab.sci_splits`, nDCG@10; `python -m lab.passage_windows models/minilm-380-sci-v2 "
+            "--json reports/mteb/passage_windows-380.json`; `python -m lab.heldout_retrieval "
+            "models/minilm-256-sci-avx2b models/minilm-380-sci-v2` gives the same whole-passage means) first, then "
+            "test (`swembed eval MODEL --suite mteb --data ../shared/data/eval-mteb --search dense --windows 8 "
+            "--json ...`, `swembed eval MODEL --data ../shared/data/eval --json ...`; the hybrid's SciFact from "
+            "lab.passage_windows' JSON, whose pytrec_eval gives mteb's score):", "", *lines, "", verdict, ""]
+
+
 def _section(path: Path) -> list[str]:
     """The lines of a subsection another lab script generates (``lab.query_weights``, ``lab.lexical_weights``,
     ``lab.search_time_levers``), or none before it has."""
@@ -451,6 +504,8 @@ def render(data: Path, intro: str) -> str:
              *_section(ROOT / "reports" / "mteb" / "lexical_weights.md"),
              *_section(ROOT / "reports" / "mteb" / "search_time_levers.md"),
              *_section(ROOT / "reports" / "mteb" / "passage_windows.md"),
+             *_section(ROOT / "reports" / "mteb" / "window_shortlist.md"),
+             *wide_table_section(),
              "## Test scores (MTEB main score x100)", "",
              "<!-- generated: python -m lab.mteb_report (rows: the commands below) -->", "", *score_table(data), "",
              "Commands (each measured row):", "", *commands(), "",

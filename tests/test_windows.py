@@ -1,7 +1,8 @@
 """Passage windows (issue 82): a long passage's dense score is its cosine plus ``gamma`` times its best window's
 (``swembed.runtime.windows``). Checked against the definition written out here (each passage's windows encoded
 one by one, a loop over them), in every search mode, blocked or not, saved and loaded, float32 and int8, through
-the CLI and mteb, refusals of damaged window files, and the JS package's search against Python's."""
+the CLI and mteb, refusals of damaged window files, the shortlist of a dense search over more passages than
+``SHORTLIST``, and the JS package's search against Python's."""
 from __future__ import annotations
 
 import json
@@ -19,7 +20,7 @@ from swembed.runtime import lexical as lexical_module
 from swembed.runtime import search as search_module
 from swembed.runtime import windows as windows_module
 from swembed.runtime.index import SearchIndex, SearchIndexError
-from swembed.runtime.windows import GAMMA, word_windows
+from swembed.runtime.windows import GAMMA, SHORTLIST, SHORTLIST_FROM, word_windows
 
 WIDTH = 4  # small, so that the random passages here have windows
 
@@ -47,6 +48,11 @@ def brute_dense(model, query: str, corpus: list[str], width: int = WIDTH, gamma:
     """The definition, a passage at a time: its cosine plus gamma times the best cosine of its windows (each
     encoded alone), or of itself where it has none."""
     key = (str(model.path), tuple(corpus), width)
+    if key not in _ALONE and len(corpus) > 2000:  # a large corpus: each text still encoded as itself, in batches
+        owned = [word_windows(p, width) for p in corpus]
+        passages = model.encode(corpus, kind="document")
+        windows = iter(model.encode([w for found in owned for w in found], kind="document"))
+        _ALONE[key] = [(passage, [next(windows) for _ in found]) for passage, found in zip(passages, owned)]
     if key not in _ALONE:
         _ALONE[key] = [(model.encode([p], kind="document")[0],
                         [model.encode([w], kind="document")[0] for w in word_windows(p, width)]) for p in corpus]
@@ -262,34 +268,79 @@ def test_mteb_retrieval_ranks_with_windows(model, tmp_path):
     assert code == 2 and "--windows reads documents into windows for swembed's own search" in err
 
 
+@pytest.fixture(scope="module")
+def big(model) -> list[str]:
+    """More passages than a dense search shortlists from, a third of them long (several windows each)."""
+    texts = random_texts(model, SHORTLIST_FROM + 300, seed=25)
+    return [" ".join(texts[i : i + 3]) if i % 3 == 0 else text for i, text in enumerate(texts)]
+
+
+def shortlisted_dense(model, query: str, corpus: list[str]) -> np.ndarray:
+    """The definition of a dense search's scores over more than ``SHORTLIST_FROM`` passages: the windowed score of
+    the query's ``SHORTLIST`` highest cosines (equal ones by lower passage), (1 + gamma) times the cosine elsewhere."""
+    exact = brute_dense(model, query, corpus)
+    q = model.encode([query], kind="query")[0]
+    cosines = np.asarray([float(whole @ q) for whole, _ in _ALONE[(str(model.path), tuple(corpus), WIDTH)]])
+    listed = np.lexsort((np.arange(len(cosines)), -np.round(cosines, 6)))[:SHORTLIST]
+    scores = (1 + GAMMA) * cosines
+    scores[listed] = exact[listed]
+    return scores
+
+
+def test_a_dense_search_over_many_passages_reads_the_windows_of_a_shortlist(model, big):
+    """Dense: windows read for each query's ``SHORTLIST`` highest cosines, the rest scored as passages without
+    windows (which here changes most scores: the test is not the full reading again); hybrid and lexical: every
+    window read, as their z-scores and hits' dense scores need. Batched or one query at a time, the same hits."""
+    queries = [*random_texts(model, 4, seed=26), big[300].split(" ", 4)[4]]
+    index = model.index(big, windows=WIDTH)
+    changed = 0
+    for query, hits in zip(queries, index.search(queries, 10)):
+        expected, every = shortlisted_dense(model, query, big), brute_dense(model, query, big)
+        changed += int(np.sum(np.abs(expected - every) > 1e-4))
+        check_order(hits, expected, 10)
+        assert_same_hits([index.search(query, 10)], [hits])
+    assert changed > len(queries) * len(big) // 10  # passages outside the shortlist whose windows score otherwise
+    postings, alpha = index.postings(), windows_module.ALPHA
+    for query in queries[:2]:  # BM25 as the index scores it (tests/test_lexical.py checks it against its definition)
+        bm25 = postings.scores(*postings.weighted_query_terms(model, [query]))[0]
+        every = brute_dense(model, query, big)
+        check_order(index.search(query, 10, mode="hybrid"), alpha * z(every) + (1 - alpha) * z(bm25), 10)
+        hits = index.search(query, 10, mode="lexical")
+        np.testing.assert_allclose([h.dense for h in hits], every[[h.index for h in hits]], rtol=1e-5, atol=1e-5)
+
+
 SEARCH_IN_NODE = """
 import { readFileSync } from 'node:fs';
-import { WINDOW_GAMMA, WINDOW_WIDTH, loadModel, search, wordWindows } from './src/index.js';
-const { table, queries, corpus, topK, width, texts } = JSON.parse(readFileSync(0, 'utf-8'));
+import {
+  WINDOW_GAMMA, WINDOW_SHORTLIST, WINDOW_SHORTLIST_FROM, WINDOW_WIDTH, loadModel, search, wordWindows,
+} from './src/index.js';
+const { table, queries, corpus, big, bigQueries, topK, width, texts } = JSON.parse(readFileSync(0, 'utf-8'));
 const model = await loadModel(table);
 const found = {};
 for (const mode of ['dense', 'hybrid', 'lexical']) {
   found[mode] = search(model, queries, corpus, topK, { mode, windows: width });
 }
-console.log(JSON.stringify({ found, windows: texts.map((t) => wordWindows(t, width)),
-  defaults: [WINDOW_WIDTH, WINDOW_GAMMA] }));
+const large = search(model, bigQueries, big, topK, { windows: width });
+console.log(JSON.stringify({ found, large, windows: texts.map((t) => wordWindows(t, width)),
+  defaults: [WINDOW_WIDTH, WINDOW_GAMMA, WINDOW_SHORTLIST, WINDOW_SHORTLIST_FROM] }));
 """
 
 
-def test_node_ranks_with_windows_as_python(model, corpus):
+def test_node_ranks_with_windows_as_python(model, corpus, big):
+    """Every mode over a small corpus and over one of more passages than a dense search shortlists from."""
     node = shutil.which("node")
     if node is None:
         pytest.skip("node is not installed")
     queries = queries_of(model, corpus)
     odd = ["a b\u2003c\x1cd\x85e\u3000f g\th\ni j k \ufeffl", "  lead and  trail  ", corpus[130]]
-    request = {"table": str(model.path), "queries": queries, "corpus": corpus, "topK": 10, "width": WIDTH,
-               "texts": odd}
+    request = {"table": str(model.path), "queries": queries, "corpus": corpus, "big": big, "bigQueries": queries[:4],
+               "topK": 10, "width": WIDTH, "texts": odd}
     result = subprocess.run([node, "--input-type=module", "-e", SEARCH_IN_NODE], input=json.dumps(request),
                             capture_output=True, text=True, cwd=Path(__file__).resolve().parent.parent / "js",
                             timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
     answer = json.loads(result.stdout)
-    assert answer["defaults"] == [windows_module.WIDTH, GAMMA]
+    assert answer["defaults"] == [windows_module.WIDTH, GAMMA, SHORTLIST, SHORTLIST_FROM]
     assert answer["windows"] == [word_windows(t, WIDTH) for t in odd]
     index = model.index(corpus, windows=WIDTH)
     for mode, found in answer["found"].items():
@@ -299,6 +350,12 @@ def test_node_ranks_with_windows_as_python(model, corpus):
                 assert hit["score"] == pytest.approx(reference.score, abs=1e-5)
                 assert hit["dense"] == pytest.approx(reference.dense, abs=1e-5)
                 assert hit["index"] == reference.index or abs(expected[hit["index"]] - reference.score) < 1e-5
+    shortlisting = model.index(big, windows=WIDTH, lexical=False)  # a dense search over more than SHORTLIST_FROM
+    for query, js_hits, python_hits in zip(queries[:4], answer["large"], shortlisting.search(queries[:4], 10)):
+        expected = shortlisted_dense(model, query, big)
+        for hit, reference in zip(js_hits, python_hits, strict=True):
+            assert hit["score"] == pytest.approx(reference.score, abs=1e-5)
+            assert hit["index"] == reference.index or abs(expected[hit["index"]] - reference.score) < 1e-5
 
 
 def test_the_defaults_are_the_dev_choice_of_the_committed_measurements():

@@ -153,6 +153,8 @@ export interface SearchOptions {
 export declare const WINDOW_WIDTH: number;
 export declare const WINDOW_GAMMA: number;
 export declare const WINDOW_ALPHA: number;
+export declare const WINDOW_SHORTLIST: number;
+export declare const WINDOW_SHORTLIST_FROM: number;
 /** A text's windows of `width` words every floor(width / 2), the last ending at its end (none for a text of
  * `width` words or fewer), as Python's swembed.runtime.windows.word_windows. */
 export declare function wordWindows(text: string, width: number): string[];

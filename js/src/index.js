@@ -7,8 +7,8 @@ export { parseNpy, NpyError } from './npy.js';
 export { crc32 } from './crc32.js';
 export { compareConformance } from './conformance.js';
 export {
-  BM25_B, BM25_K1, HYBRID_ALPHA, WINDOW_ALPHA, WINDOW_GAMMA, WINDOW_WIDTH, bm25, dot, hybrid, rank, search, similarity,
-  wordWindows,
+  BM25_B, BM25_K1, HYBRID_ALPHA, WINDOW_ALPHA, WINDOW_GAMMA, WINDOW_SHORTLIST, WINDOW_SHORTLIST_FROM, WINDOW_WIDTH, bm25,
+  dot, hybrid, rank, search, similarity, wordWindows,
 } from './search.js';
 export { stem } from './stemmer.js';
 export { UNICODE_VERSION } from './unicode.js';

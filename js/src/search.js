@@ -16,6 +16,10 @@ export const WINDOW_WIDTH = 8;
 export const WINDOW_GAMMA = 0.5;
 /** The hybrid's default alpha where passages are read with windows (swembed.runtime.windows.ALPHA). */
 export const WINDOW_ALPHA = 0.8;
+/** A dense search over more than WINDOW_SHORTLIST_FROM passages reads windows for each query's WINDOW_SHORTLIST
+ * highest cosines alone (swembed.runtime.windows.SHORTLIST, SHORTLIST_FROM). */
+export const WINDOW_SHORTLIST = 1000;
+export const WINDOW_SHORTLIST_FROM = 20000;
 /** Python's str.split() white space (swembed.runtime.windows.WHITESPACE), the same characters. */
 const WHITESPACE = /[\t\n\x0b\x0c\r\x1c-\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+/;
 
@@ -134,23 +138,30 @@ export function wordWindows(text, width) {
 }
 
 /**
- * A function of a query vector giving its dense score with every passage: the cosine, or with `windows` (words)
- * the cosine plus WINDOW_GAMMA times the passage's best window's cosine (a passage without windows: its own), in
- * float32 as Python's SearchIndex scores it.
+ * A function of a query vector giving its dense score with every passage: the cosine, or with `windows` (words) the
+ * cosine plus WINDOW_GAMMA times the passage's best window's cosine (a passage without windows: its own), in float32
+ * as Python's SearchIndex scores it. `shortlist` (a dense search): over more than WINDOW_SHORTLIST_FROM passages,
+ * windows are read for the query's WINDOW_SHORTLIST highest cosines alone; any other passage scores
+ * (1 + WINDOW_GAMMA) times its cosine (swembed.runtime.windows.shortlisted).
  */
-function denseScorer(model, corpus, vectors, windows) {
+function denseScorer(model, corpus, vectors, windows, shortlist) {
   if (windows === null) return (q) => Float32Array.from(vectors, (v) => dot(q, v));
   const owned = corpus.map((text) => wordWindows(text, windows));
   const encoded = model.encodeBatch(owned.flat(), 'document');
   const offsets = [0];
   for (const found of owned) offsets.push(offsets[offsets.length - 1] + found.length);
   const gamma = Math.fround(WINDOW_GAMMA);
-  return (q) => Float32Array.from(vectors, (v, i) => {
-    const whole = dot(q, v);
-    let best = offsets[i] === offsets[i + 1] ? whole : -Infinity;
-    for (let j = offsets[i]; j < offsets[i + 1]; j++) best = Math.max(best, dot(q, encoded[j]));
-    return Math.fround(whole + Math.fround(gamma * best));
-  });
+  const short = shortlist && vectors.length > WINDOW_SHORTLIST_FROM;
+  return (q) => {
+    const cosines = Float32Array.from(vectors, (v) => dot(q, v));
+    const scores = Float32Array.from(cosines, (whole) => Math.fround(whole + Math.fround(gamma * whole)));
+    for (const i of short ? best(cosines, WINDOW_SHORTLIST) : cosines.keys()) {
+      let top = -Infinity;
+      for (let j = offsets[i]; j < offsets[i + 1]; j++) top = Math.max(top, dot(q, encoded[j]));
+      if (top !== -Infinity) scores[i] = Math.fround(cosines[i] + Math.fround(gamma * top));
+    }
+    return scores;
+  };
 }
 
 /**
@@ -188,7 +199,7 @@ export function search(model, queries, corpus, topK = 10, { mode = 'dense', alph
   else {
     if (!vectors.length) throw new RangeError('search needs a corpus of at least one passage; this one is empty');
     const lexical = mode === 'dense' ? null : bm25(model, [...asked], corpus);
-    const denseOf = denseScorer(model, corpus, vectors, windows);
+    const denseOf = denseScorer(model, corpus, vectors, windows, mode === 'dense');
     found = encoded.map((q, i) => {
       const cosines = denseOf(q);
       if (lexical === null) {

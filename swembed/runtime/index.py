@@ -37,7 +37,15 @@ from swembed.runtime.lexical import Lexical, Splitter, check_alpha, check_mode, 
 from swembed.runtime.outputs import atomic_directory
 from swembed.runtime.search import Hit, Scored, dense_blocks, dense_scores, rank, rank_blocks, scores_at
 from swembed.runtime.windows import ALPHA as WINDOWS_ALPHA
-from swembed.runtime.windows import GAMMA, check_width, encode_windows, windowed
+from swembed.runtime.windows import (
+    GAMMA,
+    SHORTLIST_FROM,
+    check_width,
+    encode_windows,
+    shortlisted,
+    shortlists,
+    windowed,
+)
 
 INDEX_FORMAT = "swembed-index"
 INDEX_VERSION = 2  # 2: passage windows (an index without them is written as version 1)
@@ -403,16 +411,18 @@ class SearchIndex:
                mode: str = "dense", alpha: float | None = None,
                term_weights: Sequence[np.ndarray] | None = None) -> Scored:
         """The scores of a batch of queries against every passage, (queries, passages) each: ``mode`` dense, the
-        cosines of the query vectors; hybrid, (the hybrid score, the cosines, BM25) with ``query_terms`` and their
-        ``term_weights`` (``Lexical.weighted_query_terms``); lexical, (BM25, None, BM25): the cosines of its hits
-        alone are computed (``hit_cosines``). The one place an index scores (``rank`` asks it batch by batch; a dense
-        search ranks ``dense_scores`` block by block, ``search.rank_blocks``)."""
+        dense scores of the query vectors (``dense``); hybrid, (the hybrid score, the dense scores, BM25) with
+        ``query_terms`` and their ``term_weights`` (``Lexical.weighted_query_terms``); lexical, (BM25, None, BM25):
+        the dense scores of its hits alone are computed (``hit_cosines``). The one place an index scores (``rank``
+        asks it batch by batch; a dense search over passages without windows, or over at most ``SHORTLIST_FROM``
+        with them, ranks ``dense_scores`` block by block instead, ``search.rank_blocks``)."""
         if mode == "lexical":
             bm25 = self.postings().scores(query_terms or [], term_weights)
             return bm25, None, bm25
-        cosines = self.dense(query_vectors, dense_scores(query_vectors, self.vectors, self.scales))
         if mode == "dense":
-            return cosines
+            return self.dense(query_vectors, dense_scores(query_vectors, self.vectors, self.scales))
+        every = None if self.windows is None else np.arange(len(self))  # a hybrid's z-scores: every window read
+        cosines = self.dense(query_vectors, dense_scores(query_vectors, self.vectors, self.scales), every)
         bm25 = self.postings().scores(query_terms or [], term_weights)
         return hybrid(cosines, bm25, self.alpha(alpha)), cosines, bm25
 
@@ -421,15 +431,22 @@ class SearchIndex:
         return check_alpha(alpha) if alpha is not None or self.windows is None else WINDOWS_ALPHA
 
     def dense(self, query_vectors: np.ndarray, cosines: np.ndarray, passages: np.ndarray | None = None) -> np.ndarray:
-        """The dense scores from the queries' ``cosines`` with ``passages`` (default every passage): those cosines,
-        or with windows each plus ``gamma`` times the passage's best window's cosine."""
+        """The dense scores from the queries' ``cosines`` with ``passages``: those cosines, or with windows each plus
+        ``gamma`` times the passage's best window's cosine. ``passages`` None: every passage, for a dense ranking;
+        over more than ``SHORTLIST_FROM`` of them windows are read for each query's shortlist alone (its
+        ``SHORTLIST`` highest cosines; ``swembed.runtime.windows``)."""
         if self.windows is None:
             return cosines
         windows = self.windows
+
+        def cosines_of(queries: np.ndarray, found: np.ndarray | slice) -> np.ndarray:
+            return scores_at(queries, windows.vectors, windows.scales, found)
+
+        if passages is None and len(self) > SHORTLIST_FROM:
+            return shortlisted(cosines, query_vectors, windows.offsets, shortlists(cosines), cosines_of,
+                               windows.gamma)
         rows = np.arange(len(self)) if passages is None else np.asarray(passages, dtype=np.int64)
-        return windowed(cosines, query_vectors, windows.offsets, rows,
-                        lambda queries, found: scores_at(queries, windows.vectors, windows.scales, found),
-                        windows.gamma)
+        return windowed(cosines, query_vectors, windows.offsets, rows, cosines_of, windows.gamma)
 
     def hit_texts(self, hits: Sequence[Hit]) -> list[str | None]:
         """The passage text of each hit (None for each where the index keeps no texts)."""
@@ -475,6 +492,9 @@ class SearchIndex:
         vectors = np.asarray(query_vectors, dtype=np.float32)
         if vectors.ndim != 2 or vectors.shape[1] != self.dim:
             raise ValueError(f"query vectors must be (queries, {self.dim}), got shape {vectors.shape}")
+
+        if self.windows is not None and len(self) > SHORTLIST_FROM:  # every passage's score, its shortlist windowed
+            return rank(lambda rows: self.scores(vectors[rows]), np.arange(len(vectors)), len(self), top_k, self.ids)
 
         def blocks_of(asked: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:  # a block's windows with it, if any
             for first, cosines in dense_blocks(asked, self.vectors, self.scales):
