@@ -505,6 +505,7 @@ def render(data: Path, intro: str) -> str:
              *_section(ROOT / "reports" / "mteb" / "search_time_levers.md"),
              *_section(ROOT / "reports" / "mteb" / "passage_windows.md"),
              *_section(ROOT / "reports" / "mteb" / "window_shortlist.md"),
+             *_section(ROOT / "reports" / "mteb" / "lexical_windows.md"),
              *wide_table_section(),
              "## Test scores (MTEB main score x100)", "",
              "<!-- generated: python -m lab.mteb_report (rows: the commands below) -->", "", *score_table(data), "",
