@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from lab import command_line
 from lab.mteb_levers import ndcg_per_query, pairs_dev, retrieval_dev
 from swembed.eval.models import load_encoder
 from swembed.runtime.outputs import atomic_file
@@ -138,8 +139,7 @@ def main(argv: list[str] | None = None) -> int:
             saved[spec] = {s: [round(float(x), 5) for x in v] for s, v in scores[spec].items()}
             with atomic_file(args.json, overwrite=True) as tmp:
                 Path(tmp).write_text(json.dumps(saved), encoding="utf-8")
-    command = "python -m lab.heldout_retrieval " + " ".join(args.models) + (
-        f" --json {args.json}" if args.json else "") + (f" --out {args.out}" if args.out else "")
+    command = command_line("heldout_retrieval", *args.models, json=args.json, out=args.out)
     text = render(scores, command)
     if args.out:
         with atomic_file(args.out, overwrite=True) as tmp:

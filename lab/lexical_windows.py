@@ -14,18 +14,16 @@ gains more than ``MIN_GAIN``. SciFact (test) for report only.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 import numpy as np
 
 import swembed
-from lab import publish
+from lab import command_line, publish, save_json
 from lab.hybrid_search import SOURCES, ndcg, scifact, trec_ndcg
 from lab.mteb_levers import pairs_dev
 from swembed.runtime.lexical import Lexical, hybrid
-from swembed.runtime.outputs import atomic_file
 from swembed.runtime.windows import ALPHA, WIDTH, word_windows
 
 WEIGHTS = (0.0, 0.25, 0.5, 1.0, 2.0)  # g: the best window's BM25 beside the passage's
@@ -113,11 +111,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     found = measure(swembed.load(args.table), args.dev, args.scifact)
     if args.json:
-        with atomic_file(args.json, overwrite=True) as tmp:
-            Path(tmp).write_text(json.dumps(found, indent=1) + "\n", encoding="utf-8")
-    command = f"python -m lab.lexical_windows {args.table}" + (f" --json {args.json}" if args.json else "") + (
-        f" --out {args.out}" if args.out else "")
-    publish(report(found, args.table, command), args.out)
+        save_json(found, args.json)
+    publish(report(found, args.table, command_line("lexical_windows", args.table, json=args.json, out=args.out)),
+            args.out)
     return 0
 
 

@@ -31,18 +31,18 @@ import re
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 
 import swembed
-from lab import publish
+from lab import command_line, publish, save_json
 from lab.heldout_retrieval import interval, versus_rows
 from lab.hybrid_search import SOURCES, ndcg, ndcg_per_query, scifact, trec_ndcg
 from lab.mteb_levers import pairs_dev
 from swembed.runtime.index import SearchIndex
 from swembed.runtime.lexical import ALPHA, Lexical, hybrid
-from swembed.runtime.outputs import atomic_file
 from swembed.runtime.windows import WIDTH, word_windows
 
 WIDTHS = (4, 6, 8, 12, 16, 24, 32, 48)  # words a window; each steps by half its width
@@ -84,7 +84,8 @@ def levers_of(model, queries: list[str], passages: list[str]) -> tuple[dict[str,
     bm25 = lexical.scores(*lexical.weighted_query_terms(model, queries))
     whole = q @ p.T
     levers, counts = {"whole passages": whole}, {}
-    kinds = {f"{w}-word windows": (lambda text, w=w: word_windows(text, w)) for w in WIDTHS}
+    kinds: dict[str, Callable[[str], list[str]]] = {
+        f"{w}-word windows": partial(word_windows, width=w) for w in WIDTHS}
     kinds["sentences"] = sentence_windows
     for name, windows in kinds.items():
         best, counts[name] = best_window(model, q, passages, whole, windows)
@@ -270,20 +271,18 @@ def main(argv: list[str] | None = None) -> int:
         found = json.loads(args.json.read_text(encoding="utf-8"))
         if args.cost:
             found["cost"] = cost(swembed.load(args.table), args.scifact)
-            with atomic_file(args.json, overwrite=True) as tmp:
-                Path(tmp).write_text(json.dumps(found, indent=1) + "\n", encoding="utf-8")
+            save_json(found, args.json)
     else:
         model = swembed.load(args.table)
         found = measure(model, args.dev, args.scifact)
         found["versus teacher"] = versus_teacher(model, args.dev, args.heldout, *choose(found))
-        if args.json and args.json.is_file() and "cost" in json.loads(args.json.read_text(encoding="utf-8")):
-            found["cost"] = json.loads(args.json.read_text(encoding="utf-8"))["cost"]  # measured by --cost apart
+        earlier = json.loads(args.json.read_text(encoding="utf-8")) if args.json and args.json.is_file() else {}
+        if "cost" in earlier:
+            found["cost"] = earlier["cost"]  # measured by --cost apart
         if args.json:
-            with atomic_file(args.json, overwrite=True) as tmp:
-                Path(tmp).write_text(json.dumps(found, indent=1) + "\n", encoding="utf-8")
-    command = f"python -m lab.passage_windows {args.table}" + (f" --json {args.json}" if args.json else "") + (
-        f" --out {args.out}" if args.out else "")
-    publish(report(found, args.table, command), args.out)
+            save_json(found, args.json)
+    publish(report(found, args.table, command_line("passage_windows", args.table, json=args.json, out=args.out)),
+            args.out)
     return 0
 
 

@@ -15,7 +15,6 @@ The index is the product's (``model.index(passages, windows=WIDTH)``), the score
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from collections.abc import Callable
@@ -25,11 +24,10 @@ from pathlib import Path
 import numpy as np
 
 import swembed
-from lab import publish
+from lab import command_line, publish, save_json
 from lab.bench_search import on_one_thread
 from lab.hybrid_search import SOURCES, ndcg, scifact, trec_ndcg
 from lab.mteb_levers import pairs_dev
-from swembed.runtime.outputs import atomic_file
 from swembed.runtime.search import scores_at, top_hits
 from swembed.runtime.windows import SHORTLIST, SHORTLIST_FROM, WIDTH, shortlisted, shortlists, windowed
 
@@ -120,11 +118,9 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     found = measure(swembed.load(args.table), args.dev, args.scifact)
     if args.json:
-        with atomic_file(args.json, overwrite=True) as tmp:
-            Path(tmp).write_text(json.dumps({"table": args.table, "sets": found}, indent=1) + "\n", encoding="utf-8")
-    command = f"python -m lab.window_shortlist {args.table}" + (
-        f" --json {args.json}" if args.json else "") + (f" --out {args.out}" if args.out else "")
-    publish(render(args.table, found, command), args.out)
+        save_json({"table": args.table, "sets": found}, args.json)
+    publish(render(args.table, found, command_line("window_shortlist", args.table, json=args.json, out=args.out)),
+            args.out)
     return 0
 
 

@@ -419,10 +419,11 @@ class SearchIndex:
         if mode == "lexical":
             bm25 = self.postings().scores(query_terms or [], term_weights)
             return bm25, None, bm25
+        cosines = dense_scores(query_vectors, self.vectors, self.scales)
         if mode == "dense":
-            return self.dense(query_vectors, dense_scores(query_vectors, self.vectors, self.scales))
+            return self.dense(query_vectors, cosines)
         every = None if self.windows is None else np.arange(len(self))  # a hybrid's z-scores: every window read
-        cosines = self.dense(query_vectors, dense_scores(query_vectors, self.vectors, self.scales), every)
+        cosines = self.dense(query_vectors, cosines, every)
         bm25 = self.postings().scores(query_terms or [], term_weights)
         return hybrid(cosines, bm25, self.alpha(alpha)), cosines, bm25
 
