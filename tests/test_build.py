@@ -316,7 +316,8 @@ def test_paragraph_files_are_whole_documents_read_by_the_teacher_and_a_kd_object
 def test_retrieval_pairs_train_beside_the_sentence_kd_read_by_the_teacher_for_kd_only(reference_build, tmp_path):
     """``[retrieval]``: the retrieval stage keeps each query<TAB>document pair once (repeats and pairs holding an
     excluded text dropped) with the teacher's vectors of both sides; distillation adds one objective on them
-    (``loss`` picks which) that does not decide early stopping."""
+    (``loss`` picks which; ``windows``: the contrastive score of a passage with windows, another table from the
+    same stages) that does not decide early stopping."""
     from swembed.teachers import load_teacher
 
     corpus, _, _ = reference_build
@@ -326,11 +327,15 @@ def test_retrieval_pairs_train_beside_the_sentence_kd_read_by_the_teacher_for_kd
     held_out.write_text(lines[0] + "\n")
     (tmp_path / "pairs.tsv").write_text("\n".join(pairs + pairs[:5]) + "\n")
     work = tmp_path / "work"  # one work folder: the second build reads the first one's extract
-    for loss, objective in (("kd", "retrieval kd"), ("contrastive", "retrieval contrastive")):
-        root = tmp_path / loss
+    tables = {}
+    for loss, objective, windows in (("kd", "retrieval kd", ""), ("contrastive", "retrieval contrastive", ""),
+                                     ("contrastive", "retrieval contrastive", "windows = 4\n")):
+        root = tmp_path / (loss + ("-windows" if windows else ""))
         root.mkdir()
         result, out, _ = build_with_recipe(corpus, root, f'exclude = ["{held_out}"]\n[retrieval]\nfiles = '
-                                                          f'["{tmp_path / "pairs.tsv"}"]\nloss = "{loss}"\n', work)
+                                                          f'["{tmp_path / "pairs.tsv"}"]\nloss = "{loss}"\n{windows}',
+                                           work)
+        tables[root.name] = np.load(out / "embeddings.npy")
         stages = {name: work / entry["artifact"]  # this build's stages (the work folder holds both builds')
                   for name, entry in json.loads((out / "config.json").read_text())["build"]["stages"].items()
                   if "artifact" in entry}  # not the export, written into the model folder
@@ -351,6 +356,8 @@ def test_retrieval_pairs_train_beside_the_sentence_kd_read_by_the_teacher_for_kd
         assert set(history["initial_parts"]) == {"kd en", objective}
         assert history["initial_val_loss"] == pytest.approx(history["initial_parts"]["kd en"])
         assert 0 < history["train_examples"][objective] < len(kept)
+    assert tables["contrastive"].shape == tables["contrastive-windows"].shape
+    assert not np.array_equal(tables["contrastive"], tables["contrastive-windows"])
 
 
 @pytest.mark.teacher
@@ -783,6 +790,10 @@ def test_loss_weights_and_script_variants_are_checked_before_any_work(tmp_path):
     with pytest.raises(BuildError, match=re.escape('[retrieval] cell_size is for loss = "contrastive"')):
         apply_settings(BuildConfig(), {"retrieval": pairs}, "r.toml").validate()
     apply_settings(BuildConfig(), {"retrieval": {**pairs, "loss": "contrastive"}}, "r.toml").validate()
+    with pytest.raises(BuildError, match=re.escape('[retrieval] windows is for loss = "contrastive"')):
+        apply_settings(BuildConfig(), {"retrieval": {"files": ["p.tsv"], "windows": 8}}, "r.toml").validate()
+    with pytest.raises(BuildError, match=re.escape("r.toml: [retrieval] windows must be at least 2")):
+        apply_settings(BuildConfig(), {"retrieval": {"files": ["p.tsv"], "windows": 1}}, "r.toml").validate()
     apply_settings(BuildConfig(), {"extract": {"sentences": "cover", "window": 5}}, "r.toml").validate()
     for section, _, _ in BuildConfig().pair_sections():  # each file-reading section refuses an empty path alike
         with pytest.raises(BuildError, match=re.escape(f"[{section}] files: an empty path would read the current")):

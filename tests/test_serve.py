@@ -463,6 +463,9 @@ def test_past_max_in_flight_and_max_connections_a_request_gets_503_at_once(folde
         status, headers, body = request(server, "POST", "/v1/embeddings", b'{"input": "cat"}')
         assert_json_error(status, body, 503)
         assert "--max-in-flight" in body["error"]["message"] and headers["Retry-After"] == "1"
+        # the refused request's connection closes on its own thread: until then it still counts, and the idle
+        # connection below would be refused in its place
+        wait_for(lambda: len(server._connections) == 2, "the refused request's connection closed")
         with socket.create_connection(("127.0.0.1", server.server_address[1]), timeout=10) as idle:
             wait_for(lambda: len(server._connections) == 3, "three connections open")
             answer = raw_exchange(server, b"")  # the fourth connection: answered and closed without a thread

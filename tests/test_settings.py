@@ -131,7 +131,8 @@ def _keys_before(config: BuildConfig) -> dict:
                               if paragraphs.query_weight > 0 else {})},
             "retrieval": {"retrieval_weight": retrieval.weight, "retrieval_loss": retrieval.loss,
                           **({"retrieval_max_pairs": retrieval.max_pairs} if retrieval.max_pairs else {}),
-                          **({"retrieval_cell_size": retrieval.cell_size} if retrieval.cell_size else {})},
+                          **({"retrieval_cell_size": retrieval.cell_size} if retrieval.cell_size else {}),
+                          **({"retrieval_windows": retrieval.windows} if retrieval.windows else {})},
             "grams": {"buckets": config.grams.buckets}}
 
 

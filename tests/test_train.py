@@ -21,6 +21,8 @@ from swembed.pipeline.train import (
     query_kd_objective,
     spherical_kmeans,
     train,
+    windowed_contrastive_loss,
+    windowed_contrastive_objective,
 )
 from swembed.runtime.tokenizer import TokenIds
 
@@ -62,6 +64,61 @@ def test_contrastive_loss_matches_the_formula_and_rewards_alignment():
     eye = torch.eye(6, 8)
     assert contrastive_loss(eye, eye * 3, tau).item() < 1e-6  # aligned, orthogonal pairs: no loss
     assert contrastive_loss(eye, eye.roll(1, 0), tau).item() > 10  # every pair mismatched
+
+
+def test_the_windowed_contrastive_loss_scores_a_passage_as_the_search_does():
+    """Query i against passage j: (cos(q, p) + gamma max over j's windows of cos(q, w)) / (1 + gamma), in-batch
+    InfoNCE both ways; with gamma 0 it is the plain contrastive loss."""
+    torch.manual_seed(0)
+    unit = torch.nn.functional.normalize
+    queries, passages, windows = unit(torch.rand(4, 6), dim=-1), unit(torch.randn(4, 6), dim=-1), torch.randn(9, 6)
+    owners = torch.tensor([0, 0, 1, 2, 2, 2, 3, 1, 3])  # windows need not come in their passages' order
+    windows[6], windows[8] = 1.0, -1.0  # passage 3's: the queries' entries are positive, so 8 is no query's best
+    gamma, tau = 0.5, 0.05
+    scores = torch.tensor([[float(queries[i] @ passages[j] + gamma * max(
+        queries[i] @ unit(windows[k], dim=0) for k in range(9) if owners[k] == j)) / (1 + gamma) / tau
+        for j in range(4)] for i in range(4)])
+    target = torch.arange(4)
+    expected = (torch.nn.functional.cross_entropy(scores, target)
+                + torch.nn.functional.cross_entropy(scores.T, target)) / 2
+    got = windowed_contrastive_loss(queries, passages, windows, owners, gamma, tau)
+    assert got.item() == pytest.approx(expected.item(), rel=1e-5)
+    plain = windowed_contrastive_loss(queries, passages, windows, owners, 0.0, tau)
+    assert plain.item() == pytest.approx(contrastive_loss(queries, passages, tau).item(), rel=1e-6)
+    cosines = queries @ unit(windows, dim=-1).T
+    best = {max((k for k in range(9) if owners[k] == j), key=lambda k: float(cosines[i, k]))
+            for i in range(4) for j in range(4)}
+    assert 8 not in best
+    windows.requires_grad_()
+    windowed_contrastive_loss(queries, passages, windows, owners, gamma, tau).backward()
+    assert {k for k in range(9) if windows.grad[k].abs().sum() > 0} == best  # the max passes on to the best alone
+
+
+def test_a_windowed_contrastive_objective_encodes_each_batch_passage_s_own_windows(tmp_path):
+    """The objective's third texts are the batch's passages' windows, in order; training on it lowers its held-out
+    loss beside KD, and a passage without a window is refused."""
+    device = torch.device("cpu")
+    table, (kd, _) = problem(device)
+    rng = np.random.default_rng(4)
+    left = random_texts(rng, 300, 30)
+    right = TokenIds(left.ids + 30, left.lengths)
+    counts = rng.integers(1, 4, size=300)
+    offsets = np.concatenate([[0], np.cumsum(counts)])
+    windows = random_texts(rng, int(offsets[-1]), 60)
+    objective = windowed_contrastive_objective(PackedRows(left, device), PackedRows(right, device),
+                                               PackedRows(windows, device), offsets, gamma=0.5, tau=0.05,
+                                               weight=1.0, name="windowed", n_held=48, batch_size=16)
+    batch = np.array([7, 2, 250])
+    sides = objective.sides(batch)
+    np.testing.assert_array_equal(sides[0], batch)
+    np.testing.assert_array_equal(sides[2], np.concatenate([np.arange(offsets[i], offsets[i + 1]) for i in batch]))
+    _, history = train(table, [kd, objective], SETTINGS, device, tmp_path, 0.0)
+    assert min(r["val_parts"]["windowed"] for r in history["rounds"]) < history["initial_parts"]["windowed"]
+    counts[5] = 0
+    with pytest.raises(ValueError, match="every passage needs at least one window"):
+        windowed_contrastive_objective(PackedRows(left, device), PackedRows(right, device),
+                                       PackedRows(windows, device), np.concatenate([[0], np.cumsum(counts)]),
+                                       gamma=0.5, tau=0.05, weight=1.0, name="windowed", n_held=48, batch_size=16)
 
 
 def test_query_kd_loss_matches_the_formula_and_is_minimal_at_the_teacher():

@@ -244,7 +244,9 @@ class RetrievalConfig:
     (``swembed.pipeline.retrieval``). ``loss``: ``"kd"``, the teacher's softmax of each query over the batch's
     documents distilled (as ``[paragraphs] query_weight``), or ``"contrastive"``, each query's own document as the
     label (in-batch InfoNCE, both directions). ``max_pairs`` caps the pairs; ``batch_size``: pairs a step (unset:
-    ``[distill] batch_size``). ``cell_size`` (contrastive): draw each
+    ``[distill] batch_size``). ``windows`` (contrastive): score each passage as a search with windows of this many
+    words does (its cosine plus ``windows.GAMMA`` times its best window's); unset: its cosine. ``cell_size``
+    (contrastive): draw each
     batch from one k-means cell of about this many pairs, clustered by their words (``train.lexical_sketches``), so
     the other pairs of a batch are hard negatives; 0: random batches. Early stopping reads the sentence objectives
     only. No files: off."""
@@ -257,6 +259,8 @@ class RetrievalConfig:
     cell_size: int = setting(0, key=Key.UNLESS_DEFAULT, key_name="retrieval_cell_size", within=Range(0))
     batch_size: int | None = setting(None, key=Key.UNLESS_DEFAULT, key_name="retrieval_batch_size",
                                      within=Range(2, unset="[distill] batch_size"))
+    windows: int | None = setting(None, key=Key.UNLESS_DEFAULT, key_name="retrieval_windows",
+                                  within=Range(2, unset="whole passages"))
 
     def needs_teacher(self) -> bool:
         """Whether the pairs need the teacher's vectors: ``kd`` distils them; ``contrastive``'s labels are the pairs."""
@@ -504,6 +508,9 @@ class BuildConfig:
         if self.paragraphs.files and (self.multilingual or self.paragraphs.query_weight > 0):
             raise BuildError("[paragraphs] files are for one-language builds without query_weight (their documents "
                              "have no corpus line before them)")
+        if self.retrieval.windows and self.retrieval.loss != "contrastive":
+            raise BuildError("[retrieval] windows is for loss = \"contrastive\" (the kd loss distils the teacher's "
+                             "whole-document scores)")
         if self.retrieval.cell_size and self.retrieval.loss != "contrastive":
             raise BuildError("[retrieval] cell_size is for loss = \"contrastive\" (the kd loss's batches are the "
                              "teacher's softmax over random documents)")

@@ -20,6 +20,7 @@ from swembed.pipeline.sources import HELD_OUT_RULE, describe_source, expand_sour
 from swembed.pipeline.stage import PostTraining, teacher_identity
 from swembed.runtime.folder import atomic_save_npy
 from swembed.runtime.settings import stage_key
+from swembed.runtime.windows import GAMMA, word_windows
 
 if TYPE_CHECKING:  # annotations only
     from swembed.pipeline.stage import Prepared, PrepareSources, StageContext, StageResult, StageRun, TrainingContext
@@ -62,6 +63,16 @@ def read_retrieval_pairs(stage: StageResult) -> tuple[list[str], list[str], np.n
     return [q for q, _ in pairs], [d for _, d in pairs], targets[0], targets[1]
 
 
+def passage_windows(documents: list[str], width: int) -> tuple[list[str], np.ndarray]:
+    """Every document's windows of ``width`` words as the search reads them (``windows.word_windows``; a document
+    too short for windows is its own one), and offsets (documents + 1,): document i's are ``[offsets[i]:
+    offsets[i + 1]]``."""
+    per_document = [word_windows(document, width) or [document] for document in documents]
+    offsets = np.zeros(len(documents) + 1, dtype=np.int64)
+    np.cumsum([len(w) for w in per_document], out=offsets[1:])
+    return [w for windows in per_document for w in windows], offsets
+
+
 def _prepare(ctx: StageContext, config: RetrievalConfig, sources: PrepareSources) -> Prepared:
     lang = next(iter(sources.extracts))
     return [("retrieval pairs", lang, run_retrieval_pairs(ctx, config, sources.exclude, sources.teacher))]
@@ -78,6 +89,7 @@ def _objectives(config: RetrievalConfig, prepared: Prepared, training: TrainingC
         contrastive_objective,
         lexical_sketches,
         query_kd_objective,
+        windowed_contrastive_objective,
     )
 
     (_, lang, stage), = prepared
@@ -88,7 +100,12 @@ def _objectives(config: RetrievalConfig, prepared: Prepared, training: TrainingC
     right = PackedRows(tokenizer.encode_batch([documents[i] for i in order]), device)
     settings: dict[str, Any] = {"tau": distill.tau, "weight": config.weight, "n_held": distill.val_sentences,
                 "batch_size": config.batch_size or distill.batch_size}
-    if config.loss == "contrastive":
+    if config.loss == "contrastive" and config.windows:
+        windows, offsets = passage_windows([documents[i] for i in order], config.windows)
+        objective = replace(windowed_contrastive_objective(
+            left, right, PackedRows(tokenizer.encode_batch(windows), device), offsets, gamma=GAMMA,
+            name="retrieval contrastive", **settings), selects=False)
+    elif config.loss == "contrastive":
         objective = replace(contrastive_objective(left, right, name="retrieval contrastive", **settings),
                             selects=False)
         if config.cell_size:

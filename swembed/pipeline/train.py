@@ -24,7 +24,7 @@ import math
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import cast
 
@@ -57,6 +57,20 @@ def contrastive_loss(a: torch.Tensor, b: torch.Tensor, tau: float) -> torch.Tens
     are a translation pair; every other row of the batch is a negative, in both directions."""
     logits = F.normalize(a, dim=-1) @ F.normalize(b, dim=-1).T / tau
     target = torch.arange(len(a), device=a.device)
+    return (F.cross_entropy(logits, target) + F.cross_entropy(logits.T, target)) / 2
+
+
+def windowed_contrastive_loss(queries: torch.Tensor, passages: torch.Tensor, windows: torch.Tensor,
+                              owners: torch.Tensor, gamma: float, tau: float) -> torch.Tensor:
+    """``contrastive_loss`` on the search's windowed score (``swembed.runtime.windows``): a passage's cosine plus
+    ``gamma`` times its best window's, over 1 + ``gamma`` (the cosine's range). ``windows`` (W, d) are the batch's
+    passages' windows, ``owners`` (W,) the batch position of each window's passage; every row L2-normalised."""
+    queries = F.normalize(queries, dim=-1)
+    window_cosines = queries @ F.normalize(windows, dim=-1).T
+    best = window_cosines.new_full((len(queries), len(passages)), -1.0).scatter_reduce(
+        1, owners.expand(len(queries), -1), window_cosines, reduce="amax", include_self=False)
+    logits = (queries @ F.normalize(passages, dim=-1).T + gamma * best) / ((1.0 + gamma) * tau)
+    target = torch.arange(len(queries), device=queries.device)
     return (F.cross_entropy(logits, target) + F.cross_entropy(logits.T, target)) / 2
 
 
@@ -315,6 +329,12 @@ class Objective:
     batches: Callable[[np.random.Generator, int, int, int], np.ndarray] = random_batches
     selects: bool = True  # its held-out loss counts in early stopping and in choosing the best table
     batch_size: int | None = None  # its examples a step; None: the loop's (``[distill] batch_size``)
+    # the texts of ``texts`` a batch reads, one array each; None: the batch's own rows in every one of them
+    rows_of: Callable[[np.ndarray], list[np.ndarray]] | None = None
+
+    def sides(self, rows: np.ndarray) -> list[np.ndarray]:
+        """The rows of each of ``texts`` that batch ``rows`` encodes."""
+        return self.rows_of(rows) if self.rows_of is not None else [rows] * len(self.texts)
 
 
 def kd_objective(packed: PackedRows, targets: torch.Tensor, *, tau: float, weight: float, name: str, n_held: int,
@@ -390,11 +410,38 @@ def contrastive_objective(left: PackedRows, right: PackedRows, *, tau: float, we
     return Objective(name, weight, train, whole or [held], (left, right), loss, batch_size=batch_size)
 
 
+def windowed_contrastive_objective(left: PackedRows, right: PackedRows, windows: PackedRows,
+                                   window_offsets: np.ndarray, *, gamma: float, tau: float, weight: float, name: str,
+                                   n_held: int, batch_size: int) -> Objective:
+    """``contrastive_objective`` scored as the search scores a passage with windows (``windowed_contrastive_loss``):
+    pair i's passage ``right[i]`` has the windows ``windows[window_offsets[i]:window_offsets[i + 1]]`` (at least
+    one: a passage too short for windows is its own)."""
+    whole = contrastive_objective(left, right, tau=tau, weight=weight, name=name, n_held=n_held,
+                                  batch_size=batch_size)
+    counts = np.diff(window_offsets)
+    if (counts < 1).any():
+        raise ValueError(f"{name}: every passage needs at least one window (a short passage is its own)")
+
+    def window_rows(rows: np.ndarray) -> np.ndarray:
+        starts, n = window_offsets[rows], counts[rows]
+        return np.repeat(starts - (np.cumsum(n) - n), n) + np.arange(int(n.sum()))
+
+    def rows_of(rows: np.ndarray) -> list[np.ndarray]:
+        return [rows, rows, window_rows(rows)]
+
+    def loss(vectors: list[torch.Tensor], batch: torch.Tensor) -> torch.Tensor:
+        owners = torch.repeat_interleave(torch.arange(len(batch)), torch.as_tensor(counts[batch.numpy()]))
+        return windowed_contrastive_loss(vectors[0], vectors[1], vectors[2], owners.to(vectors[0].device), gamma,
+                                         tau)
+
+    return replace(whole, texts=(left, right, windows), loss=loss, rows_of=rows_of)
+
+
 @torch.no_grad()
 def retrieval_accuracy(table: np.ndarray, objective: Objective) -> float:
     """Share of held-out pairs whose left text's nearest neighbour among all held-out right texts is its own
     translation (a Tatoeba-like check that never sees a test set)."""
-    left, right = objective.texts
+    left, right = objective.texts[:2]
     rows = np.concatenate(objective.held_out)
     weight = torch.as_tensor(table, device=left.ids.device)
 
@@ -496,7 +543,7 @@ class _Losses:
                  trainable: bool = False) -> tuple[list, tuple | None]:
         """Each objective's loss on its batch, every text of the step in one ``embedding_bag``; ``trainable``: over
         a copy of just the table rows used, returned with their row ids for the update."""
-        sides = [(packed, rows) for o, rows in batches for packed in o.texts]
+        sides = [(packed, side) for o, rows in batches for packed, side in zip(o.texts, o.sides(rows))]
         ids, offsets, weights = self.store.gather(np.concatenate([self.first[id(packed)] + rows
                                                                   for packed, rows in sides]))
         table, used = self.weight, None
