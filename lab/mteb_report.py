@@ -455,7 +455,10 @@ WINDOWED_TABLES = [
      "passage_windows-wpairs.json", "minilm-256-sci-wpairs-windows.json", "minilm-256-sci-wpairs.json"),
     ("minilm-256-sci-wcl", "the reference recipe with its contrastive objective scored as the search scores a passage "
      "with windows: each query against each batch passage's cosine plus 0.5 times its best 8-word window's, over 1.5 "
-     "(`[retrieval] windows = 8`, `swembed.pipeline.train.windowed_contrastive_loss`; `swembed build --recipe "
+     "(`[retrieval] windows = 8`, `swembed.pipeline.train.windowed_contrastive_loss`), **its batches of pairs drawn at "
+     "random instead of the reference's lexical cells** (the windowed branch ignored `cell_size`, a bug found after "
+     "this build and fixed; the recipe says `cell_size = 0`, what ran), so the lever is confounded with dropping the "
+     "cells and the windowed score with cells is not measured yet (`swembed build --recipe "
      "lab/pipelines/minilm-256-sci-wcl.toml --data-mirror ../shared/data` from the reference's stages; the 3.96M "
      "windows of the 98k training passages make a step 2.7 times dearer on this kind: distillation 2,730 s against "
      "1,006 s)",

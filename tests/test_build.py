@@ -317,7 +317,8 @@ def test_retrieval_pairs_train_beside_the_sentence_kd_read_by_the_teacher_for_kd
     """``[retrieval]``: the retrieval stage keeps each query<TAB>document pair once (repeats and pairs holding an
     excluded text dropped) with the teacher's vectors of both sides; distillation adds one objective on them
     (``loss`` picks which; ``windows``: the contrastive score of a passage with windows, another table from the
-    same stages) that does not decide early stopping."""
+    same stages, and its batches drawn from lexical cells with ``cell_size`` as the plain score's are) that does not
+    decide early stopping."""
     from swembed.teachers import load_teacher
 
     corpus, _, _ = reference_build
@@ -328,12 +329,15 @@ def test_retrieval_pairs_train_beside_the_sentence_kd_read_by_the_teacher_for_kd
     (tmp_path / "pairs.tsv").write_text("\n".join(pairs + pairs[:5]) + "\n")
     work = tmp_path / "work"  # one work folder: the second build reads the first one's extract
     tables = {}
-    for loss, objective, windows in (("kd", "retrieval kd", ""), ("contrastive", "retrieval contrastive", ""),
-                                     ("contrastive", "retrieval contrastive", "windows = 4\n")):
-        root = tmp_path / (loss + ("-windows" if windows else ""))
+    for name, loss, objective, extra in (("kd", "kd", "retrieval kd", ""),
+                                         ("contrastive", "contrastive", "retrieval contrastive", ""),
+                                         ("windows", "contrastive", "retrieval contrastive", "windows = 4\n"),
+                                         ("windows-cells", "contrastive", "retrieval contrastive",
+                                          "windows = 4\ncell_size = 32\n")):
+        root = tmp_path / name
         root.mkdir()
         result, out, _ = build_with_recipe(corpus, root, f'exclude = ["{held_out}"]\n[retrieval]\nfiles = '
-                                                          f'["{tmp_path / "pairs.tsv"}"]\nloss = "{loss}"\n{windows}',
+                                                          f'["{tmp_path / "pairs.tsv"}"]\nloss = "{loss}"\n{extra}',
                                            work)
         tables[root.name] = np.load(out / "embeddings.npy")
         stages = {name: work / entry["artifact"]  # this build's stages (the work folder holds both builds')
@@ -356,8 +360,9 @@ def test_retrieval_pairs_train_beside_the_sentence_kd_read_by_the_teacher_for_kd
         assert set(history["initial_parts"]) == {"kd en", objective}
         assert history["initial_val_loss"] == pytest.approx(history["initial_parts"]["kd en"])
         assert 0 < history["train_examples"][objective] < len(kept)
-    assert tables["contrastive"].shape == tables["contrastive-windows"].shape
-    assert not np.array_equal(tables["contrastive"], tables["contrastive-windows"])
+    assert tables["contrastive"].shape == tables["windows"].shape == tables["windows-cells"].shape
+    assert not np.array_equal(tables["contrastive"], tables["windows"])
+    assert not np.array_equal(tables["windows"], tables["windows-cells"])  # the cells draw a windowed score's batches
 
 
 @pytest.mark.teacher

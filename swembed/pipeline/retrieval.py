@@ -100,15 +100,16 @@ def _objectives(config: RetrievalConfig, prepared: Prepared, training: TrainingC
     right = PackedRows(tokenizer.encode_batch([documents[i] for i in order]), device)
     settings: dict[str, Any] = {"tau": distill.tau, "weight": config.weight, "n_held": distill.val_sentences,
                 "batch_size": config.batch_size or distill.batch_size}
-    if config.loss == "contrastive" and config.windows:
-        windows, offsets = passage_windows([documents[i] for i in order], config.windows)
-        objective = replace(windowed_contrastive_objective(
-            left, right, PackedRows(tokenizer.encode_batch(windows), device), offsets, gamma=GAMMA,
-            name="retrieval contrastive", **settings), selects=False)
-    elif config.loss == "contrastive":
-        objective = replace(contrastive_objective(left, right, name="retrieval contrastive", **settings),
-                            selects=False)
-        if config.cell_size:
+    if config.loss == "contrastive":
+        if config.windows:
+            windows, offsets = passage_windows([documents[i] for i in order], config.windows)
+            objective = windowed_contrastive_objective(
+                left, right, PackedRows(tokenizer.encode_batch(windows), device), offsets, gamma=GAMMA,
+                name="retrieval contrastive", **settings)
+        else:
+            objective = contrastive_objective(left, right, name="retrieval contrastive", **settings)
+        objective = replace(objective, selects=False)
+        if config.cell_size:  # whichever score the pairs train on
             sketches = lexical_sketches([left, right], objective.train, training.seed)
             objective = replace(objective, batches=cell_batches(sketches, config.cell_size, training.seed,
                                                                 distill.cell_draws))

@@ -35,6 +35,7 @@ import torch.nn.functional as F
 from swembed.pipeline.stage import load_checkpoint
 from swembed.runtime.outputs import atomic_file
 from swembed.runtime.tokenizer import TokenIds
+from swembed.runtime.windows import window_rows
 
 logger = logging.getLogger(__name__)
 _STATE = "train_state.pt"
@@ -55,8 +56,12 @@ def kd_loss(student: torch.Tensor, teacher: torch.Tensor, tau: float) -> torch.T
 def contrastive_loss(a: torch.Tensor, b: torch.Tensor, tau: float) -> torch.Tensor:
     """Symmetric in-batch InfoNCE over L2-normalised rows (paper eq. 4-5): row i of ``a`` and of ``b``
     are a translation pair; every other row of the batch is a negative, in both directions."""
-    logits = F.normalize(a, dim=-1) @ F.normalize(b, dim=-1).T / tau
-    target = torch.arange(len(a), device=a.device)
+    return both_ways(F.normalize(a, dim=-1) @ F.normalize(b, dim=-1).T / tau)
+
+
+def both_ways(logits: torch.Tensor) -> torch.Tensor:
+    """In-batch InfoNCE over square ``logits`` whose diagonal holds the pairs, row to column and column to row."""
+    target = torch.arange(len(logits), device=logits.device)
     return (F.cross_entropy(logits, target) + F.cross_entropy(logits.T, target)) / 2
 
 
@@ -69,9 +74,7 @@ def windowed_contrastive_loss(queries: torch.Tensor, passages: torch.Tensor, win
     window_cosines = queries @ F.normalize(windows, dim=-1).T
     best = window_cosines.new_full((len(queries), len(passages)), -1.0).scatter_reduce(
         1, owners.expand(len(queries), -1), window_cosines, reduce="amax", include_self=False)
-    logits = (queries @ F.normalize(passages, dim=-1).T + gamma * best) / ((1.0 + gamma) * tau)
-    target = torch.arange(len(queries), device=queries.device)
-    return (F.cross_entropy(logits, target) + F.cross_entropy(logits.T, target)) / 2
+    return both_ways((queries @ F.normalize(passages, dim=-1).T + gamma * best) / ((1.0 + gamma) * tau))
 
 
 def query_kd_loss(queries: torch.Tensor, documents: torch.Tensor, teacher_queries: torch.Tensor,
@@ -422,12 +425,8 @@ def windowed_contrastive_objective(left: PackedRows, right: PackedRows, windows:
     if (counts < 1).any():
         raise ValueError(f"{name}: every passage needs at least one window (a short passage is its own)")
 
-    def window_rows(rows: np.ndarray) -> np.ndarray:
-        starts, n = window_offsets[rows], counts[rows]
-        return np.repeat(starts - (np.cumsum(n) - n), n) + np.arange(int(n.sum()))
-
     def rows_of(rows: np.ndarray) -> list[np.ndarray]:
-        return [rows, rows, window_rows(rows)]
+        return [rows, rows, window_rows(window_offsets, rows)[0]]
 
     def loss(vectors: list[torch.Tensor], batch: torch.Tensor) -> torch.Tensor:
         owners = torch.repeat_interleave(torch.arange(len(batch)), torch.as_tensor(counts[batch.numpy()]))
