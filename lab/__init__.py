@@ -30,3 +30,25 @@ def command_line(module: str, *arguments: object, json: Path | None = None, out:
     """``python -m lab.MODULE ARGUMENTS [--json FILE] [--out FILE]``: the command a generated report names."""
     return " ".join([f"python -m lab.{module}", *map(str, arguments)] + ([f"--json {json}"] if json else [])
                     + ([f"--out {out}"] if out else []))
+
+
+def table_lever_main(module: str, doc: str, measure, report, argv: list[str] | None = None) -> int:
+    """The command line of a no-rebuild search lever on one table (``python -m lab.MODULE TABLE [--dev FOLDER]
+    [--scifact FOLDER] [--json FILE] [--out FILE]``): ``measure(model, dev, scifact)`` saved as JSON, then
+    ``report(found, table, command)`` published."""
+    import argparse
+
+    import swembed
+
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument("table")
+    parser.add_argument("--dev", type=Path, default=Path("models/corpora/sci"))
+    parser.add_argument("--scifact", type=Path, default=Path("../shared/data/eval-mteb/SciFact"))
+    parser.add_argument("--json", type=Path)
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args(argv)
+    found = measure(swembed.load(args.table), args.dev, args.scifact)
+    if args.json:
+        save_json(found, args.json)
+    publish(report(found, args.table, command_line(module, args.table, json=args.json, out=args.out)), args.out)
+    return 0

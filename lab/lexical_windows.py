@@ -13,14 +13,12 @@ gains more than ``MIN_GAIN``. SciFact (test) for report only.
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 import numpy as np
 
-import swembed
-from lab import command_line, publish, save_json
+from lab import table_lever_main
 from lab.hybrid_search import SOURCES, ndcg, scifact, trec_ndcg
 from lab.mteb_levers import pairs_dev
 from swembed.runtime.lexical import Lexical, hybrid
@@ -102,19 +100,7 @@ def report(found: dict, table: str, command: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("table")
-    parser.add_argument("--dev", type=Path, default=Path("models/corpora/sci"))
-    parser.add_argument("--scifact", type=Path, default=Path("../shared/data/eval-mteb/SciFact"))
-    parser.add_argument("--json", type=Path)
-    parser.add_argument("--out", type=Path)
-    args = parser.parse_args(argv)
-    found = measure(swembed.load(args.table), args.dev, args.scifact)
-    if args.json:
-        save_json(found, args.json)
-    publish(report(found, args.table, command_line("lexical_windows", args.table, json=args.json, out=args.out)),
-            args.out)
-    return 0
+    return table_lever_main("lexical_windows", __doc__, measure, report, argv)
 
 
 if __name__ == "__main__":

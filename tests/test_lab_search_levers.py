@@ -1,0 +1,73 @@
+"""Issue 82's search-time lab levers: corpus IDF in the dense mean (``lab.corpus_idf``) against its definition
+written out here, and the pooled SciFact-sized dev set (``lab.pooled_dev``) leaving out the abstracts that repeat a
+SciTLDR one."""
+from __future__ import annotations
+
+import gzip
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_search import random_texts, write_word_model
+
+import swembed
+from lab import corpus_idf, pooled_dev
+from lab.passage_windows import lever_scores
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory) -> swembed.StaticEmbedder:
+    return swembed.load(write_word_model(tmp_path_factory.mktemp("idf") / "words", words=60))
+
+
+def test_corpus_idf_is_bm25s_idf_of_each_row_over_its_mean_among_the_rows_held(model):
+    passages = random_texts(model, 40, seed=3)
+    idf = corpus_idf.corpus_idf(model, passages)
+    raw = {}
+    for row, word in enumerate(model.words):
+        df = sum(word in p.split() for p in passages)
+        raw[row] = (math.log(1 + (len(passages) - df + 0.5) / (df + 0.5)), df)
+    mean = np.mean([value for value, df in raw.values() if df])
+    expected = np.array([raw[row][0] / mean for row in range(len(model.words))], dtype=np.float32)
+    np.testing.assert_allclose(idf[: len(model.words)], expected, rtol=1e-5)
+    assert any(df == 0 for _, df in raw.values())  # a row no passage holds: the highest idf
+    assert idf[[r for r, (_, df) in raw.items() if df == 0][0]] == idf.max()
+
+
+def test_idf_scores_weigh_each_side_as_asked_and_leave_the_table_as_it_was(model):
+    passages, queries = random_texts(model, 30, seed=4), random_texts(model, 6, seed=5)
+    plain = lever_scores(model, queries, passages, corpus_idf.LEVER)
+    same = corpus_idf.idf_scores(model, queries, passages, 0.0, ())
+    np.testing.assert_array_equal(plain[0], same[0])
+    dense, bm25 = corpus_idf.idf_scores(model, queries, passages, 1.0, ("document",))
+    np.testing.assert_array_equal(bm25, plain[1])  # the lexical channel does not see the weights
+    assert model.kind_weights == {}  # restored
+    idf = corpus_idf.corpus_idf(model, passages)
+    words = {w: i for i, w in enumerate(model.words)}
+    by_hand = np.stack([(lambda rows: (idf[rows, None] * model.table[rows]).sum(0))(
+        np.array([words[w] for w in p.split()])) for p in passages])
+    by_hand /= np.linalg.norm(by_hand, axis=1, keepdims=True)
+    q = model.encode(queries)
+    short = [i for i, p in enumerate(passages) if len(p.split()) <= corpus_idf.WIDTH]  # no window: 1.5 x the cosine
+    np.testing.assert_allclose(dense[:, short], 1.5 * (q @ by_hand[short].T), rtol=1e-4, atol=1e-5)
+    assert not np.allclose(dense, plain[0])
+
+
+def _write(path: Path, pairs: list[tuple[str, str]]) -> None:
+    with gzip.open(path, "wt", encoding="utf-8") as f:
+        f.writelines(f"{q}\t{p}\n" for q, p in pairs)
+
+
+def test_the_pooled_set_adds_the_other_abstracts_but_not_those_sharing_a_word_run(tmp_path):
+    words = [f"w{i}" for i in range(400)]
+    scitldr = [(f"summary {i}", " ".join(words[i * 30:(i + 1) * 30])) for i in range(3)]
+    repeat = " ".join(["other", "start", *words[5:5 + pooled_dev.RUN], "tail"])  # the same paper as scitldr 0
+    near = " ".join(["other", *words[40:40 + pooled_dev.RUN - 1], "x", "y"])  # a run one word short: kept
+    fresh = " ".join(words[200:240])
+    _write(tmp_path / "dev-scitldr.tsv.gz", scitldr)
+    _write(tmp_path / "dev-pseudo.tsv.gz", [("a", repeat), ("b", near), ("c", fresh)])
+    queries, passages, gold = pooled_dev.pooled_set(tmp_path)
+    assert queries == [q for q, _ in scitldr]
+    assert passages == [p for _, p in scitldr] + [near, fresh]
+    assert [passages[g] for g in gold] == [p for _, p in scitldr]
