@@ -193,12 +193,17 @@ def scifact(folder: Path) -> tuple[list[str], list[str], list[str], list[str], d
 
 def trec_ndcg(scores: np.ndarray, doc_ids: list[str], query_ids: list[str], qrels: dict) -> float:
     """nDCG@10 x 100 by pytrec_eval over each query's top ``TEST_TOP`` (as mteb: queries without qrels left out)."""
+    return 100 * float(np.mean(list(trec_ndcg_per_query(scores, doc_ids, query_ids, qrels).values())))
+
+
+def trec_ndcg_per_query(scores: np.ndarray, doc_ids: list[str], query_ids: list[str], qrels: dict) -> dict[str, float]:
+    """{query id: nDCG@10 (0-1)} by pytrec_eval, as ``trec_ndcg`` averages them."""
     import pytrec_eval
 
     top = np.argsort(-scores, axis=1, kind="stable")[:, :TEST_TOP]
     run = {q: {doc_ids[i]: float(scores[row, i]) for i in top[row]} for row, q in enumerate(query_ids) if q in qrels}
     found = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.10"}).evaluate(run)
-    return 100 * float(np.mean([v["ndcg_cut_10"] for v in found.values()]))
+    return {q: v["ndcg_cut_10"] for q, v in found.items()}
 
 
 def norm_weighted_bm25(model, lexical: Lexical, queries: list[str], power: float) -> np.ndarray:
