@@ -29,7 +29,7 @@ import numpy as np
 
 import swembed
 from lab import command_line, publish, save_json
-from lab.corpus_idf import idf_scores, levers
+from lab.corpus_idf import dev_mean, idf_scores, levers
 from lab.heldout_retrieval import interval
 from lab.hybrid_search import SOURCES, ndcg, scifact, trec_ndcg_per_query
 from lab.mteb_levers import pairs_dev
@@ -67,9 +67,9 @@ def measure(tables: list[str], dev: Path, scifact_folder: Path) -> dict:
         (f"{Path(tables[0]).name}, {lever}", tables[0], power, sides) for lever, power, sides in levers()[1:]]
     found: dict[str, dict[str, list[float]]] = {}
     per_query: dict[str, list[list[float]]] = {}  # SciFact's per query (dense, hybrid), for the paired intervals
-    models = {}
+    models = {table: swembed.load(table) for table in tables}
     for name, table, power, sides in rows:
-        model = models.setdefault(table, swembed.load(table))
+        model = models[table]
         for which, (asked, passages, gold) in sets.items():
             dense, bm25 = idf_scores(model, asked, passages, power, sides)
             if gold is None:
@@ -80,10 +80,6 @@ def measure(tables: list[str], dev: Path, scifact_folder: Path) -> dict:
                 found.setdefault(name, {})[which] = [ndcg(s, gold) for s in (dense, hybrid(dense, bm25, ALPHA))]
         print(f"{name}: done", file=sys.stderr, flush=True)
     return {"pooled": pool, "rows": found, "SciFact per query": per_query}
-
-
-def dev_mean(row: dict[str, list[float]], column: int) -> float:
-    return float(np.mean([row[s][column] for s in SOURCES]))
 
 
 def spearman(a: list[float], b: list[float]) -> float:
