@@ -21,8 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from lab import table_lever_main
-from lab.hybrid_search import SOURCES, ndcg, scifact, trec_ndcg
-from lab.mteb_levers import pairs_dev
+from lab.hybrid_search import SOURCES, lever_sets
 from lab.passage_windows import lever_scores
 from swembed.runtime.lexical import hybrid
 from swembed.runtime.windows import ALPHA, WIDTH
@@ -67,14 +66,10 @@ def levers() -> list[tuple[str, float, tuple[str, ...]]]:
 def measure(model, dev: Path, scifact_folder: Path) -> dict:
     """{lever: {set: [dense nDCG@10, hybrid nDCG@10]}} for the plain score and each (power, side)."""
     found: dict[str, dict[str, list[float]]] = {}
-    doc_ids, docs, query_ids, queries, qrels = scifact(scifact_folder)
-    sets = [(name, *pairs_dev(dev / f"dev-{name}.tsv.gz")) for name in SOURCES] + [("SciFact", queries, docs, None)]
-    for name, asked, passages, gold in sets:
+    for name, asked, passages, score in lever_sets(dev, scifact_folder):
         for lever, power, sides in levers():
             dense, bm25 = idf_scores(model, asked, passages, power, sides)
-            found.setdefault(lever, {})[name] = [
-                trec_ndcg(scores, doc_ids, query_ids, qrels) if gold is None else ndcg(scores, gold)
-                for scores in (dense, hybrid(dense, bm25, ALPHA))]
+            found.setdefault(lever, {})[name] = [score(dense), score(hybrid(dense, bm25, ALPHA))]
         print(f"{name}: done", file=sys.stderr, flush=True)
     return found
 

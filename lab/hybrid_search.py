@@ -206,6 +206,22 @@ def trec_ndcg_per_query(scores: np.ndarray, doc_ids: list[str], query_ids: list[
     return {q: v["ndcg_cut_10"] for q, v in found.items()}
 
 
+LeverSet = tuple[str, list[str], list[str], Callable[[np.ndarray], float]]  # name, queries, passages, scorer
+
+
+def lever_sets(dev: Path, scifact_folder: Path) -> list[LeverSet]:
+    """What the no-rebuild search levers score on: the four held-out dev sets of ``lab.sci_splits`` (``dev``) and
+    SciFact (test, for report only), each as (name, queries, passages, nDCG@10 x 100 of a (queries, passages) score
+    matrix: each query's one passage for a dev set, pytrec_eval over SciFact's qrels)."""
+    doc_ids, docs, query_ids, queries, qrels = scifact(scifact_folder)
+    sets: list[LeverSet] = []
+    for name in SOURCES:
+        asked, passages, gold = pairs_dev(dev / f"dev-{name}.tsv.gz")
+        sets.append((name, asked, passages, lambda scores, gold=gold: ndcg(scores, gold)))
+    sets.append(("SciFact", queries, docs, lambda scores: trec_ndcg(scores, doc_ids, query_ids, qrels)))
+    return sets
+
+
 def norm_weighted_bm25(model, lexical: Lexical, queries: list[str], power: float) -> np.ndarray:
     """BM25 with each query word's matches weighed by (its table row's norm / the median word row's) ** ``power``
     (the word's weight in the mean; a word the table lacks: 1)."""

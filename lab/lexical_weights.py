@@ -18,6 +18,10 @@ bootstrap 95% interval.
 
     python -m lab.lexical_weights models/minilm-256-sci --json reports/mteb/lexical_weights.json \\
         --out reports/mteb/lexical_weights.md
+
+``--windows 8`` judges the same levers beside the search the product runs since the weights were chosen: the dense
+score with passage windows (``lab.passage_windows``: the whole passage's cosine plus 0.5 times its best 8-word
+window's) and the hybrid at the alpha chosen for it (``swembed.runtime.windows.ALPHA``).
 """
 from __future__ import annotations
 
@@ -35,10 +39,12 @@ import swembed
 from lab.heldout_retrieval import interval, versus_rows
 from lab.hybrid_search import ALPHAS, SOURCES, ndcg, ndcg_per_query, scifact, trec_ndcg
 from lab.mteb_levers import docstring_dev, pairs_dev, retrieval_dev
+from lab.passage_windows import lever_scores
 from swembed.pipeline.config import LexicalWeightsConfig
 from swembed.pipeline.lexical_weights import TermPairs, fit_term_weights, row_weights
 from swembed.runtime.lexical import ALPHA, Lexical, hybrid
 from swembed.runtime.outputs import atomic_file
+from swembed.runtime.windows import ALPHA as WINDOWS_ALPHA
 
 TRAINING = ("models/corpora/sci/pairs.tsv.gz", "models/corpora/sci/pseudo.tsv.gz")
 L2S = (3e-5, 1e-4, 3e-4, 1e-3)
@@ -72,6 +78,13 @@ def weighted_bm25(model, passages: list[str], queries: list[str], rows: np.ndarr
         model.kind_weights = kinds
 
 
+def dense_scores(model, queries: list[str], passages: list[str], windows: int | None) -> np.ndarray:
+    """(queries, passages) dense scores: the cosines, or with ``windows`` the product's windowed score."""
+    if windows:
+        return lever_scores(model, queries, passages, f"{windows}-word windows, gamma 0.5")[0]
+    return model.encode(queries) @ model.encode(passages).T
+
+
 def dev_scores(model, sets: dict, rows: np.ndarray | None, cosines: dict) -> dict:
     """Per set: BM25's nDCG@10 and the hybrid's at each alpha of ``ALPHAS`` (x100), and per-query hybrid nDCG at
     every alpha (for the teacher comparison)."""
@@ -88,10 +101,10 @@ def mean_over_sets(scores: dict, key: str, alpha: float | None = None, sets: tup
     return float(np.mean([scores[s][key] if alpha is None else scores[s][key][alpha] for s in sets]))
 
 
-def test_scores(model, folder: Path, rows: np.ndarray | None, alphas: list[float]) -> dict:
+def test_scores(model, folder: Path, rows: np.ndarray | None, alphas: list[float], windows: int | None) -> dict:
     """SciFact nDCG@10: BM25 with the weights, and the hybrid at each alpha named."""
     doc_ids, docs, query_ids, queries, qrels = scifact(folder)
-    cosines = model.encode(queries) @ model.encode(docs).T
+    cosines = dense_scores(model, queries, docs, windows)
     bm25 = weighted_bm25(model, docs, queries, rows)
     row = {"bm25": trec_ndcg(bm25, doc_ids, query_ids, qrels)}
     for alpha in alphas:
@@ -100,9 +113,10 @@ def test_scores(model, folder: Path, rows: np.ndarray | None, alphas: list[float
 
 
 def measure(table: str, dev: Path, data_folder: Path, scifact_folder: Path, heldout: Path,
-            l2s: tuple[float, ...]) -> dict:
+            l2s: tuple[float, ...], windows: int | None = None) -> dict:
     """Every lever's dev and test scores, the choice, and the teacher comparison."""
     start = time.time()
+    alpha_used = WINDOWS_ALPHA if windows else ALPHA
     model = swembed.load(table)
     data = TermPairs(model, read_pairs([Path(p) for p in TRAINING]))
     settings = LexicalWeightsConfig()
@@ -110,7 +124,7 @@ def measure(table: str, dev: Path, data_folder: Path, scifact_folder: Path, held
           f"{time.time() - start:.0f} s", flush=True)
     sets = {s: pairs_dev(dev / f"dev-{s}.tsv.gz") for s in SOURCES}
     sets.update({"wiki": retrieval_dev(data_folder), "docstring": docstring_dev()})
-    cosines = {s: model.encode(q) @ model.encode(p).T for s, (q, p, _) in sets.items()}
+    cosines = {s: dense_scores(model, q, p, windows) for s, (q, p, _) in sets.items()}
     levers: dict[str, dict] = {"BM25's idf alone": {"rows": None}}
     for l2 in l2s:
         t = time.time()
@@ -124,39 +138,46 @@ def measure(table: str, dev: Path, data_folder: Path, scifact_folder: Path, held
         lever["dev"] = dev_scores(model, sets, lever["rows"], cosines)
         d = lever["dev"]
         lever["alpha"] = max(ALPHAS, key=lambda a: mean_over_sets(d, "hybrid", a))
-        print(name, f"BM25 {mean_over_sets(d, 'bm25'):.2f}", f"hybrid@{ALPHA} {mean_over_sets(d, 'hybrid', ALPHA):.2f}"
-              f" (held-out sets {mean_over_sets(d, 'hybrid', ALPHA, SOURCES):.2f})", f"best alpha {lever['alpha']}",
-              flush=True)
+        print(name, f"BM25 {mean_over_sets(d, 'bm25'):.2f}",
+              f"hybrid@{alpha_used} {mean_over_sets(d, 'hybrid', alpha_used):.2f}"
+              f" (held-out sets {mean_over_sets(d, 'hybrid', alpha_used, SOURCES):.2f})",
+              f"best alpha {lever['alpha']}", flush=True)
     base = levers["BM25's idf alone"]
     best = max((n for n in levers if n not in ("BM25's idf alone", OWN)),
-               key=lambda n: mean_over_sets(levers[n]["dev"], "hybrid", ALPHA))
-    gain = mean_over_sets(levers[best]["dev"], "hybrid", ALPHA) - mean_over_sets(base["dev"], "hybrid", ALPHA)
+               key=lambda n: mean_over_sets(levers[n]["dev"], "hybrid", alpha_used))
+    gain = mean_over_sets(levers[best]["dev"], "hybrid", alpha_used) - mean_over_sets(base["dev"], "hybrid", alpha_used)
     kept = gain > MIN_GAIN
     for name in ("BM25's idf alone", best, *([OWN] if OWN in levers else [])):
         lever = levers[name]
-        lever["test"] = test_scores(model, scifact_folder, lever["rows"], sorted({ALPHA, lever["alpha"]}))
+        lever["test"] = test_scores(model, scifact_folder, lever["rows"], sorted({alpha_used, lever["alpha"]}),
+                                    windows)
     teacher = {s: np.asarray(v) for s, v in json.loads(heldout.read_text())[TEACHER].items() if s in SOURCES}
     comparison = {}
     for name in ("BM25's idf alone", best, *([OWN] if OWN in levers else [])):
-        for alpha in sorted({ALPHA, levers[name]["alpha"]}):
+        for alpha in sorted({alpha_used, levers[name]["alpha"]}):
             per_set = {s: levers[name]["dev"][s]["per_query"][alpha] for s in SOURCES}
             comparison[f"{name}, alpha {alpha}"] = {
                 s: (100 * float(per_set[s].mean()), interval(per_set[s], teacher[s])) for s in SOURCES}
-    return {"table": table, "levers": levers, "best": best, "kept": bool(kept), "teacher": {
-        s: 100 * float(v.mean()) for s, v in teacher.items()}, "comparison": comparison,
+    return {"table": table, "windows": windows, "alpha": alpha_used, "levers": levers, "best": best,
+            "kept": bool(kept), "teacher": {s: 100 * float(v.mean()) for s, v in teacher.items()},
+            "comparison": comparison,
         "training": {"pairs": len(data.gold), "passages": data.lexical.passages, "terms": len(data.lexical.terms)}}
 
 
 def render(found: dict, command: str) -> str:
     levers, teacher = found["levers"], found["teacher"]
-    lines = ["#### Learned lexical match weights (issue 82): each lever on the dev pairs", "",
+    alpha, windows = found.get("alpha", ALPHA), found.get("windows")
+    title = "each lever on the dev pairs" + (f", beside the search with {windows}-word windows" if windows else "")
+    dense = (f"the product's windowed dense score ({windows}-word windows, gamma 0.5) and " if windows else "")
+    lines = [f"#### Learned lexical match weights (issue 82): {title}", "",
              f"<!-- generated: {command} -->", "",
              "One weight per stemmed term multiplying its BM25 weight, fitted on the search recipe's training pairs "
              f"({found['training']['pairs']:,} pairs, {found['training']['passages']:,} passages, "
              f"{found['training']['terms']:,} terms) against {LexicalWeightsConfig().negatives} BM25-mined negatives "
              f"a query, {LexicalWeightsConfig().epochs} epochs: the build's `[lexical_weights]` stage "
              "(`swembed.pipeline.lexical_weights`; `lab/lexical_weights.py`, its docstring). Dev: nDCG@10 of each "
-             f"query's passage among its set's passages, BM25 alone and the hybrid at the product's alpha {ALPHA}, on "
+             f"query's passage among its set's passages, BM25 alone and the hybrid of {dense}BM25 at the product's "
+             f"alpha {alpha}, on "
              "the four held-out sets of the training pairs' kinds and two unlike them (`wiki`: a Wikipedia block's "
              "middle sentence against the rest; `docstring`: a docstring's summary against its body; "
              "`lab.mteb_levers`); a lever is chosen on the mean of all six. fit s: the first fit's includes mining "
@@ -169,14 +190,14 @@ def render(found: dict, command: str) -> str:
         d = lever["dev"]
         fitted = f"{lever['moved']} | {lever['fit s']:.0f}" if "fit s" in lever else " | "
         lines.append(f"| {name} | " + " | ".join(f"{d[s]['bm25']:.2f}" for s in DEV_SETS)
-                     + f" | {mean_over_sets(d, 'bm25'):.2f} | {mean_over_sets(d, 'hybrid', ALPHA, SOURCES):.2f} | "
-                     + " / ".join(f"{d[s]['hybrid'][ALPHA]:.2f}" for s in OUT_OF_DOMAIN)
-                     + f" | {mean_over_sets(d, 'hybrid', ALPHA):.2f} | "
+                     + f" | {mean_over_sets(d, 'bm25'):.2f} | {mean_over_sets(d, 'hybrid', alpha, SOURCES):.2f} | "
+                     + " / ".join(f"{d[s]['hybrid'][alpha]:.2f}" for s in OUT_OF_DOMAIN)
+                     + f" | {mean_over_sets(d, 'hybrid', alpha):.2f} | "
                      f"{lever['alpha']}: {mean_over_sets(d, 'hybrid', lever['alpha']):.2f} | {fitted} |")
     best = found["best"]
     verdict = "passes the dev rule: gains more than" if found["kept"] else "fails the dev rule: gains at most"
     lines += ["", f"Best on dev: **{best}** ({verdict} "
-              f"{MIN_GAIN} on the hybrid's six-set dev mean at alpha {ALPHA}). The search recipe fits it in its "
+              f"{MIN_GAIN} on the hybrid's six-set dev mean at alpha {alpha}). The search recipe fits it in its "
               "`[lexical_weights]` stage; the product's lexical channel (Python and JS) applies a table's weights. "
               "SciFact test (report only; this module's pytrec_eval nDCG@10):", "",
               "| lever | BM25 | hybrid |", "|---|---:|---:|"]
@@ -184,6 +205,17 @@ def render(found: dict, command: str) -> str:
         test = levers[name]["test"]
         lines.append(f"| {name} | {test['bm25']:.2f} | " + ", ".join(
             f"{v:.2f} (alpha {k.split()[-1]})" for k, v in test.items() if k.startswith("hybrid")) + " |")
+    if windows:  # the two dev protocols on the hybrid's alpha
+        name = OWN if OWN in levers else best
+        d, six_best = levers[name]["dev"], levers[name]["alpha"]
+        four, six = (lambda a: mean_over_sets(d, "hybrid", a, SOURCES)), (lambda a: mean_over_sets(d, "hybrid", a))
+        lines += ["", f"The hybrid's alpha with windows ({alpha}) was chosen on the four held-out sets "
+                  f"(`lab.passage_windows`); on all six ({name}) the best is {six_best}: {six(six_best):.2f} against "
+                  f"{six(alpha):.2f}, while on the four {alpha} leads, {four(alpha):.2f} against "
+                  f"{four(six_best):.2f}. The two dev protocols disagree, each by about the rule's margin; the "
+                  f"product keeps {alpha}: a change now would be made after reading SciFact at both alphas (above). "
+                  "Which protocol sets the alpha is for a dev set of its own to settle (open-domain questions, as the "
+                  "outside evaluator's)."]
     lines += ["", "**The hybrid against the teacher alone on the held-out sets** (the MiniLM teacher's dense nDCG@10 "
               "per query from `reports/heldout-retrieval.json`; in brackets the hybrid's difference from it with a "
               "paired bootstrap 95% interval):", "",
@@ -210,11 +242,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--heldout", type=Path, default=Path("reports/heldout-retrieval.json"),
                         help="lab.heldout_retrieval's per-query scores (the teacher's entry)")
     parser.add_argument("--l2", type=float, nargs="+", default=list(L2S))
+    parser.add_argument("--windows", type=int, help="the dense score with passage windows of this many words")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--out", type=Path, help="the Markdown subsection")
     args = parser.parse_args(argv)
-    found = measure(args.table, args.dev, args.data, args.scifact, args.heldout, tuple(args.l2))
-    command = f"python -m lab.lexical_weights {args.table}" + (f" --json {args.json}" if args.json else "") + (
+    found = measure(args.table, args.dev, args.data, args.scifact, args.heldout, tuple(args.l2), args.windows)
+    command = f"python -m lab.lexical_weights {args.table}" + (f" --windows {args.windows}" if args.windows else "") + (
+        f" --l2 {' '.join(f'{v:g}' for v in args.l2)}" if tuple(args.l2) != L2S else "") + (
+        f" --json {args.json}" if args.json else "") + (
         f" --out {args.out}" if args.out else "")
     text = render(found, command)
     print(text)

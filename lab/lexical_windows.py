@@ -19,8 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from lab import table_lever_main
-from lab.hybrid_search import SOURCES, ndcg, scifact, trec_ndcg
-from lab.mteb_levers import pairs_dev
+from lab.hybrid_search import SOURCES, lever_sets
 from swembed.runtime.lexical import Lexical, hybrid
 from swembed.runtime.windows import ALPHA, WIDTH, word_windows
 
@@ -53,16 +52,13 @@ def channels(model, queries: list[str], passages: list[str]) -> tuple[np.ndarray
 def measure(model, dev: Path, scifact_folder: Path) -> dict:
     """{"g W, alpha A": {set: nDCG@10}} for every pair, the dev sets and SciFact."""
     found: dict[str, dict[str, float]] = {}
-    doc_ids, docs, query_ids, queries, qrels = scifact(scifact_folder)
-    sets = [(name, *pairs_dev(dev / f"dev-{name}.tsv.gz")) for name in SOURCES] + [("SciFact", queries, docs, None)]
-    for name, asked, passages, gold in sets:
+    for name, asked, passages, score in lever_sets(dev, scifact_folder):
         dense, whole, best = channels(model, asked, passages)
         for g in WEIGHTS:
             lexical = whole + np.float32(g) * best
             for alpha in ALPHAS:
                 mixed = hybrid(dense, lexical, alpha)
-                found.setdefault(f"g {g}, alpha {alpha}", {})[name] = (
-                    trec_ndcg(mixed, doc_ids, query_ids, qrels) if gold is None else ndcg(mixed, gold))
+                found.setdefault(f"g {g}, alpha {alpha}", {})[name] = score(mixed)
         print(f"{name}: done", file=sys.stderr, flush=True)
     return found
 

@@ -1,6 +1,6 @@
-"""Issue 82's search-time lab levers: corpus IDF in the dense mean (``lab.corpus_idf``) against its definition
-written out here, and the pooled SciFact-sized dev set (``lab.pooled_dev``) leaving out the abstracts that repeat a
-SciTLDR one."""
+"""Issue 82's search-time lab levers: corpus IDF in the dense mean (``lab.corpus_idf``) and query expansion from the
+table's neighbours (``lab.query_expansion``) against their definitions written out here, and the pooled SciFact-sized
+dev set (``lab.pooled_dev``) leaving out the abstracts that repeat a SciTLDR one."""
 from __future__ import annotations
 
 import gzip
@@ -12,8 +12,10 @@ import pytest
 from test_search import random_texts, write_word_model
 
 import swembed
-from lab import corpus_idf, pooled_dev
+from lab import corpus_idf, pooled_dev, query_expansion
 from lab.passage_windows import lever_scores
+from swembed.runtime.lexical import Lexical
+from swembed.runtime.stemmer import stem
 
 
 @pytest.fixture(scope="module")
@@ -71,3 +73,39 @@ def test_the_pooled_set_adds_the_other_abstracts_but_not_those_sharing_a_word_ru
     assert queries == [q for q, _ in scitldr]
     assert passages == [p for _, p in scitldr] + [near, fresh]
     assert [passages[g] for g in gold] == [p for _, p in scitldr]
+
+
+def test_neighbours_are_the_nearest_rows_of_another_stem_by_cosine(model):
+    rows = model.float_rows()
+    unit = rows / np.linalg.norm(rows, axis=1, keepdims=True)
+    asked = model.words[:5]
+    near = query_expansion.neighbours(model, asked + ["notaword"], 3)
+    assert set(near) == set(asked)  # a word without a row is not expanded
+    for word in asked:
+        cosines = unit @ unit[model.words.index(word)]
+        ranked = [(w, float(cosines[i])) for i in np.argsort(-cosines) if stem(w := model.words[i]) != stem(word)]
+        assert [w for w, _ in near[word]] == [w for w, _ in ranked[:3]]
+        np.testing.assert_allclose([c for _, c in near[word]], [c for _, c in ranked[:3]], rtol=1e-5)
+
+
+def test_expanded_terms_add_each_kept_neighbour_once_at_its_largest_weight(model):
+    passages, queries = random_texts(model, 40, seed=6), random_texts(model, 5, seed=7)
+    lexical = Lexical.build(model, passages)
+    plain = lexical.weighted_query_terms(model, queries)[0]
+    near = query_expansion.neighbours(model, [w for q in queries for w in q.split()], 3)
+    same, _ = query_expansion.expanded_terms(model, lexical, queries, near, floor=1.01, beta=0.5)
+    for a, b in zip(same, plain):
+        np.testing.assert_array_equal(a, b)  # no neighbour reaches the floor: the plain terms
+    terms, weights = query_expansion.expanded_terms(model, lexical, queries, near, floor=-1.0, beta=0.5)
+    lookup = lexical.lookup()
+    for query, own, got, weight in zip(queries, plain, terms, weights):
+        expected: dict[int, float] = {}
+        for word in query.split():
+            for name, cosine in near[word]:
+                term = lookup.get(stem(name))
+                if term is not None and term not in set(own.tolist()):
+                    expected[term] = max(expected.get(term, -np.inf), 0.5 * cosine)
+        np.testing.assert_array_equal(got[: len(own)], own)
+        np.testing.assert_array_equal(weight[: len(own)], 1)
+        assert dict(zip(got[len(own):].tolist(), weight[len(own):].tolist())) == pytest.approx(expected)
+    assert any(len(t) > len(o) for t, o in zip(terms, plain))

@@ -233,3 +233,24 @@ def test_public_sources_download_through_the_hub_cache_and_are_checked_against_t
         unknown = resolve(hub, tmp_path / "fresh", "hf://datasets/nobody/none/a.txt")
         assert unknown.returncode == 2 and "hf://datasets/nobody/none" in unknown.stderr \
             and "--data-mirror" in unknown.stderr
+
+
+def test_more_middle_sentences_add_training_pseudo_queries_and_leave_dev_and_the_first_pairs_as_they_were():
+    from swembed.pipeline.splits import sentences_of, split_lines
+
+    documents = [(f"docs.jsonl:{i}", " ".join(f"Sentence {j} of paper {i} says things." for j in range(8)))
+                 for i in range(64)]
+    pairs = [("agnews", f"what is news {i}?", f"story {i} is news today.") for i in range(32)]
+    one = split_lines(documents, pairs, 200, {})
+    three = split_lines(documents, pairs, 200, {}, pseudo_middles=3)
+    sampled = ("pseudo.tsv.gz", "retrieval.tsv.gz")  # the sample draws among more pseudo-queries
+    assert {n: v for n, v in three.items() if n not in sampled} == {n: v for n, v in one.items() if n not in sampled}
+    first, more = one["pseudo.tsv.gz"], three["pseudo.tsv.gz"]
+    assert more[: len(first)] == first and len(more) == 2 * len(first)  # two more middles a training document
+    texts = {text for _, text in documents}
+    for line in more[len(first):]:
+        query, passage = line.split("\t")
+        sentences = [s for text in texts if query in sentences_of(text) for s in sentences_of(text)]
+        assert query not in (sentences[0], sentences[-1])  # a middle sentence
+        assert passage == " ".join(s for s in sentences if s != query)  # -> the document without it
+    assert len(set(more)) == len(more)  # no middle drawn twice

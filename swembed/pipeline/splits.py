@@ -9,7 +9,9 @@ pair's passage), so a passage asked for by several questions is on one side only
   then the text; SumPubMed's ``<dig>`` placeholders removed; cut to ``max_words`` words);
 * ``pairs.tsv.gz``: the training pairs, ``query<TAB>passage`` (passages cut the same way): ``[retrieval] files``;
 * ``pseudo.tsv.gz``: pseudo-queries from the training documents: the first sentence -> the rest of the document,
-  and one seeded middle sentence -> the document without it: ``[retrieval] files``;
+  and one seeded middle sentence -> the document without it (``pseudo_middles`` > 1: that many middle sentences a
+  document, the others drawn by a generator of their own and listed after every document's first two, so the dev
+  files, the training pairs and those first two stay as they are): ``[retrieval] files``;
 * ``retrieval.tsv.gz``: a seeded sample of both, at most ``sample[source]`` pairs a source;
 * ``dev.tsv.gz`` and ``dev-SOURCE.tsv.gz``: the dev pairs and the dev documents' pseudo-queries (all, and one
   file a source), for choosing settings (``lab.mteb_levers --pairs-dev``, ``lab.heldout_retrieval``);
@@ -49,7 +51,8 @@ class SplitsConfig:
     (``query<TAB>passage`` files), each document or pair held out for dev by a hash of its key (1 in 16), written
     to the folder ``out``: training pairs and pseudo-queries (for ``[retrieval] files``), documents, dev pairs and
     the dev texts' sentences (for ``exclude``). ``max_words`` cuts training documents and passages; ``sample``:
-    pairs per source in ``retrieval.tsv.gz``. No ``out``: off."""
+    pairs per source in ``retrieval.tsv.gz``; ``pseudo_middles``: middle sentences a training document gives as
+    pseudo-queries (each -> the document without it; dev keeps one). No ``out``: off."""
 
     # what the splits write reaches a stage's key as the files it reads ([retrieval] files, exclude): Key.BY_STAGE
     documents: list[str] = setting(key=Key.BY_STAGE, factory=list)
@@ -58,6 +61,7 @@ class SplitsConfig:
     max_words: int = setting(200, key=Key.BY_STAGE, within=Range(1))
     sample: dict[str, int] = setting(key=Key.BY_STAGE, factory=lambda: {"scitldr": 4000, "medquad": 2000,
                                                                        "agnews": 500, "pseudo": 2500})
+    pseudo_middles: int = setting(1, key=Key.BY_STAGE, within=Range(1))
 
 MANIFEST = "splits.json"
 SEED = 0
@@ -130,11 +134,24 @@ def pseudo_queries(text: str, rng: random.Random) -> list[tuple[str, str]]:
     return [(q, d) for q, d in pairs if len(q.split()) >= 5]
 
 
+def more_middles(text: str, taken: set[str], middles: int, rng: random.Random) -> list[tuple[str, str]]:
+    """Up to ``middles`` further middle sentences of ``text`` other than those ``taken`` (the queries
+    ``pseudo_queries`` gave), each -> the document without it (queries of 5+ words)."""
+    sentences = sentences_of(text)
+    if len(sentences) < 4 or middles < 1:
+        return []
+    free = [i for i in range(1, len(sentences) - 1) if sentences[i] not in taken]
+    chosen = sorted(rng.sample(free, min(middles, len(free))))
+    pairs = [(sentences[i], " ".join(sentences[:i] + sentences[i + 1:])) for i in chosen]
+    return [(q, d) for q, d in pairs if len(q.split()) >= 5]
+
+
 def split_lines(documents: list[tuple[str, str]], source_pairs: list[tuple[str, str, str]], max_words: int,
-                sample: dict[str, int], seed: int = SEED) -> dict[str, list[str]]:
+                sample: dict[str, int], seed: int = SEED, pseudo_middles: int = 1) -> dict[str, list[str]]:
     """Each output file's lines (see the module docstring)."""
     rng = random.Random(seed)
-    train_docs, pseudo, held_out = [], [], []
+    extra_rng = random.Random(f"{seed}:middles")  # the further middles: the first draws' sequence untouched
+    train_docs, pseudo, held_out, extra = [], [], [], []
     dev_by_source: dict[str, list[tuple[str, str]]] = {"pseudo": []}
     for key, text in documents:
         pairs = pseudo_queries(text, rng)
@@ -144,6 +161,10 @@ def split_lines(documents: list[tuple[str, str]], source_pairs: list[tuple[str, 
         else:
             train_docs.append(cut(text, max_words))
             pseudo += [(q, cut(d, max_words)) for q, d in pairs]
+            if pseudo_middles > 1:
+                taken = {q for q, _ in pairs}
+                extra += [(q, cut(d, max_words)) for q, d in more_middles(text, taken, pseudo_middles - 1, extra_rng)]
+    pseudo += extra
     by_source: dict[str, list[tuple[str, str]]] = {}
     for source, query, passage in source_pairs:
         if is_dev(passage):
@@ -174,7 +195,8 @@ def gzip_bytes(lines: list[str]) -> bytes:
 def _identity(config: SplitsConfig, documents: list[str], pairs: list[str]) -> dict:
     return {"documents": [{"name": Path(p).name, "digest": content_digest(Path(p))} for p in documents],
             "pairs": [{"name": Path(p).name, "digest": content_digest(Path(p))} for p in pairs],
-            "max_words": config.max_words, "sample": dict(sorted(config.sample.items())), "seed": SEED}
+            "max_words": config.max_words, "sample": dict(sorted(config.sample.items())), "seed": SEED,
+            **({"pseudo_middles": config.pseudo_middles} if config.pseudo_middles != 1 else {})}
 
 
 def make_splits(config: SplitsConfig) -> dict[str, int]:
@@ -189,7 +211,8 @@ def make_splits(config: SplitsConfig) -> dict[str, int]:
     if manifest is not None and manifest.get("identity") == identity and _outputs_intact(out, manifest):
         logger.info("splits: %s is current", out)
         return manifest["lines"]
-    split = split_lines(read_documents(documents), read_source_pairs(pairs), config.max_words, config.sample)
+    split = split_lines(read_documents(documents), read_source_pairs(pairs), config.max_words, config.sample,
+                        pseudo_middles=config.pseudo_middles)
     contents = {name: gzip_bytes(lines) for name, lines in split.items()}
     if manifest is None:
         _check_foreign(out, contents)
