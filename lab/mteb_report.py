@@ -481,9 +481,15 @@ WINDOWED_TABLES = [
      "the reference's pairs), built from the Intel build's stages (`swembed build --recipe "
      "lab/pipelines/minilm-256-sci-pq3.toml --data-mirror ../shared/data`: distillation onward)",
      "passage_windows-pq3.json", "minilm-256-sci-pq3-windows.json", "minilm-256-sci-pq3.json"),
+    ("minilm-380-sci-intel", "`minilm-380-sci-v2`'s lever (d = 380) again on the Intel kind, against the Intel build "
+     "(`swembed build --recipe lab/pipelines/minilm-380-sci-intel.toml --data-mirror ../shared/data`: PCA onward from "
+     "its stages, 14.9 min; distillation 784 s against 618 s); judged, as set down before it ran, on the mean of the "
+     "two kinds' differences",
+     "passage_windows-380-intel.json", "minilm-380-sci-intel-windows.json", "minilm-380-sci-intel.json"),
 ]
-WINDOWED_AGAINST = {"minilm-256-sci-pq3": "minilm-256-sci-intel"}
+WINDOWED_AGAINST = {"minilm-256-sci-pq3": "minilm-256-sci-intel", "minilm-380-sci-intel": "minilm-256-sci-intel"}
 WINDOWED_TWINS = {"minilm-256-sci-intel"}
+WINDOWED_REPLICATES = {"minilm-380-sci-intel": "minilm-380-sci-v2"}  # a lever's second kind: judged on both
 WINDOWS_LEVER, WINDOWS_ALPHA = "8-word windows, gamma 0.5", "0.8"  # the product's windows and hybrid alpha
 
 
@@ -497,6 +503,7 @@ def windowed_tables_section() -> list[str]:
               "SciFact dense", "SciFact hybrid", "five-task mean", "STS avg7"]
     lines = ["| " + " | ".join(header) + " |", "|---" + "|---:" * (len(header) - 1) + "|"]
     rows: dict[str, list[float | None]] = {}
+    gains_of: dict[str, list[float | None]] = {}
     verdicts = []
     for name, change, windows_json, scores_json, sts_json in WINDOWED_TABLES:
         if not (folder / windows_json).is_file():
@@ -511,8 +518,11 @@ def windowed_tables_section() -> list[str]:
         lines.append(f"| `{name}` | " + " | ".join("—" if c is None else f"{c:.2f}" for c in row) + " |")
         against = WINDOWED_AGAINST.get(name, next(iter(rows)))
         if against != name and against in rows:
-            gains = [None if c is None or r is None else c - r for c, r in zip(row, rows[against])]
-            adopted = gains[1] is not None and gains[1] > 0.1 and gains[2] is not None and gains[2] >= 0
+            gains = gains_of[name] = [None if c is None or r is None else c - r for c, r in zip(row, rows[against])]
+            first = gains_of.get(WINDOWED_REPLICATES.get(name, ""))
+            judged = gains if first is None else [None if g is None or f is None else (g + f) / 2
+                                                   for g, f in zip(gains, first)]
+            adopted = judged[1] is not None and judged[1] > 0.1 and judged[2] is not None and judged[2] >= 0
             shown = ", ".join(f"{what} {g:+.2f}" for what, g in zip(
                 ["dense dev whole", "dense dev windows", "hybrid dev", "STS-B dev", "SciFact dense",
                  "SciFact hybrid", "five-task mean", "avg7"], gains) if g is not None)
@@ -520,6 +530,11 @@ def windowed_tables_section() -> list[str]:
             verdict = ("The same recipe: the spread between the two CPU kinds' builds, not a lever."
                        if name in WINDOWED_TWINS else
                        "**Passes the dev rule.**" if adopted else "Fails the dev rule: not adopted.")
+            if first is not None:
+                means = ", ".join(f"{what} {g:+.2f}" for what, g in zip(
+                    ["dense dev windows", "hybrid dev", "SciFact dense", "five-task mean"],
+                    [judged[1], judged[2], judged[4], judged[6]]) if g is not None)
+                verdict = f"The mean of the two kinds' differences: {means}. {verdict}"
             verdicts.append(f"* `{name}`: {change}. Against {reference}: {shown}. {verdict}")
     return ["#### Search tables beside windows (issue 82): levers judged with the product's windows", "",
             "<!-- generated: python -m lab.mteb_report (lab.mteb_report.WINDOWED_TABLES) -->", "",
