@@ -108,7 +108,8 @@ def measure(model, dev: Path, scifact_folder: Path) -> dict:
     for name, asked, passages, score in lever_sets(dev, scifact_folder):
         dense, _ = lever_scores(model, asked, passages, LEVER)
         lexical = Lexical.build(model, passages)
-        near = {k: neighbours(model, [w for words in split_words(model, asked) for w in words], k) for k in KS}
+        nearest = neighbours(model, [w for words in split_words(model, asked) for w in words], max(KS))
+        near = {k: {word: found[:k] for word, found in nearest.items()} for k in KS}  # sorted: k's are a prefix
         for lever, k, floor, beta in levers():
             bm25 = lexical.scores(*expanded_terms(model, lexical, asked, near.get(k, {}), floor, beta))
             found.setdefault(lever, {})[name] = [score(bm25), score(hybrid(dense, bm25, ALPHA))]
