@@ -22,13 +22,13 @@ import numpy as np
 
 from lab import table_lever_main
 from lab.hybrid_search import SOURCES, lever_sets
-from lab.passage_windows import lever_scores
+from lab.passage_windows import PRODUCT_LEVER as LEVER
+from lab.passage_windows import lever_dense, table_bm25
 from swembed.runtime.lexical import hybrid
 from swembed.runtime.windows import ALPHA, WIDTH
 
 POWERS = (0.25, 0.5, 1.0)
 SIDES = (("query", "document"), ("document",), ("query",))
-LEVER = f"{WIDTH}-word windows, gamma 0.5"  # lab.passage_windows' name of the product's windowed score
 MIN_GAIN = 0.1
 PLAIN = "no idf"
 PLURAL = {"query": "queries", "document": "documents"}
@@ -44,17 +44,22 @@ def corpus_idf(model, passages: list[str]) -> np.ndarray:
     return (idf / idf[df > 0].mean()).astype(np.float32)
 
 
-def idf_scores(model, queries: list[str], passages: list[str], power: float,
-               sides: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
-    """(the product's windowed dense scores, BM25 with the table's lexical weights), (queries, passages), with each
-    of ``sides``' texts ("query", "document") weighed by the passages' idf ** ``power``."""
+def idf_dense(model, queries: list[str], passages: list[str], power: float, sides: tuple[str, ...]) -> np.ndarray:
+    """The product's windowed dense scores, (queries, passages), with each of ``sides``' texts ("query",
+    "document") weighed by the passages' idf ** ``power``."""
     own = dict(model.kind_weights)
     idf = corpus_idf(model, passages) if sides else None
     try:
         model.kind_weights = {**own, **{side: idf ** np.float32(power) for side in sides}}
-        return lever_scores(model, queries, passages, LEVER)
+        return lever_dense(model, queries, passages, LEVER)
     finally:
         model.kind_weights = own
+
+
+def idf_scores(model, queries: list[str], passages: list[str], power: float,
+               sides: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """(``idf_dense``, BM25 with the table's lexical weights): the lexical channel does not see the idf."""
+    return idf_dense(model, queries, passages, power, sides), table_bm25(model, queries, passages)
 
 
 def levers() -> list[tuple[str, float, tuple[str, ...]]]:
@@ -67,8 +72,9 @@ def measure(model, dev: Path, scifact_folder: Path) -> dict:
     """{lever: {set: [dense nDCG@10, hybrid nDCG@10]}} for the plain score and each (power, side)."""
     found: dict[str, dict[str, list[float]]] = {}
     for name, asked, passages, score in lever_sets(dev, scifact_folder):
+        bm25 = table_bm25(model, asked, passages)  # the same for every lever
         for lever, power, sides in levers():
-            dense, bm25 = idf_scores(model, asked, passages, power, sides)
+            dense = idf_dense(model, asked, passages, power, sides)
             found.setdefault(lever, {})[name] = [score(dense), score(hybrid(dense, bm25, ALPHA))]
         print(f"{name}: done", file=sys.stderr, flush=True)
     return found

@@ -39,7 +39,7 @@ import swembed
 from lab.heldout_retrieval import interval, versus_rows
 from lab.hybrid_search import ALPHAS, SOURCES, ndcg, ndcg_per_query, scifact, trec_ndcg
 from lab.mteb_levers import docstring_dev, pairs_dev, retrieval_dev
-from lab.passage_windows import lever_scores
+from lab.passage_windows import lever_dense, window_lever
 from swembed.pipeline.config import LexicalWeightsConfig
 from swembed.pipeline.lexical_weights import TermPairs, fit_term_weights, row_weights
 from swembed.runtime.lexical import ALPHA, Lexical, hybrid
@@ -81,7 +81,7 @@ def weighted_bm25(model, passages: list[str], queries: list[str], rows: np.ndarr
 def dense_scores(model, queries: list[str], passages: list[str], windows: int | None) -> np.ndarray:
     """(queries, passages) dense scores: the cosines, or with ``windows`` the product's windowed score."""
     if windows:
-        return lever_scores(model, queries, passages, f"{windows}-word windows, gamma 0.5")[0]
+        return lever_dense(model, queries, passages, window_lever(windows))
     return model.encode(queries) @ model.encode(passages).T
 
 

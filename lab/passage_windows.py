@@ -43,7 +43,7 @@ from lab.hybrid_search import SOURCES, ndcg, ndcg_per_query, scifact, trec_ndcg
 from lab.mteb_levers import pairs_dev
 from swembed.runtime.index import SearchIndex
 from swembed.runtime.lexical import ALPHA, Lexical, hybrid
-from swembed.runtime.windows import WIDTH, word_windows
+from swembed.runtime.windows import GAMMA, WIDTH, word_windows
 
 WIDTHS = (4, 6, 8, 12, 16, 24, 32, 48)  # words a window; each steps by half its width
 GAMMAS = (0.5, 1.0, 2.0)
@@ -77,11 +77,24 @@ def best_window(model, queries: np.ndarray, passages: list[str], whole: np.ndarr
     return best, len(texts)
 
 
+def window_lever(width: int = WIDTH) -> str:
+    """The name ``levers_of`` gives the product's windowed score with windows of ``width`` words (its ``GAMMA``)."""
+    return f"{width}-word windows, gamma {GAMMA}"
+
+
+PRODUCT_LEVER = window_lever()  # the product's windowed dense score, as named here
+
+
+def table_bm25(model, queries: list[str], passages: list[str]) -> np.ndarray:
+    """(queries, passages) BM25 with the table's lexical weights, the product's lexical channel."""
+    lexical = Lexical.build(model, passages)
+    return lexical.scores(*lexical.weighted_query_terms(model, queries))
+
+
 def levers_of(model, queries: list[str], passages: list[str]) -> tuple[dict[str, np.ndarray], np.ndarray, dict]:
     """({lever: (queries, passages) dense scores}, BM25 with the table's lexical weights, {windows: count})."""
     q, p = model.encode(queries, kind="query"), model.encode(passages, kind="document")
-    lexical = Lexical.build(model, passages)
-    bm25 = lexical.scores(*lexical.weighted_query_terms(model, queries))
+    bm25 = table_bm25(model, queries, passages)
     whole = q @ p.T
     levers, counts = {"whole passages": whole}, {}
     kinds: dict[str, Callable[[str], list[str]]] = {
@@ -94,19 +107,21 @@ def levers_of(model, queries: list[str], passages: list[str]) -> tuple[dict[str,
     return levers, bm25, counts
 
 
-def lever_scores(model, queries: list[str], passages: list[str], lever: str) -> tuple[np.ndarray, np.ndarray]:
-    """(one lever's (queries, passages) dense scores, BM25 with the table's lexical weights), the lever named as
-    ``levers_of`` names it."""
+def lever_dense(model, queries: list[str], passages: list[str], lever: str) -> np.ndarray:
+    """One lever's (queries, passages) dense scores, the lever named as ``levers_of`` names it."""
     q, p = model.encode(queries, kind="query"), model.encode(passages, kind="document")
-    lexical = Lexical.build(model, passages)
-    bm25 = lexical.scores(*lexical.weighted_query_terms(model, queries))
     whole = q @ p.T
     if lever == "whole passages":
-        return whole, bm25
+        return whole
     kind, gamma = lever.rsplit(", gamma ", 1)
     windows = sentence_windows if kind == "sentences" else (
         lambda text: word_windows(text, int(kind.split("-", 1)[0])))
-    return whole + np.float32(float(gamma)) * best_window(model, q, passages, whole, windows)[0], bm25
+    return whole + np.float32(float(gamma)) * best_window(model, q, passages, whole, windows)[0]
+
+
+def lever_scores(model, queries: list[str], passages: list[str], lever: str) -> tuple[np.ndarray, np.ndarray]:
+    """(``lever_dense``, ``table_bm25``): both channels of the hybrid under one lever."""
+    return lever_dense(model, queries, passages, lever), table_bm25(model, queries, passages)
 
 
 def versus_teacher(model, dev: Path, heldout: Path, lever: str, alpha: float) -> dict:

@@ -29,10 +29,11 @@ import numpy as np
 
 import swembed
 from lab import command_line, publish, save_json
-from lab.corpus_idf import dev_mean, idf_scores, levers
+from lab.corpus_idf import dev_mean, idf_dense, levers
 from lab.heldout_retrieval import interval
 from lab.hybrid_search import SOURCES, ndcg, scifact, trec_ndcg_per_query
 from lab.mteb_levers import pairs_dev
+from lab.passage_windows import table_bm25
 from swembed.runtime.lexical import hybrid
 from swembed.runtime.windows import ALPHA
 
@@ -68,10 +69,14 @@ def measure(tables: list[str], dev: Path, scifact_folder: Path) -> dict:
     found: dict[str, dict[str, list[float]]] = {}
     per_query: dict[str, list[list[float]]] = {}  # SciFact's per query (dense, hybrid), for the paired intervals
     models = {table: swembed.load(table) for table in tables}
+    bm25s: dict[tuple[str, str], np.ndarray] = {}  # (table, set): the same for each corpus-IDF row of a table
     for name, table, power, sides in rows:
         model = models[table]
         for which, (asked, passages, gold) in sets.items():
-            dense, bm25 = idf_scores(model, asked, passages, power, sides)
+            dense = idf_dense(model, asked, passages, power, sides)
+            if (table, which) not in bm25s:
+                bm25s[table, which] = table_bm25(model, asked, passages)
+            bm25 = bm25s[table, which]
             if gold is None:
                 per_query[name] = [list(trec_ndcg_per_query(s, doc_ids, query_ids, qrels).values())
                                    for s in (dense, hybrid(dense, bm25, ALPHA))]

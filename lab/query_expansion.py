@@ -26,7 +26,7 @@ import numpy as np
 from lab import table_lever_main
 from lab.corpus_idf import dev_mean
 from lab.hybrid_search import SOURCES, lever_sets
-from lab.passage_windows import lever_scores
+from lab.passage_windows import PRODUCT_LEVER, lever_dense
 from swembed.runtime.lexical import Lexical, hybrid, split_words
 from swembed.runtime.stemmer import stem
 from swembed.runtime.windows import ALPHA, WIDTH
@@ -38,29 +38,28 @@ MIN_LETTERS = 3
 MIN_CONTEXTS = 5
 MIN_GAIN = 0.1
 PLAIN = "no expansion"
-LEVER = f"{WIDTH}-word windows, gamma 0.5"  # lab.passage_windows' name of the product's windowed score
 _LETTERS = re.compile(r"[a-z]+")
 
 
-def candidate_rows(model) -> tuple[list[str], np.ndarray]:
-    """(the words a query word may be expanded to, their unit rows (words, dim) float32)."""
+def candidate_rows(model, table: np.ndarray) -> tuple[list[str], np.ndarray]:
+    """(the words a query word may be expanded to, their unit rows of ``table`` (the model's float rows))."""
     seen = model.word_contexts
     chosen = [(word, row) for word, row in model.tokenizer.vocab.items()
               if len(word) >= MIN_LETTERS and _LETTERS.fullmatch(word)
               and (seen is None or seen[row] >= MIN_CONTEXTS)]
-    rows = model.float_rows()[[row for _, row in chosen]]
+    rows = table[[row for _, row in chosen]]
     rows /= np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-12)
     return [word for word, _ in chosen], rows
 
 
 def neighbours(model, words: list[str], k: int) -> dict[str, list[tuple[str, float]]]:
     """Each of ``words`` with a row of its own: its ``k`` nearest candidate words of another stem, with cosines."""
-    names, rows = candidate_rows(model)
+    table = model.float_rows()
+    names, rows = candidate_rows(model, table)
     stems = [stem(name) for name in names]
     vocab = model.tokenizer.vocab
     asked = [w for w in dict.fromkeys(words) if w in vocab]
     found: dict[str, list[tuple[str, float]]] = {}
-    table = model.float_rows()
     for start in range(0, len(asked), 1024):
         chunk = asked[start:start + 1024]
         q = table[[vocab[w] for w in chunk]]
@@ -106,10 +105,10 @@ def measure(model, dev: Path, scifact_folder: Path) -> dict:
     """{lever: {set: [lexical nDCG@10, hybrid nDCG@10]}} for the plain lexical channel and each expansion."""
     found: dict[str, dict[str, list[float]]] = {}
     for name, asked, passages, score in lever_sets(dev, scifact_folder):
-        dense, _ = lever_scores(model, asked, passages, LEVER)
+        dense = lever_dense(model, asked, passages, PRODUCT_LEVER)
         lexical = Lexical.build(model, passages)
         nearest = neighbours(model, [w for words in split_words(model, asked) for w in words], max(KS))
-        near = {k: {word: found[:k] for word, found in nearest.items()} for k in KS}  # sorted: k's are a prefix
+        near = {k: {word: listed[:k] for word, listed in nearest.items()} for k in KS}  # sorted: k's are a prefix
         for lever, k, floor, beta in levers():
             bm25 = lexical.scores(*expanded_terms(model, lexical, asked, near.get(k, {}), floor, beta))
             found.setdefault(lever, {})[name] = [score(bm25), score(hybrid(dense, bm25, ALPHA))]
