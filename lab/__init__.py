@@ -32,23 +32,27 @@ def command_line(module: str, *arguments: object, json: Path | None = None, out:
                     + ([f"--out {out}"] if out else []))
 
 
-def table_lever_main(module: str, doc: str, measure, report, argv: list[str] | None = None) -> int:
+def table_lever_main(module: str, doc: str, measure, report, argv: list[str] | None = None,
+                     several: bool = False) -> int:
     """The command line of a no-rebuild search lever on one table (``python -m lab.MODULE TABLE [--dev FOLDER]
     [--scifact FOLDER] [--json FILE] [--out FILE]``): ``measure(model, dev, scifact)`` saved as JSON, then
-    ``report(found, table, command)`` published."""
+    ``report(found, table, command)`` published. ``several``: ``TABLE...``, and ``measure`` and ``report`` get the
+    list of their paths instead."""
     import argparse
 
     import swembed
 
     parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
-    parser.add_argument("table")
+    parser.add_argument("tables", nargs="+" if several else 1, metavar="TABLE")
     parser.add_argument("--dev", type=Path, default=Path("models/corpora/sci"))
     parser.add_argument("--scifact", type=Path, default=Path("../shared/data/eval-mteb/SciFact"))
     parser.add_argument("--json", type=Path)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
-    found = measure(swembed.load(args.table), args.dev, args.scifact)
+    tables = args.tables if several else args.tables[0]
+    found = measure(tables if several else swembed.load(tables), args.dev, args.scifact)
     if args.json:
         save_json(found, args.json)
-    publish(report(found, args.table, command_line(module, args.table, json=args.json, out=args.out)), args.out)
+    command = command_line(module, *args.tables, json=args.json, out=args.out)
+    publish(report(found, tables, command), args.out)
     return 0

@@ -486,17 +486,45 @@ WINDOWED_TABLES = [
      "its stages, 14.9 min; distillation 784 s against 618 s); judged, as set down before it ran, on the mean of the "
      "two kinds' differences",
      "passage_windows-380-intel.json", "minilm-380-sci-intel-windows.json", "minilm-380-sci-intel.json"),
+    ("minilm-256-sci-zen4", "the reference's recipe built from nothing on a third CPU kind, an AMD EPYC with "
+     "AVX512-BF16 and no AMX (bfloat16 teacher, what `auto` runs there: 12.4k tokens/s against 8.0k for float32 on "
+     "ONNX Runtime; `/usr/bin/time -v swembed build --recipe pipelines/minilm-256-sci.toml --data-mirror "
+     "../shared/data --work-dir models/minilm-sci-intel.work --out models/minilm-256-sci-intel` on a wiped machine, "
+     "the folders renamed `-zen4` after, 27 min 49 s, reports/build-times.md); the reference of the rows after it",
+     "passage_windows-zen4.json", "minilm-256-sci-zen4-windows.json", "minilm-256-sci-zen4.json"),
+    ("minilm-256-sci-sib", "false negatives out of the contrastive batches: sibling pairs masked out of each other's "
+     "negatives (`[retrieval] mask_siblings = true`; `swembed.pipeline.retrieval.sibling_groups`: pairs holding one "
+     "text, or a sentence of 6+ words that at most 4 pairs hold, and those linked through them: 81.0k of the 99k "
+     "training pairs have a sibling, mostly an abstract's two pseudo-queries, whose passages are the abstract but a "
+     "sentence, and the lexical cells draw them into one batch), from the reference's stages (`swembed build "
+     "--recipe lab/pipelines/minilm-256-sci-sib.toml --data-mirror ../shared/data`: distillation onward)",
+     "passage_windows-sib.json", "minilm-256-sci-sib-windows.json", "minilm-256-sci-sib.json"),
+    ("minilm-256-sci-rq", "the contrastive InfoNCE in the query direction only (`[retrieval] directions = "
+     "\"query\"`: each query picks its passage among the batch's; the passage -> query half, which a search never "
+     "asks, dropped), from the reference's stages (`swembed build --recipe lab/pipelines/minilm-256-sci-rq.toml "
+     "--data-mirror ../shared/data`)",
+     "passage_windows-rq.json", "minilm-256-sci-rq-windows.json", "minilm-256-sci-rq.json"),
+    ("minilm-256-sci-rtau03", "the contrastive temperature apart from the KD's: 0.03 against 0.05 (`[retrieval] tau "
+     "= 0.03`), a sharper softmax weighing the hardest in-batch passages more, from the reference's stages "
+     "(`swembed build --recipe lab/pipelines/minilm-256-sci-rtau03.toml --data-mirror ../shared/data`)",
+     "passage_windows-rtau03.json", "minilm-256-sci-rtau03-windows.json", "minilm-256-sci-rtau03.json"),
+    ("minilm-256-sci-rtau10", "the other way, chosen after the row above fell: the contrastive temperature at 0.1 "
+     "(`[retrieval] tau = 0.1`), a softer softmax spreading the gradient over more of the batch, from the "
+     "reference's stages (`swembed build --recipe lab/pipelines/minilm-256-sci-rtau10.toml --data-mirror "
+     "../shared/data`)",
+     "passage_windows-rtau10.json", "minilm-256-sci-rtau10-windows.json", "minilm-256-sci-rtau10.json"),
 ]
-WINDOWED_AGAINST = {"minilm-256-sci-pq3": "minilm-256-sci-intel", "minilm-380-sci-intel": "minilm-256-sci-intel"}
-WINDOWED_TWINS = {"minilm-256-sci-intel"}
+WINDOWED_AGAINST = {"minilm-256-sci-pq3": "minilm-256-sci-intel", "minilm-380-sci-intel": "minilm-256-sci-intel",
+                    **{f"minilm-256-sci-{lever}": "minilm-256-sci-zen4" for lever in ("sib", "rq", "rtau03", "rtau10")}}
+WINDOWED_TWINS = {"minilm-256-sci-intel", "minilm-256-sci-zen4"}
 WINDOWED_REPLICATES = {"minilm-380-sci-intel": "minilm-380-sci-v2"}  # a lever's second kind: judged on both
-WINDOWS_LEVER, WINDOWS_ALPHA = "8-word windows, gamma 0.5", "0.8"  # the product's windows and hybrid alpha
 
 
 def windowed_tables_section() -> list[str]:
     """Search tables against the reference, each with the product's windows: dev first (lab.passage_windows' JSON,
     STS-B dev; adopted by the rule: the dense dev mean up more than 0.1, the hybrid's not down), then test."""
-    from lab.passage_windows import dev_mean
+    from lab.passage_windows import PRODUCT_LEVER, dev_mean
+    from swembed.runtime.windows import ALPHA  # the product's hybrid weight beside windows
 
     folder = ROOT / "reports" / "mteb"
     header = ["table", "dense dev, whole passages", "dense dev, windows", "hybrid dev, windows", "STS-B dev",
@@ -511,8 +539,8 @@ def windowed_tables_section() -> list[str]:
         found = json.loads((folder / windows_json).read_text(encoding="utf-8"))
         test = _json_scores(SCORES, scores_json.removesuffix(".json"))
         sts = _json_scores(STS, sts_json.removesuffix(".json"))
-        hybrid = found["hybrid"][WINDOWS_LEVER][WINDOWS_ALPHA]
-        row = rows[name] = [dev_mean(found["dense"]["whole passages"]), dev_mean(found["dense"][WINDOWS_LEVER]),
+        hybrid = found["hybrid"][PRODUCT_LEVER][str(ALPHA)]
+        row = rows[name] = [dev_mean(found["dense"]["whole passages"]), dev_mean(found["dense"][PRODUCT_LEVER]),
                             dev_mean(hybrid), sts.get("STS-B dev"), test.get("SciFact"), hybrid["SciFact"],
                             test.get("mean"), sts.get("avg")]
         lines.append(f"| `{name}` | " + " | ".join("—" if c is None else f"{c:.2f}" for c in row) + " |")
@@ -527,7 +555,7 @@ def windowed_tables_section() -> list[str]:
                 ["dense dev whole", "dense dev windows", "hybrid dev", "STS-B dev", "SciFact dense",
                  "SciFact hybrid", "five-task mean", "avg7"], gains) if g is not None)
             reference = "the reference" if against == next(iter(rows)) else f"`{against}`"
-            verdict = ("The same recipe: the spread between the two CPU kinds' builds, not a lever."
+            verdict = ("The same recipe: the spread between CPU kinds' builds, not a lever."
                        if name in WINDOWED_TWINS else
                        "**Passes the dev rule.**" if adopted else "Fails the dev rule: not adopted.")
             if first is not None:
@@ -545,7 +573,20 @@ def windowed_tables_section() -> list[str]:
             "mteb --data ../shared/data/eval-mteb --search dense --windows 8 --json "
             "reports/mteb/scores/NAME-windows.json`, `swembed eval TABLE --data ../shared/data/eval --json "
             "reports/mteb/sts/NAME.json`; the hybrid's SciFact from lab.passage_windows' JSON (its pytrec_eval "
-            "gives mteb's score). — = not measured.", "", *lines, "", *verdicts, ""]
+            "gives mteb's score). — = not measured.", "", *lines, "", *verdicts, *_sibling_rates(folder), ""]
+
+
+def _sibling_rates(folder: Path) -> list[str]:
+    """What ``mask_siblings`` masks (``lab.sibling_batches``' JSON), or nothing before it has run."""
+    path = folder / "sibling_batches.json"
+    if not path.is_file():
+        return []
+    found = json.loads(path.read_text(encoding="utf-8"))
+    return [f"* What `minilm-256-sci-sib` masks (`python -m lab.sibling_batches models/minilm-256-sci-zen4 "
+            f"models/corpora/sci/pairs.tsv.gz models/corpora/sci/pseudo.tsv.gz --json {path.relative_to(ROOT)}`): "
+            f"{100 * found['with a sibling']:.1f}% of the {found['pairs']:,} training pairs have a sibling; "
+            f"{100 * found['cells']:.1f}% of the batch rows the lexical cells draw hold one in their batch, against "
+            f"{100 * found['random']:.1f}% of random batches' rows."]
 
 
 def _section(path: Path) -> list[str]:

@@ -119,11 +119,6 @@ def lever_dense(model, queries: list[str], passages: list[str], lever: str) -> n
     return whole + np.float32(float(gamma)) * best_window(model, q, passages, whole, windows)[0]
 
 
-def lever_scores(model, queries: list[str], passages: list[str], lever: str) -> tuple[np.ndarray, np.ndarray]:
-    """(``lever_dense``, ``table_bm25``): both channels of the hybrid under one lever."""
-    return lever_dense(model, queries, passages, lever), table_bm25(model, queries, passages)
-
-
 def versus_teacher(model, dev: Path, heldout: Path, lever: str, alpha: float) -> dict:
     """Whole passages (hybrid at ``ALPHA``) and the chosen lever (dense; hybrid at ``alpha``) against the teacher
     alone on the four dev sets: per set the mean nDCG@10 and the paired bootstrap 95% interval of the difference."""
@@ -133,10 +128,12 @@ def versus_teacher(model, dev: Path, heldout: Path, lever: str, alpha: float) ->
     for name in SOURCES:
         queries, passages, gold = pairs_dev(dev / f"dev-{name}.tsv.gz")
         assert len(gold) == len(teacher[name]), f"{name}: the teacher's queries are not these"
+        bm25 = table_bm25(model, queries, passages)
+        dense = {chosen: lever_dense(model, queries, passages, chosen) for chosen in dict.fromkeys(
+            ("whole passages", lever))}
         for label, chosen, mix in ((f"hybrid, whole passages, alpha {ALPHA}", "whole passages", ALPHA),
                                    (f"dense, {lever}", lever, None), (f"hybrid, {lever}, alpha {alpha}", lever, alpha)):
-            dense, bm25 = lever_scores(model, queries, passages, chosen)
-            per_query = ndcg_per_query(dense if mix is None else hybrid(dense, bm25, mix), gold)
+            per_query = ndcg_per_query(dense[chosen] if mix is None else hybrid(dense[chosen], bm25, mix), gold)
             rows.setdefault(label, {})[name] = [100 * float(per_query.mean()), interval(per_query, teacher[name])]
     return {"teacher": {s: 100 * float(v.mean()) for s, v in teacher.items()}, "rows": rows}
 

@@ -20,7 +20,6 @@ four-set rule of ``lab.mteb_report``.
 """
 from __future__ import annotations
 
-import argparse
 import re
 import sys
 from pathlib import Path
@@ -28,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 import swembed
-from lab import command_line, publish, save_json
+from lab import table_lever_main
 from lab.corpus_idf import dev_mean, idf_dense, levers
 from lab.heldout_retrieval import interval
 from lab.hybrid_search import SOURCES, ndcg, scifact, trec_ndcg_per_query
@@ -93,7 +92,7 @@ def spearman(a: list[float], b: list[float]) -> float:
     return float(spearmanr(a, b).statistic)
 
 
-def report(found: dict, command: str) -> str:
+def report(found: dict, tables: list[str], command: str) -> str:
     header = ["row", "dev mean, dense", "pooled, dense", "SciFact, dense", "dev mean, hybrid", "pooled, hybrid",
               "SciFact, hybrid"]
     lines = ["| " + " | ".join(header) + " | SciFact dense against the first row (95%) |",
@@ -127,19 +126,9 @@ def report(found: dict, command: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("tables", nargs="+", help="swembed tables; the corpus-IDF levers run on the first")
-    parser.add_argument("--dev", type=Path, default=Path("models/corpora/sci"))
-    parser.add_argument("--scifact", type=Path, default=Path("../shared/data/eval-mteb/SciFact"))
-    parser.add_argument("--json", type=Path)
-    parser.add_argument("--out", type=Path)
-    args = parser.parse_args(argv)
-    found = measure(args.tables, args.dev, args.scifact)
-    if args.json:
-        save_json(found, args.json)
-    publish(report(found, command_line("pooled_dev", *args.tables, json=args.json, out=args.out)), args.out)
-    return 0
-
+    """``python -m lab.pooled_dev TABLE... [--dev FOLDER] [--scifact FOLDER] [--json FILE] [--out FILE]``; the
+    corpus-IDF levers run on the first table."""
+    return table_lever_main("pooled_dev", __doc__, measure, report, argv, several=True)
 
 if __name__ == "__main__":
     sys.exit(main())

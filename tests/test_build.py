@@ -785,6 +785,9 @@ def test_loss_weights_and_script_variants_are_checked_before_any_work(tmp_path):
                             "[retrieval] loss must be one of kd, contrastive, got 'mse'"),
                            ({"retrieval": {"weight": -1.0}}, "r.toml: [retrieval] weight must be at least 0"),
                            ({"retrieval": {"batch_size": 1}}, "r.toml: [retrieval] batch_size must be at least 2"),
+                           ({"retrieval": {"tau": 0.0}}, "r.toml: [retrieval] tau must be above 0 and at most 10"),
+                           ({"retrieval": {"directions": "passage"}},
+                            "[retrieval] directions must be one of both, query, got 'passage'"),
                            ({"paragraphs": {"files": ["d.txt"]}}, "[paragraphs] files are for one-language builds"),
                            ({"extract": {"sentences": "some"}},
                             "[extract] sentences must be one of all, quota, cover, got 'some'"),
@@ -797,6 +800,12 @@ def test_loss_weights_and_script_variants_are_checked_before_any_work(tmp_path):
     apply_settings(BuildConfig(), {"retrieval": {**pairs, "loss": "contrastive"}}, "r.toml").validate()
     with pytest.raises(BuildError, match=re.escape('[retrieval] windows is for loss = "contrastive"')):
         apply_settings(BuildConfig(), {"retrieval": {"files": ["p.tsv"], "windows": 8}}, "r.toml").validate()
+    with pytest.raises(BuildError, match=re.escape('[retrieval] directions is for loss = "contrastive"')):
+        apply_settings(BuildConfig(), {"retrieval": {"files": ["p.tsv"], "directions": "query"}}, "r.toml").validate()
+    with pytest.raises(BuildError, match=re.escape('[retrieval] mask_siblings is for loss = "contrastive"')):
+        apply_settings(BuildConfig(), {"retrieval": {"files": ["p.tsv"], "mask_siblings": True}}, "r.toml").validate()
+    apply_settings(BuildConfig(), {"retrieval": {**pairs, "loss": "contrastive", "directions": "query", "tau": 0.02,
+                                                 "mask_siblings": True}}, "r.toml").validate()
     with pytest.raises(BuildError, match=re.escape("r.toml: [retrieval] windows must be at least 2")):
         apply_settings(BuildConfig(), {"retrieval": {"files": ["p.tsv"], "windows": 1}}, "r.toml").validate()
     apply_settings(BuildConfig(), {"extract": {"sentences": "cover", "window": 5}}, "r.toml").validate()

@@ -13,7 +13,7 @@ from test_search import random_texts, write_word_model
 
 import swembed
 from lab import corpus_idf, pooled_dev, query_expansion
-from lab.passage_windows import lever_scores
+from lab.passage_windows import lever_dense, table_bm25
 from swembed.runtime.lexical import Lexical
 from swembed.runtime.stemmer import stem
 
@@ -39,7 +39,7 @@ def test_corpus_idf_is_bm25s_idf_of_each_row_over_its_mean_among_the_rows_held(m
 
 def test_idf_scores_weigh_each_side_as_asked_and_leave_the_table_as_it_was(model):
     passages, queries = random_texts(model, 30, seed=4), random_texts(model, 6, seed=5)
-    plain = lever_scores(model, queries, passages, corpus_idf.LEVER)
+    plain = lever_dense(model, queries, passages, corpus_idf.LEVER), table_bm25(model, queries, passages)
     same = corpus_idf.idf_scores(model, queries, passages, 0.0, ())
     np.testing.assert_array_equal(plain[0], same[0])
     dense, bm25 = corpus_idf.idf_scores(model, queries, passages, 1.0, ("document",))
@@ -109,3 +109,26 @@ def test_expanded_terms_add_each_kept_neighbour_once_at_its_largest_weight(model
         np.testing.assert_array_equal(weight[: len(own)], 1)
         assert dict(zip(got[len(own):].tolist(), weight[len(own):].tolist())) == pytest.approx(expected)
     assert any(len(t) > len(o) for t, o in zip(terms, plain))
+
+
+def test_sibling_batches_counts_rows_whose_sibling_shares_their_batch(tmp_path, monkeypatch):
+    """Pairs in sibling twos, each two sharing its own rare words: the lexical cells put a pair beside its sibling
+    far more often than random batches do, and the shares are of rows with a sibling at all."""
+    from lab import sibling_batches
+
+    table = swembed.load(write_word_model(tmp_path / "words", words=400))
+    rng = np.random.default_rng(0)
+    words = np.array(table.words)
+    pairs = []
+    for i in range(300):
+        topic = " ".join(rng.choice(words, 8, replace=False))
+        sentence = f"{topic} {' '.join(rng.choice(words, 2))}."
+        pairs += [(f"{topic.split()[0]} query {i}", f"{sentence} One more sentence here {i}."),
+                  (f"{topic.split()[1]} question {i}", f"{sentence} Another closing sentence {i}.")]
+    pairs.append(("a lone query", "a lone passage without any sibling at all"))
+    _write(tmp_path / "p.tsv.gz", pairs)
+    monkeypatch.setattr(sibling_batches, "STEPS", 50)
+    found = sibling_batches.sibling_rates(str(tmp_path / "words"), [str(tmp_path / "p.tsv.gz")], cell_size=32,
+                                          batch=16)
+    assert found["pairs"] == 601 and found["with a sibling"] == pytest.approx(600 / 601)
+    assert found["cells"] > 0.25 > 0.1 > found["random"]  # a cell holds 32 rows, its batch 16 of them

@@ -19,6 +19,7 @@ from swembed.pipeline.train import (
     nearest_centroids,
     query_kd_loss,
     query_kd_objective,
+    sibling_mask,
     spherical_kmeans,
     train,
     windowed_contrastive_loss,
@@ -61,9 +62,46 @@ def test_contrastive_loss_matches_the_formula_and_rewards_alignment():
         return float(np.mean(np.log(np.exp(m).sum(1)) - np.diag(m)))
 
     assert contrastive_loss(a, b, tau).item() == pytest.approx((xent(logits) + xent(logits.T)) / 2, rel=1e-5)
+    assert contrastive_loss(a, b, tau, "query").item() == pytest.approx(xent(logits), rel=1e-5)  # a's rows pick b's
+    assert contrastive_loss(b, a, tau, "query").item() == pytest.approx(xent(logits.T), rel=1e-5)
     eye = torch.eye(6, 8)
     assert contrastive_loss(eye, eye * 3, tau).item() < 1e-6  # aligned, orthogonal pairs: no loss
     assert contrastive_loss(eye, eye.roll(1, 0), tau).item() > 10  # every pair mismatched
+
+
+def test_siblings_are_left_out_of_each_other_s_negatives_in_both_directions():
+    """A masked cell's softmax weight is exactly 0: the loss is InfoNCE over the other cells alone; an objective
+    with groups masks each batch by its rows' groups."""
+    rng = np.random.default_rng(1)
+    a = torch.tensor(rng.normal(size=(5, 8)), dtype=torch.float32)
+    b = torch.tensor(rng.normal(size=(5, 8)), dtype=torch.float32)
+    groups = np.array([7, 3, 7, 4, 3])
+    excluded = sibling_mask(groups, torch.device("cpu"))
+    assert excluded.tolist() == [[groups[i] == groups[j] and i != j for j in range(5)] for i in range(5)]
+    logits = (torch.nn.functional.normalize(a, dim=-1) @ torch.nn.functional.normalize(b, dim=-1).T / 0.05).numpy()
+
+    def xent(m, keep):
+        return float(np.mean([np.log(np.exp(m[i, keep[i]]).sum()) - m[i, i] for i in range(len(m))]))
+
+    keep = ~excluded.numpy()
+    assert contrastive_loss(a, b, 0.05, "query", excluded).item() == pytest.approx(xent(logits, keep), rel=1e-5)
+    assert contrastive_loss(a, b, 0.05, "both", excluded).item() == pytest.approx(
+        (xent(logits, keep) + xent(logits.T, keep.T)) / 2, rel=1e-5)
+    assert contrastive_loss(a, b, 0.05, "both", sibling_mask(np.arange(5), torch.device("cpu"))).item() == (
+        pytest.approx(contrastive_loss(a, b, 0.05).item(), rel=1e-6))  # no siblings: the plain loss
+    device = torch.device("cpu")
+    left = random_texts(rng, 200, 30)
+    pairs = (PackedRows(left, device), PackedRows(TokenIds(left.ids + 30, left.lengths), device))
+    ids = rng.integers(0, 40, size=200)
+    objective = contrastive_objective(*pairs, tau=0.05, weight=1.0, name="c", n_held=32, batch_size=16, groups=ids)
+    table = torch.tensor(rng.normal(size=(60, 8)), dtype=torch.float32)
+    batch = np.flatnonzero(np.isin(ids, ids[:3]))[:12]
+    encoded = [torch.stack([table[torch.as_tensor(side_ids)].mean(0) for side_ids in np.split(
+        texts.ids, np.cumsum(texts.lengths)[:-1])])[batch] for texts in (left, TokenIds(left.ids + 30, left.lengths))]
+    got = objective.loss(encoded, torch.as_tensor(batch))
+    assert got.item() == pytest.approx(contrastive_loss(*encoded, 0.05, "both",
+                                                        sibling_mask(ids[batch], device)).item(), rel=1e-6)
+    assert got.item() != pytest.approx(contrastive_loss(*encoded, 0.05).item(), rel=1e-3)
 
 
 def test_the_windowed_contrastive_loss_scores_a_passage_as_the_search_does():
@@ -83,6 +121,8 @@ def test_the_windowed_contrastive_loss_scores_a_passage_as_the_search_does():
                 + torch.nn.functional.cross_entropy(scores.T, target)) / 2
     got = windowed_contrastive_loss(queries, passages, windows, owners, gamma, tau)
     assert got.item() == pytest.approx(expected.item(), rel=1e-5)
+    one_way = windowed_contrastive_loss(queries, passages, windows, owners, gamma, tau, "query")
+    assert one_way.item() == pytest.approx(torch.nn.functional.cross_entropy(scores, target).item(), rel=1e-5)
     plain = windowed_contrastive_loss(queries, passages, windows, owners, 0.0, tau)
     assert plain.item() == pytest.approx(contrastive_loss(queries, passages, tau).item(), rel=1e-6)
     cosines = queries @ unit(windows, dim=-1).T

@@ -73,6 +73,7 @@ TABLE_DTYPES = ("float32", "float16")
 DEVICES = ("auto", "cpu", "cuda")
 PCA_LEVELS = ("sentence", "word", "none")
 RETRIEVAL_LOSSES = ("kd", "contrastive")
+RETRIEVAL_DIRECTIONS = ("both", "query")
 LR_DECAYS = ("none", "linear", "cosine")
 CELL_DRAWS = ("hashed", "sampled")
 
@@ -248,8 +249,11 @@ class RetrievalConfig:
     words does (its cosine plus ``windows.GAMMA`` times its best window's); unset: its cosine. ``cell_size``
     (contrastive): draw each
     batch from one k-means cell of about this many pairs, clustered by their words (``train.lexical_sketches``), so
-    the other pairs of a batch are hard negatives; 0: random batches. Early stopping reads the sentence objectives
-    only. No files: off."""
+    the other pairs of a batch are hard negatives; 0: random batches. ``tau``: the pairs' softmax temperature (unset:
+    ``[distill] tau``). ``directions`` (contrastive): ``"both"``, each query picks its passage and each passage its
+    query, or ``"query"``, the query side only (what a search asks). ``mask_siblings`` (contrastive): pairs whose
+    texts share a sentence (``retrieval.sibling_groups``: two pseudo-queries of one abstract) are no negatives of
+    each other. Early stopping reads the sentence objectives only. No files: off."""
 
     files: list[str] = setting(key=Key.BY_STAGE, factory=list)  # keyed by the prepared stage's contents
     weight: float = setting(1.0, key=S, key_name="retrieval_weight", within=Range(0))
@@ -261,6 +265,11 @@ class RetrievalConfig:
                                      within=Range(2, unset="[distill] batch_size"))
     windows: int | None = setting(None, key=Key.UNLESS_DEFAULT, key_name="retrieval_windows",
                                   within=Range(2, unset="whole passages"))
+    tau: float | None = setting(None, key=Key.UNLESS_DEFAULT, key_name="retrieval_tau",
+                                within=Range(0, 10, above=True, unset="[distill] tau"))
+    directions: str = setting("both", key=Key.UNLESS_DEFAULT, key_name="retrieval_directions",
+                              choices=RETRIEVAL_DIRECTIONS)
+    mask_siblings: bool = setting(False, key=Key.UNLESS_DEFAULT, key_name="retrieval_mask_siblings")
 
     def needs_teacher(self) -> bool:
         """Whether the pairs need the teacher's vectors: ``kd`` distils them; ``contrastive``'s labels are the pairs."""
@@ -514,6 +523,12 @@ class BuildConfig:
         if self.retrieval.cell_size and self.retrieval.loss != "contrastive":
             raise BuildError("[retrieval] cell_size is for loss = \"contrastive\" (the kd loss's batches are the "
                              "teacher's softmax over random documents)")
+        if self.retrieval.directions != "both" and self.retrieval.loss != "contrastive":
+            raise BuildError("[retrieval] directions is for loss = \"contrastive\" (the kd loss distils each "
+                             "query's softmax over the documents, one direction already)")
+        if self.retrieval.mask_siblings and self.retrieval.loss != "contrastive":
+            raise BuildError("[retrieval] mask_siblings is for loss = \"contrastive\" (the kd loss has no labels: "
+                             "the teacher scores a sibling as it is)")
 
     def _check_paths(self) -> None:
         """No empty path among what the build reads (it would name the current folder), and the stage cache

@@ -28,6 +28,8 @@ if TYPE_CHECKING:  # annotations only
 
 logger = logging.getLogger(__name__)
 QUERY_TARGETS, DOCUMENT_TARGETS = "query_targets.npy", "document_targets.npy"
+SIBLING_WORDS = 6  # a shared sentence this long links two pairs (``sibling_groups``)
+SIBLING_PAIRS = 4  # a sentence more pairs hold is boilerplate: it links none
 
 
 def run_retrieval_pairs(ctx: StageContext, config: RetrievalConfig, exclude: list[str], teacher) -> StageResult:
@@ -61,6 +63,42 @@ def read_retrieval_pairs(stage: StageResult) -> tuple[list[str], list[str], np.n
     targets = [np.load(stage.path / name) if (stage.path / name).is_file() else None
                for name in (QUERY_TARGETS, DOCUMENT_TARGETS)]
     return [q for q, _ in pairs], [d for _, d in pairs], targets[0], targets[1]
+
+
+def sibling_groups(queries: list[str], documents: list[str], min_words: int = SIBLING_WORDS,
+                   max_pairs: int = SIBLING_PAIRS) -> np.ndarray:
+    """One id a pair (the lowest index among its siblings): two pairs are siblings when their texts (query or
+    document) are one text, or share a sentence (``splits.sentences_of``) of at least ``min_words`` words, case and
+    spacing aside, or are linked through others that are: one question with two answers, the pseudo-queries of one
+    abstract and its summary's pair (their passages the same abstract but a sentence), a query that is a sentence
+    of another pair's passage. A sentence held by more than ``max_pairs`` pairs is boilerplate and links none."""
+    from swembed.pipeline.splits import sentences_of
+
+    def normal(text: str) -> str:
+        return " ".join(text.lower().split())
+
+    wholes: dict[str, list[int]] = {}
+    shared: dict[str, list[int]] = {}
+    for i, pair in enumerate(zip(queries, documents)):
+        for text in dict.fromkeys(map(normal, pair)):
+            wholes.setdefault(text, []).append(i)
+        for key in {sentence for text in pair for sentence in map(normal, sentences_of(text))
+                    if sentence.count(" ") + 1 >= min_words}:
+            shared.setdefault(key, []).append(i)
+    parent = list(range(len(queries)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    links = [*wholes.values(), *(pairs for pairs in shared.values() if len(pairs) <= max_pairs)]
+    for pairs in links:
+        for other in pairs[1:]:
+            a, b = root(pairs[0]), root(other)
+            parent[max(a, b)] = min(a, b)
+    return np.array([root(i) for i in range(len(queries))], dtype=np.int64)
 
 
 def passage_windows(documents: list[str], width: int) -> tuple[list[str], np.ndarray]:
@@ -98,9 +136,13 @@ def _objectives(config: RetrievalConfig, prepared: Prepared, training: TrainingC
     order = training.rng.permutation(len(queries))[: config.max_pairs or None]
     left = PackedRows(tokenizer.encode_batch([queries[i] for i in order]), device)
     right = PackedRows(tokenizer.encode_batch([documents[i] for i in order]), device)
-    settings: dict[str, Any] = {"tau": distill.tau, "weight": config.weight, "n_held": distill.val_sentences,
-                "batch_size": config.batch_size or distill.batch_size}
+    settings: dict[str, Any] = {"tau": config.tau or distill.tau, "weight": config.weight,
+                                "n_held": distill.val_sentences, "batch_size": config.batch_size or distill.batch_size}
     if config.loss == "contrastive":
+        settings["directions"] = config.directions
+        if config.mask_siblings:
+            settings["groups"] = sibling_groups([queries[i] for i in order], [documents[i] for i in order])
+            training.stats["retrieval sibling groups"] = len(np.unique(settings["groups"]))
         if config.windows:
             windows, offsets = passage_windows([documents[i] for i in order], config.windows)
             objective = windowed_contrastive_objective(

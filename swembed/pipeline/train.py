@@ -53,20 +53,36 @@ def kd_loss(student: torch.Tensor, teacher: torch.Tensor, tau: float) -> torch.T
     return -(t.softmax(dim=-1) * s.log_softmax(dim=-1)).sum(dim=-1).mean()
 
 
-def contrastive_loss(a: torch.Tensor, b: torch.Tensor, tau: float) -> torch.Tensor:
+def contrastive_loss(a: torch.Tensor, b: torch.Tensor, tau: float, directions: str = "both",
+                     excluded: torch.Tensor | None = None) -> torch.Tensor:
     """Symmetric in-batch InfoNCE over L2-normalised rows (paper eq. 4-5): row i of ``a`` and of ``b``
-    are a translation pair; every other row of the batch is a negative, in both directions."""
-    return both_ways(F.normalize(a, dim=-1) @ F.normalize(b, dim=-1).T / tau)
+    are a translation pair; every other row of the batch is a negative, in both directions (``"query"``: each row
+    of ``a`` picking its row of ``b`` only), but where ``excluded`` (K, K) is True."""
+    return in_batch_infonce(F.normalize(a, dim=-1) @ F.normalize(b, dim=-1).T / tau, directions, excluded)
 
 
-def both_ways(logits: torch.Tensor) -> torch.Tensor:
-    """In-batch InfoNCE over square ``logits`` whose diagonal holds the pairs, row to column and column to row."""
+def sibling_mask(groups: np.ndarray, device: torch.device) -> torch.Tensor:
+    """(K, K) True where two different pairs of a batch are siblings (the same ``groups`` id): left out of each
+    other's negatives."""
+    same = torch.as_tensor(groups[:, None] == groups[None, :], device=device)
+    return same & ~torch.eye(len(groups), dtype=torch.bool, device=device)
+
+
+def in_batch_infonce(logits: torch.Tensor, directions: str = "both",
+                     excluded: torch.Tensor | None = None) -> torch.Tensor:
+    """In-batch InfoNCE over square ``logits`` whose diagonal holds the pairs: row to column and column to row
+    (``"both"``), or row to column only (``"query"``: the rows are the queries); the cells ``excluded`` marks are
+    no negatives (their softmax weight is exactly 0)."""
+    if excluded is not None:
+        logits = logits.masked_fill(excluded, _EXCLUDED)
     target = torch.arange(len(logits), device=logits.device)
-    return (F.cross_entropy(logits, target) + F.cross_entropy(logits.T, target)) / 2
+    forward = F.cross_entropy(logits, target)
+    return forward if directions == "query" else (forward + F.cross_entropy(logits.T, target)) / 2
 
 
 def windowed_contrastive_loss(queries: torch.Tensor, passages: torch.Tensor, windows: torch.Tensor,
-                              owners: torch.Tensor, gamma: float, tau: float) -> torch.Tensor:
+                              owners: torch.Tensor, gamma: float, tau: float, directions: str = "both",
+                              excluded: torch.Tensor | None = None) -> torch.Tensor:
     """``contrastive_loss`` on the search's windowed score (``swembed.runtime.windows``): a passage's cosine plus
     ``gamma`` times its best window's, over 1 + ``gamma`` (the cosine's range). ``windows`` (W, d) are the batch's
     passages' windows, ``owners`` (W,) the batch position of each window's passage; every row L2-normalised."""
@@ -74,7 +90,8 @@ def windowed_contrastive_loss(queries: torch.Tensor, passages: torch.Tensor, win
     window_cosines = queries @ F.normalize(windows, dim=-1).T
     best = window_cosines.new_full((len(queries), len(passages)), -1.0).scatter_reduce(
         1, owners.expand(len(queries), -1), window_cosines, reduce="amax", include_self=False)
-    return both_ways((queries @ F.normalize(passages, dim=-1).T + gamma * best) / ((1.0 + gamma) * tau))
+    return in_batch_infonce((queries @ F.normalize(passages, dim=-1).T + gamma * best) / ((1.0 + gamma) * tau),
+                            directions, excluded)
 
 
 def query_kd_loss(queries: torch.Tensor, documents: torch.Tensor, teacher_queries: torch.Tensor,
@@ -397,8 +414,9 @@ def query_kd_objective(queries: PackedRows, documents: PackedRows, query_targets
 
 
 def contrastive_objective(left: PackedRows, right: PackedRows, *, tau: float, weight: float, name: str, n_held: int,
-                          batch_size: int) -> Objective:
-    """The contrastive loss on pairs (row i of ``left`` translates row i of ``right``); pairs already shuffled."""
+                          batch_size: int, directions: str = "both", groups: np.ndarray | None = None) -> Objective:
+    """The contrastive loss on pairs (row i of ``left`` translates row i of ``right``); pairs already shuffled.
+    ``groups`` (one id a pair): pairs of one id are siblings, never each other's negatives (``sibling_mask``)."""
     usable = np.intersect1d(left.nonempty(), right.nonempty())
     n_held = min(n_held, len(usable) // 5)
     if len(usable) - n_held < batch_size:
@@ -407,7 +425,8 @@ def contrastive_objective(left: PackedRows, right: PackedRows, *, tau: float, we
     held, train = usable[len(usable) - n_held:], usable[: len(usable) - n_held]
 
     def loss(vectors: list[torch.Tensor], batch: torch.Tensor) -> torch.Tensor:
-        return contrastive_loss(vectors[0], vectors[1], tau)
+        excluded = None if groups is None else sibling_mask(groups[batch.numpy()], vectors[0].device)
+        return contrastive_loss(vectors[0], vectors[1], tau, directions, excluded)
 
     whole = [held[i : i + batch_size] for i in range(0, n_held - batch_size + 1, batch_size)]
     return Objective(name, weight, train, whole or [held], (left, right), loss, batch_size=batch_size)
@@ -415,12 +434,13 @@ def contrastive_objective(left: PackedRows, right: PackedRows, *, tau: float, we
 
 def windowed_contrastive_objective(left: PackedRows, right: PackedRows, windows: PackedRows,
                                    window_offsets: np.ndarray, *, gamma: float, tau: float, weight: float, name: str,
-                                   n_held: int, batch_size: int) -> Objective:
+                                   n_held: int, batch_size: int, directions: str = "both",
+                                   groups: np.ndarray | None = None) -> Objective:
     """``contrastive_objective`` scored as the search scores a passage with windows (``windowed_contrastive_loss``):
     pair i's passage ``right[i]`` has the windows ``windows[window_offsets[i]:window_offsets[i + 1]]`` (at least
     one: a passage too short for windows is its own)."""
     whole = contrastive_objective(left, right, tau=tau, weight=weight, name=name, n_held=n_held,
-                                  batch_size=batch_size)
+                                  batch_size=batch_size, directions=directions, groups=groups)
     counts = np.diff(window_offsets)
     if (counts < 1).any():
         raise ValueError(f"{name}: every passage needs at least one window (a short passage is its own)")
@@ -430,8 +450,9 @@ def windowed_contrastive_objective(left: PackedRows, right: PackedRows, windows:
 
     def loss(vectors: list[torch.Tensor], batch: torch.Tensor) -> torch.Tensor:
         owners = torch.repeat_interleave(torch.arange(len(batch)), torch.as_tensor(counts[batch.numpy()]))
+        excluded = None if groups is None else sibling_mask(groups[batch.numpy()], vectors[0].device)
         return windowed_contrastive_loss(vectors[0], vectors[1], vectors[2], owners.to(vectors[0].device), gamma,
-                                         tau)
+                                         tau, directions, excluded)
 
     return replace(whole, texts=(left, right, windows), loss=loss, rows_of=rows_of)
 
