@@ -32,6 +32,12 @@ def command_line(module: str, *arguments: object, json: Path | None = None, out:
                     + ([f"--out {out}"] if out else []))
 
 
+def lever_section(title: str, command: str, intro: str, table: list[str], verdict: str) -> str:
+    """A no-rebuild search lever's generated subsection: its title, the command that made it, what it measures, its
+    table and its verdict."""
+    return "\n".join([title, "", f"<!-- generated: {command} -->", "", intro, "", *table, "", verdict, ""])
+
+
 def table_lever_main(module: str, doc: str, measure, report, argv: list[str] | None = None,
                      several: bool = False) -> int:
     """The command line of a no-rebuild search lever on one table (``python -m lab.MODULE TABLE [--dev FOLDER]

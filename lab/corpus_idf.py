@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lab import table_lever_main
+from lab import lever_section, table_lever_main
 from lab.hybrid_search import SOURCES, lever_sets
 from lab.passage_windows import PRODUCT_LEVER as LEVER
 from lab.passage_windows import lever_dense, table_bm25
@@ -84,6 +84,21 @@ def dev_mean(row: dict[str, list[float]], column: int) -> float:
     return float(np.mean([row[s][column] for s in SOURCES]))
 
 
+def two_score_table(found: dict, chosen: str, column: int, names: tuple[str, str], set_label: str = "") -> list[str]:
+    """The Markdown rows of ``found`` ({lever: {set: [first score, second score]}}, the dev ``SOURCES`` and
+    ``SciFact``): each dev set's score ``column``, both dev means and both SciFact scores (``names`` the two
+    scores), sorted by the dev mean of ``column``, ``chosen`` in bold; ``set_label`` follows each set's name."""
+    first, second = names
+    lines = ["| lever | " + " | ".join(f"{s}{set_label}" for s in SOURCES) + f" | {first} dev mean | {second} dev mean "
+             f"| SciFact {first} | SciFact {second} |", "|---" + "|---:" * (len(SOURCES) + 4) + "|"]
+    for lever in sorted(found, key=lambda name: -dev_mean(found[name], column)):
+        row, mark = found[lever], "**" if lever == chosen else ""
+        lines.append(f"| {mark}{lever}{mark} | " + " | ".join(f"{row[s][column]:.2f}" for s in SOURCES)
+                     + f" | {dev_mean(row, 0):.2f} | {dev_mean(row, 1):.2f} | {row['SciFact'][0]:.2f} "
+                     f"| {row['SciFact'][1]:.2f} |")
+    return lines
+
+
 def report(found: dict, table: str, command: str) -> str:
     plain = found[PLAIN]
     passing = [lever for lever, row in found.items() if dev_mean(row, 0) - dev_mean(plain, 0) > MIN_GAIN
@@ -91,13 +106,7 @@ def report(found: dict, table: str, command: str) -> str:
     chosen = max(passing, key=lambda lever: dev_mean(found[lever], 0)) if passing else PLAIN
     best = max(found, key=lambda lever: dev_mean(found[lever], 0))
     top = max(found, key=lambda lever: found[lever]["SciFact"][0])
-    lines = ["| lever | " + " | ".join(SOURCES) + " | dense dev mean | hybrid dev mean | SciFact dense "
-             "| SciFact hybrid |", "|---" + "|---:" * (len(SOURCES) + 4) + "|"]
-    for lever in sorted(found, key=lambda name: -dev_mean(found[name], 0)):
-        row, mark = found[lever], "**" if lever == chosen else ""
-        lines.append(f"| {mark}{lever}{mark} | " + " | ".join(f"{row[s][0]:.2f}" for s in SOURCES)
-                     + f" | {dev_mean(row, 0):.2f} | {dev_mean(row, 1):.2f} | {row['SciFact'][0]:.2f} "
-                     f"| {row['SciFact'][1]:.2f} |")
+    lines = two_score_table(found, chosen, 0, ("dense", "hybrid"))
     verdict = (f"Chosen on dev: **{chosen}** (dense dev mean {dev_mean(plain, 0):.2f} -> "
                f"{dev_mean(found[chosen], 0):.2f})." if chosen != PLAIN else
                f"Nothing passes the rule (dense dev mean up more than {MIN_GAIN}, hybrid dev mean not down) over the "
@@ -105,14 +114,12 @@ def report(found: dict, table: str, command: str) -> str:
                f"{dev_mean(found[best], 0):.2f} / {dev_mean(found[best], 1):.2f}); not in the product (the "
                f"best at test, {top}: SciFact dense {found[top]['SciFact'][0]:.2f} against {plain['SciFact'][0]:.2f}, "
                f"dev mean {dev_mean(found[top], 0):.2f}: what SciFact rewards, the dev sets do not).")
-    return "\n".join([
-        "#### Corpus IDF in the dense mean (issue 82)", "",
-        f"<!-- generated: {command} -->", "",
+    return lever_section(
+        "#### Corpus IDF in the dense mean (issue 82)", command,
         f"Table `{table}`, no rebuild (`lab/corpus_idf.py`, its docstring). Each word's weight in the mean times "
         "idf^p over the passages searched, for the passages (and their windows), the queries or both; scored as the "
         f"product scores with windows ({WIDTH} words, gamma 0.5; the hybrid at alpha {ALPHA}). Dense nDCG@10 per "
-        "dev set; SciFact (test) for report only. Sorted by the dense dev mean.", "",
-        *lines, "", verdict, ""])
+        "dev set; SciFact (test) for report only. Sorted by the dense dev mean.", lines, verdict)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lab import table_lever_main
+from lab import lever_section, table_lever_main
 from lab.hybrid_search import SOURCES, lever_sets
 from swembed.runtime.lexical import Lexical, hybrid
 from swembed.runtime.windows import ALPHA, WIDTH, word_windows
@@ -85,14 +85,12 @@ def report(found: dict, table: str, command: str) -> str:
                                                  f"; the best, {best}: {dev_mean(found[best]):.2f}")
                + "); not in the product: a rare word matched within one window adds nothing the windowed dense "
                "score and the passage's BM25 do not already give.")
-    return "\n".join([
-        "#### Windows for the lexical channel too (issue 82): BM25 plus g times the best window's", "",
-        f"<!-- generated: {command} -->", "",
+    return lever_section(
+        "#### Windows for the lexical channel too (issue 82): BM25 plus g times the best window's", command,
         f"Table `{table}`, no rebuild (`lab/lexical_windows.py`, its docstring). The hybrid of the product's "
         f"windowed dense score ({WIDTH}-word windows) and a passage's BM25 plus g times its best window's BM25 (the "
         "windows indexed as documents of their own), nDCG@10 on the held-out dev sets; SciFact (test) for report "
-        "only. g 0 is the product's hybrid. Sorted by the dev mean; the chosen lever in bold.", "",
-        *lines, "", verdict, ""])
+        "only. g 0 is the product's hybrid. Sorted by the dev mean; the chosen lever in bold.", lines, verdict)
 
 
 def main(argv: list[str] | None = None) -> int:

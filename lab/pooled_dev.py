@@ -130,5 +130,6 @@ def main(argv: list[str] | None = None) -> int:
     corpus-IDF levers run on the first table."""
     return table_lever_main("pooled_dev", __doc__, measure, report, argv, several=True)
 
+
 if __name__ == "__main__":
     sys.exit(main())

@@ -23,9 +23,9 @@ from pathlib import Path
 
 import numpy as np
 
-from lab import table_lever_main
-from lab.corpus_idf import dev_mean
-from lab.hybrid_search import SOURCES, lever_sets
+from lab import lever_section, table_lever_main
+from lab.corpus_idf import dev_mean, two_score_table
+from lab.hybrid_search import lever_sets
 from lab.passage_windows import PRODUCT_LEVER, lever_dense
 from swembed.runtime.lexical import Lexical, hybrid, split_words
 from swembed.runtime.stemmer import stem
@@ -120,28 +120,20 @@ def report(found: dict, table: str, command: str) -> str:
     plain = found[PLAIN]
     best = max(found, key=lambda lever: dev_mean(found[lever], 1))
     chosen = best if dev_mean(found[best], 1) - dev_mean(plain, 1) > MIN_GAIN else PLAIN
-    lines = ["| lever | " + " | ".join(f"{s} hybrid" for s in SOURCES) + " | lexical dev mean | hybrid dev mean "
-             "| SciFact lexical | SciFact hybrid |", "|---" + "|---:" * (len(SOURCES) + 4) + "|"]
-    for lever in sorted(found, key=lambda name: -dev_mean(found[name], 1)):
-        row, mark = found[lever], "**" if lever == chosen else ""
-        lines.append(f"| {mark}{lever}{mark} | " + " | ".join(f"{row[s][1]:.2f}" for s in SOURCES)
-                     + f" | {dev_mean(row, 0):.2f} | {dev_mean(row, 1):.2f} | {row['SciFact'][0]:.2f} "
-                     f"| {row['SciFact'][1]:.2f} |")
+    lines = two_score_table(found, chosen, 1, ("lexical", "hybrid"), " hybrid")
     verdict = (f"Chosen on dev: **{chosen}** (hybrid dev mean {dev_mean(plain, 1):.2f} -> "
                f"{dev_mean(found[chosen], 1):.2f}; SciFact hybrid {plain['SciFact'][1]:.2f} -> "
                f"{found[chosen]['SciFact'][1]:.2f})." if chosen != PLAIN else
                f"Nothing passes the rule (hybrid dev mean up more than {MIN_GAIN}) over the plain lexical channel "
                f"(hybrid dev mean {dev_mean(plain, 1):.2f}; the best, {best}: {dev_mean(found[best], 1):.2f}); not "
                "in the product.")
-    return "\n".join([
-        "#### Query expansion from the table's neighbours (issue 82)", "",
-        f"<!-- generated: {command} -->", "",
+    return lever_section(
+        "#### Query expansion from the table's neighbours (issue 82)", command,
         f"Table `{table}`, no rebuild (`lab/query_expansion.py`, its docstring). The lexical channel (BM25 with the "
         "table's lexical weights) with each query word's k nearest word rows of another stem added at beta x "
         f"cosine, where the cosine reaches the floor; the hybrid mixes it with the product's windowed dense score "
         f"({WIDTH}-word windows, gamma 0.5) at alpha {ALPHA}. nDCG@10 per dev set (hybrid), the lexical channel's "
-        "and the hybrid's dev means; SciFact (test) for report only. Sorted by the hybrid dev mean.", "",
-        *lines, "", verdict, ""])
+        "and the hybrid's dev means; SciFact (test) for report only. Sorted by the hybrid dev mean.", lines, verdict)
 
 
 def main(argv: list[str] | None = None) -> int:

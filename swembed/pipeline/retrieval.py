@@ -134,17 +134,18 @@ def _objectives(config: RetrievalConfig, prepared: Prepared, training: TrainingC
     distill, tokenizer, device = training.config, training.tokenizers[lang], training.device
     queries, documents, query_targets, document_targets = read_retrieval_pairs(stage)
     order = training.rng.permutation(len(queries))[: config.max_pairs or None]
-    left = PackedRows(tokenizer.encode_batch([queries[i] for i in order]), device)
-    right = PackedRows(tokenizer.encode_batch([documents[i] for i in order]), device)
+    queries, documents = [queries[i] for i in order], [documents[i] for i in order]  # in training's order
+    left = PackedRows(tokenizer.encode_batch(queries), device)
+    right = PackedRows(tokenizer.encode_batch(documents), device)
     settings: dict[str, Any] = {"tau": config.tau or distill.tau, "weight": config.weight,
                                 "n_held": distill.val_sentences, "batch_size": config.batch_size or distill.batch_size}
     if config.loss == "contrastive":
         settings["directions"] = config.directions
         if config.mask_siblings:
-            settings["groups"] = sibling_groups([queries[i] for i in order], [documents[i] for i in order])
+            settings["groups"] = sibling_groups(queries, documents)
             training.stats["retrieval sibling groups"] = len(np.unique(settings["groups"]))
         if config.windows:
-            windows, offsets = passage_windows([documents[i] for i in order], config.windows)
+            windows, offsets = passage_windows(documents, config.windows)
             objective = windowed_contrastive_objective(
                 left, right, PackedRows(tokenizer.encode_batch(windows), device), offsets, gamma=GAMMA,
                 name="retrieval contrastive", **settings)

@@ -122,16 +122,19 @@ def read_source_pairs(paths: list[str]) -> list[tuple[str, str, str]]:
     return pairs
 
 
+def _without(sentences: list[str], chosen: list[int]) -> list[tuple[str, str]]:
+    """Each chosen sentence -> the document without it, where the sentence (the query) has 5+ words."""
+    pairs = [(sentences[i], " ".join(sentences[:i] + sentences[i + 1:])) for i in chosen]
+    return [(q, d) for q, d in pairs if len(q.split()) >= 5]
+
+
 def pseudo_queries(text: str, rng: random.Random) -> list[tuple[str, str]]:
     """The first sentence -> the rest, and a middle sentence -> the document without it (documents of 4+
     sentences; the query has 5+ words)."""
     sentences = sentences_of(text)
     if len(sentences) < 4:
         return []
-    pairs = [(sentences[0], " ".join(sentences[1:]))]
-    i = rng.randrange(1, len(sentences) - 1)
-    pairs.append((sentences[i], " ".join(sentences[:i] + sentences[i + 1:])))
-    return [(q, d) for q, d in pairs if len(q.split()) >= 5]
+    return _without(sentences, [0, rng.randrange(1, len(sentences) - 1)])
 
 
 def more_middles(text: str, taken: set[str], middles: int, rng: random.Random) -> list[tuple[str, str]]:
@@ -141,9 +144,7 @@ def more_middles(text: str, taken: set[str], middles: int, rng: random.Random) -
     if len(sentences) < 4 or middles < 1:
         return []
     free = [i for i in range(1, len(sentences) - 1) if sentences[i] not in taken]
-    chosen = sorted(rng.sample(free, min(middles, len(free))))
-    pairs = [(sentences[i], " ".join(sentences[:i] + sentences[i + 1:])) for i in chosen]
-    return [(q, d) for q, d in pairs if len(q.split()) >= 5]
+    return _without(sentences, sorted(rng.sample(free, min(middles, len(free)))))
 
 
 def split_lines(documents: list[tuple[str, str]], source_pairs: list[tuple[str, str, str]], max_words: int,
