@@ -26,13 +26,9 @@ from lab.hybrid_search import SOURCES, ndcg
 from lab.mteb_levers import pairs_dev
 from swembed.pipeline.config import QueryWeightsConfig
 from swembed.pipeline.parallel import read_parallel
-from swembed.pipeline.query_weights import (
-    Pairs,
-    fit_on,
-    mine_negatives,
-    query_weighted,
-)
+from swembed.pipeline.query_weights import Pairs, fit_on, query_weighted
 from swembed.pipeline.row_weights import write_row_weights
+from swembed.pipeline.train import mine_negatives
 from swembed.runtime.outputs import atomic_file
 
 SPLITS = Path("models/corpora/sci")

@@ -317,8 +317,9 @@ def test_retrieval_pairs_train_beside_the_sentence_kd_read_by_the_teacher_for_kd
     """``[retrieval]``: the retrieval stage keeps each query<TAB>document pair once (repeats and pairs holding an
     excluded text dropped) with the teacher's vectors of both sides; distillation adds one objective on them
     (``loss`` picks which; ``windows``: the contrastive score of a passage with windows, another table from the
-    same stages, and its batches drawn from lexical cells with ``cell_size`` as the plain score's are) that does not
-    decide early stopping."""
+    same stages, and its batches drawn from lexical cells with ``cell_size`` as the plain score's are;
+    ``hard_negatives``: each query also scores a passage mined with the starting table) that does not decide early
+    stopping."""
     from swembed.teachers import load_teacher
 
     corpus, _, _ = reference_build
@@ -333,7 +334,8 @@ def test_retrieval_pairs_train_beside_the_sentence_kd_read_by_the_teacher_for_kd
                                          ("contrastive", "contrastive", "retrieval contrastive", ""),
                                          ("windows", "contrastive", "retrieval contrastive", "windows = 4\n"),
                                          ("windows-cells", "contrastive", "retrieval contrastive",
-                                          "windows = 4\ncell_size = 32\n")):
+                                          "windows = 4\ncell_size = 32\n"),
+                                         ("hard", "contrastive", "retrieval contrastive", "hard_negatives = 4\n")):
         root = tmp_path / name
         root.mkdir()
         result, out, _ = build_with_recipe(corpus, root, f'exclude = ["{held_out}"]\n[retrieval]\nfiles = '
@@ -356,6 +358,10 @@ def test_retrieval_pairs_train_beside_the_sentence_kd_read_by_the_teacher_for_kd
         else:  # the contrastive loss's labels are the pairs themselves: no teacher time
             assert "contrastive: no teacher time" in result.stderr
             assert not list(stage.glob("*_targets.npy"))
+            mined = json.loads((stages["distill"] / "manifest.json").read_text())["stats"].get(
+                "retrieval hard negatives")
+            assert mined == ({"a pair": 4, "distinct passages": mined["distinct passages"]} if name == "hard" else None)
+            assert name != "hard" or 4 <= mined["distinct passages"] < len(kept)
         history = json.loads((stages["distill"] / "history.json").read_text())
         assert set(history["initial_parts"]) == {"kd en", objective}
         assert history["initial_val_loss"] == pytest.approx(history["initial_parts"]["kd en"])
@@ -363,6 +369,7 @@ def test_retrieval_pairs_train_beside_the_sentence_kd_read_by_the_teacher_for_kd
     assert tables["contrastive"].shape == tables["windows"].shape == tables["windows-cells"].shape
     assert not np.array_equal(tables["contrastive"], tables["windows"])
     assert not np.array_equal(tables["windows"], tables["windows-cells"])  # the cells draw a windowed score's batches
+    assert not np.array_equal(tables["contrastive"], tables["hard"])  # each query also scores a mined passage
 
 
 @pytest.mark.teacher
@@ -804,6 +811,10 @@ def test_loss_weights_and_script_variants_are_checked_before_any_work(tmp_path):
         apply_settings(BuildConfig(), {"retrieval": {"files": ["p.tsv"], "directions": "query"}}, "r.toml").validate()
     with pytest.raises(BuildError, match=re.escape('[retrieval] mask_siblings is for loss = "contrastive"')):
         apply_settings(BuildConfig(), {"retrieval": {"files": ["p.tsv"], "mask_siblings": True}}, "r.toml").validate()
+    for hard in ({"hard_negatives": 8}, {"hard_negatives": 8, "loss": "contrastive", "windows": 8}):
+        with pytest.raises(BuildError, match=re.escape('[retrieval] hard_negatives is for loss = "contrastive" on '
+                                                       'whole passages')):
+            apply_settings(BuildConfig(), {"retrieval": {"files": ["p.tsv"], **hard}}, "r.toml").validate()
     apply_settings(BuildConfig(), {"retrieval": {**pairs, "loss": "contrastive", "directions": "query", "tau": 0.02,
                                                  "mask_siblings": True}}, "r.toml").validate()
     with pytest.raises(BuildError, match=re.escape("r.toml: [retrieval] windows must be at least 2")):

@@ -7,15 +7,19 @@ import torch
 
 from swembed.pipeline.train import (
     CellBatches,
+    HardNegatives,
     LoopSettings,
     PackedRows,
     RowAdam,
     centred,
     contrastive_loss,
     contrastive_objective,
+    encoded,
     kd_loss,
     kd_objective,
     lexical_sketches,
+    mine_negatives,
+    mined_hard_negatives,
     nearest_centroids,
     query_kd_loss,
     query_kd_objective,
@@ -102,6 +106,75 @@ def test_siblings_are_left_out_of_each_other_s_negatives_in_both_directions():
     assert got.item() == pytest.approx(contrastive_loss(*encoded, 0.05, "both",
                                                         sibling_mask(ids[batch], device)).item(), rel=1e-6)
     assert got.item() != pytest.approx(contrastive_loss(*encoded, 0.05).item(), rel=1e-3)
+
+
+def test_hard_negatives_are_the_nearest_passages_of_the_pool_never_a_sibling_s():
+    """Mined by cosine, best first, from the passages ``among`` allows; the query's own passage and its group's
+    are left out (last when nothing else is left); the starting table's encoding is the weighted mean."""
+    rng = np.random.default_rng(3)
+    queries = torch.nn.functional.normalize(torch.tensor(rng.normal(size=(30, 6)), dtype=torch.float32), dim=-1)
+    passages = torch.nn.functional.normalize(torch.tensor(rng.normal(size=(30, 6)), dtype=torch.float32), dim=-1)
+    groups = np.arange(30) // 3  # three pairs a group
+    among = np.arange(0, 30, 2)
+    mined = mine_negatives(queries.numpy(), passages.numpy(), np.arange(30), 4, among=among, groups=groups)
+    scores = (queries @ passages.T).numpy()
+    for query in range(30):
+        allowed = [p for p in among if groups[p] != groups[query]]
+        assert mined[query].tolist() == sorted(allowed, key=lambda p: -scores[query, p])[:4]
+    tiny = mine_negatives(queries.numpy()[:3], passages.numpy(), np.arange(3), 2, among=np.arange(3),
+                          groups=np.zeros(30, dtype=np.int64))
+    assert tiny.shape == (3, 2)  # every pool passage a sibling: the left-out ones fill the columns
+    device = torch.device("cpu")
+    left, right = random_texts(rng, 30, 20, weighted=True), random_texts(rng, 30, 20)
+    table = rng.normal(size=(20, 6)).astype(np.float32)
+    got = encoded(table, PackedRows(left, device), np.array([4, 7]))
+    for position, text in enumerate((4, 7)):
+        start = int(left.lengths[:text].sum())
+        ids, weights = left.ids[start : start + left.lengths[text]], left.weights[start : start + left.lengths[text]]
+        mean = (table[ids] * weights[:, None]).sum(0)
+        np.testing.assert_allclose(got[position].numpy(), mean / np.linalg.norm(mean), atol=1e-6)
+    hard = mined_hard_negatives(table, PackedRows(left, device), PackedRows(right, device), groups, 3, 0, among)
+    expected = mine_negatives(encoded(table, PackedRows(left, device), np.arange(30)).numpy(),
+                              encoded(table, PackedRows(right, device), np.arange(30)).numpy(), np.arange(30), 3,
+                              among=among, groups=groups)
+    np.testing.assert_array_equal(hard.candidates, expected)
+
+
+def test_a_hard_negative_is_one_more_column_for_its_query_drawn_by_the_batch():
+    """Each batch row's query scores the batch's passages and one passage drawn from its mined ones, the same for
+    the same batch; a drawn passage that is another row's own pair or sibling is no negative of that row; the
+    passage -> query direction reads the batch's square alone."""
+    rng = np.random.default_rng(5)
+    groups = np.arange(200) // 2
+    candidates = rng.integers(0, 200, size=(200, 4))
+    hard = HardNegatives(candidates, groups)
+    rows = np.array([3, 10, 11, 50, 77])
+    drawn = hard.drawn(rows)
+    assert all(d in candidates[r] for r, d in zip(rows, drawn))
+    np.testing.assert_array_equal(hard.drawn(rows), drawn)
+    assert len({tuple(hard.drawn(rng.choice(200, 5, replace=False))) for _ in range(20)}) > 1
+    device = torch.device("cpu")
+    left = random_texts(rng, 200, 30)
+    pairs = (PackedRows(left, device), PackedRows(TokenIds(left.ids + 30, left.lengths), device))
+    candidates[11] = 10  # row 11's negative is row 10's own passage: masked for row 10, and 11's sibling
+    objective = contrastive_objective(*pairs, tau=0.05, weight=1.0, name="c", n_held=32, batch_size=5,
+                                      negatives=lambda train: HardNegatives(candidates, groups))
+    sides = objective.sides(rows)
+    np.testing.assert_array_equal(sides[0], rows)
+    np.testing.assert_array_equal(sides[1], np.concatenate([rows, hard.drawn(rows)]))
+    table = torch.tensor(rng.normal(size=(60, 8)), dtype=torch.float32)
+    every = [torch.nn.functional.normalize(torch.stack([table[torch.as_tensor(ids)].mean(0) for ids in np.split(
+        texts.ids, np.cumsum(texts.lengths)[:-1])]), dim=-1) for texts in (left, TokenIds(left.ids + 30, left.lengths))]
+    queries, passages = every[0][sides[0]], every[1][sides[1]]
+    logits = (queries @ passages.T / 0.05).numpy()
+    keep = np.ones_like(logits, dtype=bool)
+    keep[:, 5:] = groups[rows][:, None] != groups[sides[1][5:]][None, :]
+    assert not keep[1, 5 + 2] and not keep[2, 5 + 2]  # row 11's drawn passage is row 10's: out for both
+    forward = np.mean([np.log(np.exp(logits[i, keep[i]]).sum()) - logits[i, i] for i in range(5)])
+    square = logits[:, :5].T
+    backward = np.mean([np.log(np.exp(square[i]).sum()) - square[i, i] for i in range(5)])
+    got = objective.loss([queries, passages], torch.as_tensor(rows))
+    assert got.item() == pytest.approx((forward + backward) / 2, rel=1e-5)
 
 
 def test_the_windowed_contrastive_loss_scores_a_passage_as_the_search_does():

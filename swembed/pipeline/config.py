@@ -253,7 +253,10 @@ class RetrievalConfig:
     ``[distill] tau``). ``directions`` (contrastive): ``"both"``, each query picks its passage and each passage its
     query, or ``"query"``, the query side only (what a search asks). ``mask_siblings`` (contrastive): pairs whose
     texts share a sentence (``retrieval.sibling_groups``: two pseudo-queries of one abstract) are no negatives of
-    each other. Early stopping reads the sentence objectives only. No files: off."""
+    each other. ``hard_negatives`` (contrastive, whole passages): mine this many negatives a pair with the table
+    distillation starts from (the passages of training pairs nearest its query, siblings left out:
+    ``train.mine_negatives``), and let each query also score one of them a step; 0: the batch's passages only.
+    Early stopping reads the sentence objectives only. No files: off."""
 
     files: list[str] = setting(key=Key.BY_STAGE, factory=list)  # keyed by the prepared stage's contents
     weight: float = setting(1.0, key=S, key_name="retrieval_weight", within=Range(0))
@@ -270,6 +273,7 @@ class RetrievalConfig:
     directions: str = setting("both", key=Key.UNLESS_DEFAULT, key_name="retrieval_directions",
                               choices=RETRIEVAL_DIRECTIONS)
     mask_siblings: bool = setting(False, key=Key.UNLESS_DEFAULT, key_name="retrieval_mask_siblings")
+    hard_negatives: int = setting(0, key=Key.UNLESS_DEFAULT, key_name="retrieval_hard_negatives", within=Range(0))
 
     def needs_teacher(self) -> bool:
         """Whether the pairs need the teacher's vectors: ``kd`` distils them; ``contrastive``'s labels are the pairs."""
@@ -529,6 +533,9 @@ class BuildConfig:
         if self.retrieval.mask_siblings and self.retrieval.loss != "contrastive":
             raise BuildError("[retrieval] mask_siblings is for loss = \"contrastive\" (the kd loss has no labels: "
                              "the teacher scores a sibling as it is)")
+        if self.retrieval.hard_negatives and (self.retrieval.loss != "contrastive" or self.retrieval.windows):
+            raise BuildError("[retrieval] hard_negatives is for loss = \"contrastive\" on whole passages (no "
+                             "windows): a mined passage is one more column of the batch's softmax")
 
     def _check_paths(self) -> None:
         """No empty path among what the build reads (it would name the current folder), and the stage cache

@@ -89,11 +89,13 @@ def _distill(ctx: StageContext, config: DistillConfig, inputs: DistillInputs, ru
     layout = Layout.read(inputs.compose.path)
     tokenizers = layout.tokenizers(inputs.rules, Tokenizer.from_str(inputs.tokenizer_json))
     contexts = np.load(inputs.compose.path / files.WORD_CONTEXTS)
-    training = TrainingContext(config, tokenizers, pick_device(ctx.device), ctx.seed, np.random.default_rng(ctx.seed))
+    start = np.load(inputs.pca.path / files.TABLE)
+    training = TrainingContext(config, tokenizers, pick_device(ctx.device), ctx.seed, np.random.default_rng(ctx.seed),
+                               start)
     objectives = plan_objectives(inputs, training, contexts)
     settings = LoopSettings(config.batch_size, config.lr, config.max_steps, config.eval_every, config.patience,
                             ctx.seed, config.lr_decay)
-    best, history = train(np.load(inputs.pca.path / files.TABLE), objectives, settings, training.device, run.partial,
+    best, history = train(start, objectives, settings, training.device, run.partial,
                           ctx.checkpoint_seconds, run.unit_done, run.quiet)
     stats = training.stats
     trained = Trained(layout, tokenizers, contexts, inputs.prepared)

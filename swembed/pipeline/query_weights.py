@@ -30,8 +30,6 @@ if TYPE_CHECKING:  # annotations only
 
 logger = logging.getLogger(__name__)
 
-MINE_QUERIES = 1024  # queries scored against the pool at once when mining hard negatives
-MINE_POOL = 8192  # passages (drawn at random) that hard negatives are mined from
 LOG_LIMIT = float(np.log(KIND_WEIGHT_RANGE[1]))  # |s| stays within the format's range of a weight
 QUERY_WEIGHTS_FILE = KIND_WEIGHT_FILES["query"]
 
@@ -73,30 +71,12 @@ class Pairs:
         return model.mean_rows(self.queries)
 
 
-def mine_negatives(queries: np.ndarray, passages: np.ndarray, gold: np.ndarray, count: int,
-                   seed: int = 0) -> np.ndarray:
-    """(queries, count): the passages nearest each query by cosine, best first, among a random pool of at most
-    ``MINE_POOL`` passages (the cost grows with queries x pool), its own passage left out."""
-    import torch
-
-    pool = np.sort(np.random.default_rng(seed).permutation(len(passages))[:MINE_POOL])
-    count = max(0, min(count, len(pool) - 1))
-    out = np.empty((len(queries), count), dtype=np.int64)
-    if count == 0:
-        return out
-    table = torch.from_numpy(np.ascontiguousarray(passages[pool], dtype=np.float32))
-    for start in range(0, len(queries), MINE_QUERIES):
-        scores = torch.from_numpy(np.ascontiguousarray(queries[start : start + MINE_QUERIES])) @ table.T
-        own = torch.from_numpy(pool[None, :] == gold[start : start + MINE_QUERIES, None])
-        scores.masked_fill_(own, -torch.inf)
-        out[start : start + len(scores)] = pool[torch.topk(scores, count, dim=1).indices.numpy()]
-    return out
-
-
 def fit_query_weights(model: StaticEmbedder, pairs: Sequence[tuple[str, str]], settings: QueryWeightsConfig,
                       seed: int = 0, progress: Callable[[str], None] = logger.info) -> tuple[np.ndarray, dict]:
     """(query weights, one per table row, float32; statistics) fitted on ``pairs`` (query, passage) with the fit's
     settings of ``settings`` (its ``files`` are not read: ``pairs`` are the pairs)."""
+    from swembed.pipeline.train import mine_negatives
+
     started = time.time()
     data = Pairs.encode(model, pairs)
     negatives = mine_negatives(data.base_vectors(model), data.passages, data.gold, settings.negatives, seed)

@@ -122,10 +122,12 @@ def _objectives(config: RetrievalConfig, prepared: Prepared, training: TrainingC
     import torch
 
     from swembed.pipeline.train import (
+        HardNegatives,
         PackedRows,
         cell_batches,
         contrastive_objective,
         lexical_sketches,
+        mined_hard_negatives,
         query_kd_objective,
         windowed_contrastive_objective,
     )
@@ -141,9 +143,19 @@ def _objectives(config: RetrievalConfig, prepared: Prepared, training: TrainingC
                                 "n_held": distill.val_sentences, "batch_size": config.batch_size or distill.batch_size}
     if config.loss == "contrastive":
         settings["directions"] = config.directions
+        groups = sibling_groups(queries, documents) if config.mask_siblings or config.hard_negatives else np.empty(0)
         if config.mask_siblings:
-            settings["groups"] = sibling_groups(queries, documents)
-            training.stats["retrieval sibling groups"] = len(np.unique(settings["groups"]))
+            settings["groups"] = groups
+            training.stats["retrieval sibling groups"] = len(np.unique(groups))
+        if config.hard_negatives:
+            def mined(train: np.ndarray) -> HardNegatives:
+                hard = mined_hard_negatives(training.start, left, right, groups, config.hard_negatives, training.seed,
+                                            train)
+                training.stats["retrieval hard negatives"] = {
+                    "a pair": hard.candidates.shape[1], "distinct passages": int(np.unique(hard.candidates).size)}
+                return hard
+
+            settings["negatives"] = mined
         if config.windows:
             windows, offsets = passage_windows(documents, config.windows)
             objective = windowed_contrastive_objective(

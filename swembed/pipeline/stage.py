@@ -367,12 +367,13 @@ class Trained:
 class TrainingContext:
     """What an ``objectives`` hook may read: the ``[distill]`` section, each language's tokenizer, the training
     device, the build's seed and the seeded generator that every objective draws its split from (in the order the
-    objectives are made, so a hook draws only when it makes one); ``stats``: statistics for the distill stage's
-    manifest, which a hook may add to."""
+    objectives are made, so a hook draws only when it makes one), the table training starts from (the pca stage's);
+    ``stats``: statistics for the distill stage's manifest, which a hook may add to."""
 
     config: DistillConfig
     tokenizers: dict
     device: torch.device
     seed: int
     rng: np.random.Generator
+    start: np.ndarray
     stats: dict = field(default_factory=dict)

@@ -68,16 +68,40 @@ def sibling_mask(groups: np.ndarray, device: torch.device) -> torch.Tensor:
     return same & ~torch.eye(len(groups), dtype=torch.bool, device=device)
 
 
+@dataclass
+class HardNegatives:
+    """Each pair's mined negatives: ``candidates`` (pairs, k), pairs whose passages a table ranks near the pair's
+    query (``mine_negatives``), and ``groups`` (pairs,), the sibling id of each pair (``retrieval.sibling_groups``).
+    A batch row reads one of its k a step, drawn by a hash of the batch's rows: the same batch draws the same, so a
+    resumed build trains as one that never stopped."""
+
+    candidates: np.ndarray
+    groups: np.ndarray
+
+    def drawn(self, rows: np.ndarray) -> np.ndarray:
+        """The pair whose passage is each row's hard negative in the batch ``rows``."""
+        hashes = splitmix64(rows.astype(np.uint64))
+        pick = splitmix64(hashes ^ np.bitwise_xor.reduce(hashes)) % np.uint64(self.candidates.shape[1])
+        return self.candidates[rows, pick.astype(np.int64)]
+
+    def excluded(self, rows: np.ndarray, drawn: np.ndarray, device: torch.device) -> torch.Tensor:
+        """(K, K) True where the negative drawn for row j is row i's own pair or its sibling: no negative of i."""
+        return torch.as_tensor(self.groups[rows][:, None] == self.groups[drawn][None, :], device=device)
+
+
 def in_batch_infonce(logits: torch.Tensor, directions: str = "both",
                      excluded: torch.Tensor | None = None) -> torch.Tensor:
-    """In-batch InfoNCE over square ``logits`` whose diagonal holds the pairs: row to column and column to row
-    (``"both"``), or row to column only (``"query"``: the rows are the queries); the cells ``excluded`` marks are
-    no negatives (their softmax weight is exactly 0)."""
+    """In-batch InfoNCE over ``logits`` (K, K + M) whose first K columns' diagonal holds the pairs: row to column
+    and column to row (``"both"``; the M extra columns, hard negatives, count for the rows only), or row to column
+    only (``"query"``: the rows are the queries); the cells ``excluded`` marks are no negatives (their softmax weight
+    is exactly 0)."""
     if excluded is not None:
         logits = logits.masked_fill(excluded, _EXCLUDED)
     target = torch.arange(len(logits), device=logits.device)
     forward = F.cross_entropy(logits, target)
-    return forward if directions == "query" else (forward + F.cross_entropy(logits.T, target)) / 2
+    if directions == "query":
+        return forward
+    return (forward + F.cross_entropy(logits[:, : len(logits)].T, target)) / 2
 
 
 def windowed_contrastive_loss(queries: torch.Tensor, passages: torch.Tensor, windows: torch.Tensor,
@@ -414,22 +438,36 @@ def query_kd_objective(queries: PackedRows, documents: PackedRows, query_targets
 
 
 def contrastive_objective(left: PackedRows, right: PackedRows, *, tau: float, weight: float, name: str, n_held: int,
-                          batch_size: int, directions: str = "both", groups: np.ndarray | None = None) -> Objective:
+                          batch_size: int, directions: str = "both", groups: np.ndarray | None = None,
+                          negatives: Callable[[np.ndarray], HardNegatives] | None = None) -> Objective:
     """The contrastive loss on pairs (row i of ``left`` translates row i of ``right``); pairs already shuffled.
-    ``groups`` (one id a pair): pairs of one id are siblings, never each other's negatives (``sibling_mask``)."""
+    ``groups`` (one id a pair): pairs of one id are siblings, never each other's negatives (``sibling_mask``).
+    ``negatives``: the hard negatives of the pairs, given the training rows (the pool they are mined from); each
+    batch row's query then also scores one drawn passage (``HardNegatives``)."""
     usable = np.intersect1d(left.nonempty(), right.nonempty())
     n_held = min(n_held, len(usable) // 5)
     if len(usable) - n_held < batch_size:
         raise ValueError(f"only {len(usable)} usable {name} parallel pairs; contrastive training needs more than "
                          f"{batch_size + n_held}")
     held, train = usable[len(usable) - n_held:], usable[: len(usable) - n_held]
+    hard = None if negatives is None else negatives(train)
 
     def loss(vectors: list[torch.Tensor], batch: torch.Tensor) -> torch.Tensor:
-        excluded = None if groups is None else sibling_mask(groups[batch.numpy()], vectors[0].device)
+        rows, device = batch.numpy(), vectors[0].device
+        excluded = None if groups is None else sibling_mask(groups[rows], device)
+        if hard is not None:  # the batch's passages, then each row's drawn negative
+            square = excluded if excluded is not None else torch.zeros(len(rows), len(rows), dtype=torch.bool,
+                                                                       device=device)
+            excluded = torch.cat([square, hard.excluded(rows, hard.drawn(rows), device)], dim=1)
         return contrastive_loss(vectors[0], vectors[1], tau, directions, excluded)
 
+    def with_negatives(rows: np.ndarray) -> list[np.ndarray]:
+        assert hard is not None
+        return [rows, np.concatenate([rows, hard.drawn(rows)])]
+
     whole = [held[i : i + batch_size] for i in range(0, n_held - batch_size + 1, batch_size)]
-    return Objective(name, weight, train, whole or [held], (left, right), loss, batch_size=batch_size)
+    return Objective(name, weight, train, whole or [held], (left, right), loss, batch_size=batch_size,
+                     rows_of=None if hard is None else with_negatives)
 
 
 def windowed_contrastive_objective(left: PackedRows, right: PackedRows, windows: PackedRows,
@@ -458,19 +496,59 @@ def windowed_contrastive_objective(left: PackedRows, right: PackedRows, windows:
 
 
 @torch.no_grad()
+def encoded(table: np.ndarray, packed: PackedRows, rows: np.ndarray) -> torch.Tensor:
+    """Texts ``rows`` of ``packed`` encoded with ``table``: each the weighted mean of its rows, L2-normalised."""
+    ids, offsets, weights = packed.gather(rows)
+    weight = torch.as_tensor(table, device=packed.ids.device)
+    return F.normalize(F.embedding_bag(ids, weight, offsets, mode="sum", per_sample_weights=weights), dim=-1)
+
+
+@torch.no_grad()
 def retrieval_accuracy(table: np.ndarray, objective: Objective) -> float:
     """Share of held-out pairs whose left text's nearest neighbour among all held-out right texts is its own
     translation (a Tatoeba-like check that never sees a test set)."""
     left, right = objective.texts[:2]
     rows = np.concatenate(objective.held_out)
-    weight = torch.as_tensor(table, device=left.ids.device)
-
-    def encode(packed: PackedRows) -> torch.Tensor:
-        ids, offsets, weights = packed.gather(rows)
-        return F.normalize(F.embedding_bag(ids, weight, offsets, mode="sum", per_sample_weights=weights), dim=-1)
-
-    nearest = (encode(left) @ encode(right).T).argmax(dim=1)
+    nearest = (encoded(table, left, rows) @ encoded(table, right, rows).T).argmax(dim=1)
     return float((nearest == torch.arange(len(rows), device=nearest.device)).float().mean())
+
+
+MINE_QUERIES = 1024  # queries scored against the pool at once when mining hard negatives
+MINE_POOL = 8192  # passages (drawn at random) that hard negatives are mined from
+
+
+def mine_negatives(queries: np.ndarray, passages: np.ndarray, gold: np.ndarray, count: int, seed: int = 0,
+                   among: np.ndarray | None = None, groups: np.ndarray | None = None) -> np.ndarray:
+    """(queries, count): the passages nearest each query by cosine (rows L2-normalised), best first, among a random
+    pool of at most ``MINE_POOL`` of the passages ``among`` (default: all; the cost grows with queries x pool), its
+    own passage ``gold`` left out and, with ``groups`` (one id a passage), every passage of its group (siblings).
+    A query with fewer than ``count`` passages left gets the left-out ones last."""
+    candidates = np.arange(len(passages)) if among is None else np.asarray(among)
+    pool = np.sort(np.random.default_rng(seed).permutation(candidates)[:MINE_POOL])
+    count = max(0, min(count, len(pool) - 1))
+    out = np.empty((len(queries), count), dtype=np.int64)
+    if count == 0:
+        return out
+    pool_groups, gold_groups = (pool, gold) if groups is None else (groups[pool], groups[gold])
+    table = torch.from_numpy(np.ascontiguousarray(passages[pool], dtype=np.float32))
+    for start in range(0, len(queries), MINE_QUERIES):
+        scores = torch.from_numpy(np.ascontiguousarray(queries[start : start + MINE_QUERIES])) @ table.T
+        own = torch.from_numpy(pool_groups[None, :] == gold_groups[start : start + MINE_QUERIES, None])
+        scores.masked_fill_(own, -torch.inf)
+        out[start : start + len(scores)] = pool[torch.topk(scores, count, dim=1).indices.numpy()]
+    return out
+
+
+def mined_hard_negatives(table: np.ndarray, left: PackedRows, right: PackedRows, groups: np.ndarray, count: int,
+                         seed: int, train: np.ndarray) -> HardNegatives:
+    """Each pair's ``count`` hard negatives: the passages of training pairs ``train`` nearest its query by
+    ``table`` (``mine_negatives``), siblings (``groups``) left out."""
+    started, every = time.time(), np.arange(len(left))
+    queries, passages = (encoded(table, packed, every).cpu().numpy() for packed in (left, right))
+    mined = HardNegatives(mine_negatives(queries, passages, every, count, seed, among=train, groups=groups), groups)
+    logger.info("hard negatives: %d a pair for %d pairs, mined in %.1f s", mined.candidates.shape[1], len(every),
+                time.time() - started)
+    return mined
 
 
 class RowAdam:
