@@ -57,7 +57,8 @@ def contrastive_loss(a: torch.Tensor, b: torch.Tensor, tau: float, directions: s
                      excluded: torch.Tensor | None = None) -> torch.Tensor:
     """Symmetric in-batch InfoNCE over L2-normalised rows (paper eq. 4-5): row i of ``a`` and of ``b``
     are a translation pair; every other row of the batch is a negative, in both directions (``"query"``: each row
-    of ``a`` picking its row of ``b`` only), but where ``excluded`` (K, K) is True."""
+    of ``a`` picking its row of ``b`` only), but where ``excluded`` (K, K + M) is True. ``b`` may hold M rows past
+    the K pairs (hard negatives): they count for the rows of ``a`` only (``in_batch_infonce``)."""
     return in_batch_infonce(F.normalize(a, dim=-1) @ F.normalize(b, dim=-1).T / tau, directions, excluded)
 
 
